@@ -1,0 +1,106 @@
+# Warren - build, test, benchmark, demo.
+#
+#   make              build build/warren and build/warren-init
+#   make check        run every test; ends with "N passed, N failed"
+#   make check SAN=1  the same with ASan + UBSan
+#   make bench        benchmarks (docs/benchmarks.md)
+#   make demo         a short tour of the sandbox
+#   make fuzz         run the fuzz targets for a while (clang/libFuzzer)
+#
+# Run as root, `make` first installs any missing Debian packages.
+
+CC      ?= cc
+BUILD   ?= build
+SAN     ?= 0
+DEBIAN_PACKAGES := gcc make pkg-config libseccomp-dev libjansson-dev \
+                   libcmocka-dev musl-tools
+
+CFLAGS_COMMON := -std=c17 -D_GNU_SOURCE -Isrc -g -O2 -Wall -Wextra \
+  -Werror=implicit-function-declaration -Werror=return-type \
+  -Werror=incompatible-pointer-types -Werror=int-conversion \
+  -Wshadow -Wformat=2 -Wno-format-nonliteral -Wmissing-prototypes \
+  -Wstrict-prototypes -fstack-protector-strong -D_FORTIFY_SOURCE=2
+ifeq ($(SAN),1)
+  BUILD := build/san
+  SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+CFLAGS  += $(CFLAGS_COMMON) $(SANFLAGS)
+LDFLAGS += $(SANFLAGS)
+LIBS    := -lseccomp -ljansson
+
+UTIL_SRC    := src/util/alloc.c src/util/error.c src/util/fs.c src/util/parse.c
+SANDBOX_SRC := $(wildcard src/sandbox/*.c)
+CLI_SRC     := $(wildcard src/cli/*.c)
+LIB_SRC     := $(UTIL_SRC) $(SANDBOX_SRC)
+LIB_OBJ     := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+
+# warren-init runs in every sandbox: static, libc only, as small as we can.
+INIT_CC     := $(shell command -v musl-gcc 2>/dev/null || echo $(CC))
+INIT_SRC    := src/init/init.c src/sandbox/proto.c src/util/alloc.c
+INIT_CFLAGS := -std=c17 -D_GNU_SOURCE -Isrc -Os -Wall -Wextra -static \
+  -Werror=implicit-function-declaration -fno-asynchronous-unwind-tables
+
+UNIT_TESTS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
+PROBE       := $(BUILD)/tests/probe
+
+.PHONY: all deps check bench demo clean fuzz format
+all: deps $(BUILD)/warren $(BUILD)/warren-init
+
+# Install what the build needs on a fresh Debian 12 machine (root only).
+deps:
+	@missing=""; for p in $(DEBIAN_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null || \
+	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null; }; \
+	  else echo "missing Debian packages:$$missing (run make as root to install)"; exit 1; fi; \
+	fi
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC $<"; $(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/warren: $(CLI_OBJ) $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/warren-init: $(INIT_SRC) src/sandbox/proto.h src/util/alloc.h
+	@mkdir -p $(dir $@)
+	$(INIT_CC) $(INIT_CFLAGS) -o $@ $(INIT_SRC)
+	strip $@
+
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) -lcmocka
+
+# The posture probe runs inside sandboxes: static, so it needs nothing there.
+$(PROBE): tests/security/probe.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c17 -D_GNU_SOURCE -O1 -Wall -Wextra -static -o $@ $<
+
+$(BUILD)/bench/sandbox: bench/sandbox.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c17 -D_GNU_SOURCE -O2 -Wall -Wextra -o $@ $<
+
+check: all $(UNIT_TESTS) $(PROBE)
+	@BUILD=$(BUILD) SAN=$(SAN) tests/run.sh
+
+bench: all $(BUILD)/bench/sandbox
+	@BUILD=$(BUILD) bench/run.sh
+
+demo: all
+	@BUILD=$(BUILD) scripts/demo.sh
+
+fuzz: all
+	@BUILD=$(BUILD) tests/fuzz/run.sh
+
+format:
+	clang-format -i $(LIB_SRC) $(CLI_SRC) src/init/*.c src/*/*.h
+
+clean:
+	rm -rf build
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

@@ -1,0 +1,35 @@
+/* cli.h - the `warren` command: one file per verb, each a thin layer over a
+ * library call. Exit codes: 0 success, 2 usage error, 125 Warren itself failed
+ * (set-up step, system error), otherwise the command's own status. */
+#ifndef WR_CLI_H
+#define WR_CLI_H
+
+#include "sandbox/sandbox.h"
+
+#include <stdbool.h>
+
+#define WR_EXIT_USAGE 2
+#define WR_EXIT_FAILURE 125
+
+struct cli_sandbox_opts {
+	struct sandbox_config cfg;
+	bool json;
+};
+
+/* Parses the sandbox options shared by `run` and `create`, stopping at "--"
+ * or the first non-option. Returns the index of the first remaining
+ * argument, or -1 after printing a usage error. */
+int cli_parse_sandbox_opts(int argc, char **argv, struct cli_sandbox_opts *o,
+			   bool allow_name);
+void cli_error(const char *verb, struct wr_error *err);
+void cli_usage_error(const char *verb, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+int cmd_sandbox(int argc, char **argv);
+int cmd_sandbox_run(int argc, char **argv);
+int cmd_sandbox_create(int argc, char **argv);
+int cmd_sandbox_exec(int argc, char **argv);
+int cmd_sandbox_ls(int argc, char **argv);
+int cmd_sandbox_rm(int argc, char **argv);
+
+#endif

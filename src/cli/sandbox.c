@@ -1,0 +1,312 @@
+/* sandbox.c - `warren sandbox ...`: sub-verb dispatch and shared options. */
+#include "cli/cli.h"
+
+#include "util/alloc.h"
+#include "util/parse.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char sandbox_usage[] =
+	"usage: warren sandbox run [options] -- CMD [ARGS...]\n"
+	"       warren sandbox create --name NAME [options]\n"
+	"       warren sandbox exec NAME [--cwd DIR] [--env K=V]... [--tty] -- CMD [ARGS...]\n"
+	"       warren sandbox ls [--json]\n"
+	"       warren sandbox rm NAME...\n"
+	"\n"
+	"options for run and create:\n"
+	"  --rootfs DIR          root image (default: host mode, the host's /usr read-only)\n"
+	"  --layer DIR           read-only lower layer, repeatable, last on top\n"
+	"  --upper DIR           writable layer kept after exit (default: scratch)\n"
+	"  --bind SRC:DST[:ro]   bind a host path inside\n"
+	"  --env K=V             environment variable, repeatable\n"
+	"  --cwd DIR             working directory inside (default /workspace)\n"
+	"  --hostname NAME       hostname inside\n"
+	"  --memory SIZE         memory limit (default 4G)\n"
+	"  --cpus N              CPU limit, fractional allowed (default: none)\n"
+	"  --pids N              process limit (default 4096)\n"
+	"  --disk SIZE           size cap of the scratch writable layer (default 10G)\n"
+	"  --timeout DURATION    wall-clock limit: 90s, 5m, 1h30m (default: none)\n"
+	"  --net none            network: loopback only (the only mode for now)\n"
+	"  --allow-userns        let the sandbox create user namespaces\n"
+	"  --json                print a machine-readable result\n";
+
+void cli_error(const char *verb, struct wr_error *err)
+{
+	fprintf(stderr, "warren sandbox %s: %s\n", verb,
+		err && err->msg ? err->msg : "failed");
+}
+
+void cli_usage_error(const char *verb, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "warren sandbox %s: ", verb);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'warren sandbox --help'.\n");
+}
+
+enum {
+	OPT_ROOTFS = 1000,
+	OPT_LAYER,
+	OPT_UPPER,
+	OPT_BIND,
+	OPT_ENV,
+	OPT_CWD,
+	OPT_HOSTNAME,
+	OPT_MEMORY,
+	OPT_CPUS,
+	OPT_PIDS,
+	OPT_DISK,
+	OPT_TIMEOUT,
+	OPT_NET,
+	OPT_JSON,
+	OPT_NAME,
+	OPT_ALLOW_USERNS,
+};
+
+static const struct option sandbox_options[] = {
+	{ "rootfs", required_argument, NULL, OPT_ROOTFS },
+	{ "layer", required_argument, NULL, OPT_LAYER },
+	{ "upper", required_argument, NULL, OPT_UPPER },
+	{ "bind", required_argument, NULL, OPT_BIND },
+	{ "env", required_argument, NULL, OPT_ENV },
+	{ "cwd", required_argument, NULL, OPT_CWD },
+	{ "hostname", required_argument, NULL, OPT_HOSTNAME },
+	{ "memory", required_argument, NULL, OPT_MEMORY },
+	{ "cpus", required_argument, NULL, OPT_CPUS },
+	{ "pids", required_argument, NULL, OPT_PIDS },
+	{ "disk", required_argument, NULL, OPT_DISK },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "net", required_argument, NULL, OPT_NET },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "name", required_argument, NULL, OPT_NAME },
+	{ "allow-userns", no_argument, NULL, OPT_ALLOW_USERNS },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static int push(void **array, size_t *n, size_t elem, const void *value)
+{
+	void *grown = wr_realloc(*array, (*n + 1) * elem);
+	if (!grown)
+		return -ENOMEM;
+	memcpy((char *)grown + *n * elem, value, elem);
+	*array = grown;
+	(*n)++;
+	return 0;
+}
+
+static int parse_bind(char *spec, struct sandbox_bind *b)
+{
+	/* SRC:DST[:ro] (":rw" accepted for symmetry) */
+	char *first = strchr(spec, ':');
+	if (!first || first == spec || first[1] == '\0')
+		return -EINVAL;
+	*first = '\0';
+	char *dst = first + 1;
+	char *mode = strrchr(dst, ':');
+	b->read_only = false;
+	if (mode) {
+		if (!strcmp(mode, ":ro"))
+			b->read_only = true;
+		else if (strcmp(mode, ":rw"))
+			return -EINVAL;
+		*mode = '\0';
+	}
+	b->source = spec;
+	b->dest = dst;
+	return dst[0] ? 0 : -EINVAL;
+}
+
+int cli_parse_sandbox_opts(int argc, char **argv, struct cli_sandbox_opts *o,
+			   bool allow_name)
+{
+	const char *verb = argv[0];
+	memset(o, 0, sizeof(*o));
+	optind = 1;
+	opterr = 0;
+	int c;
+	/* "+": stop at the first non-option, the command is not ours */
+	while ((c = getopt_long(argc, argv, "+:h", sandbox_options, NULL)) != -1) {
+		int r = 0;
+		uint64_t v;
+		switch (c) {
+		case OPT_ROOTFS:
+			if (o->cfg.rootfs) {
+				cli_usage_error(verb, "--rootfs given twice");
+				return -1;
+			}
+			o->cfg.rootfs = optarg;
+			break;
+		case OPT_LAYER:
+			r = push((void **)&o->cfg.layers, &o->cfg.n_layers,
+				 sizeof(char *), &optarg);
+			break;
+		case OPT_UPPER:
+			if (o->cfg.upper) {
+				cli_usage_error(verb, "--upper given twice");
+				return -1;
+			}
+			o->cfg.upper = optarg;
+			break;
+		case OPT_BIND: {
+			struct sandbox_bind b;
+			if (parse_bind(optarg, &b) < 0) {
+				cli_usage_error(verb,
+						"--bind '%s': expected SRC:DST[:ro]",
+						optarg);
+				return -1;
+			}
+			r = push((void **)&o->cfg.binds, &o->cfg.n_binds,
+				 sizeof(b), &b);
+			break;
+		}
+		case OPT_ENV:
+			if (!strchr(optarg, '=') || optarg[0] == '=') {
+				cli_usage_error(verb, "--env '%s': expected K=V",
+						optarg);
+				return -1;
+			}
+			r = push((void **)&o->cfg.env, &o->cfg.n_env,
+				 sizeof(char *), &optarg);
+			break;
+		case OPT_CWD:
+			o->cfg.cwd = optarg;
+			break;
+		case OPT_HOSTNAME:
+			if (wr_validate_name(optarg) < 0) {
+				cli_usage_error(verb, "--hostname '%s': invalid",
+						optarg);
+				return -1;
+			}
+			o->cfg.hostname = optarg;
+			break;
+		case OPT_MEMORY:
+			if (wr_parse_size(optarg, &o->cfg.memory_bytes) < 0 ||
+			    o->cfg.memory_bytes == 0) {
+				cli_usage_error(verb,
+						"--memory '%s': expected a size "
+						"like 512M or 2G",
+						optarg);
+				return -1;
+			}
+			break;
+		case OPT_DISK:
+			if (wr_parse_size(optarg, &o->cfg.disk_bytes) < 0 ||
+			    o->cfg.disk_bytes == 0) {
+				cli_usage_error(verb,
+						"--disk '%s': expected a size "
+						"like 1G",
+						optarg);
+				return -1;
+			}
+			break;
+		case OPT_CPUS:
+			if (wr_parse_cpus(optarg, &o->cfg.millicpus) < 0) {
+				cli_usage_error(verb,
+						"--cpus '%s': expected a number "
+						"like 2 or 0.5",
+						optarg);
+				return -1;
+			}
+			break;
+		case OPT_PIDS:
+			if (wr_parse_uint(optarg, 1, 4194304, &v) < 0) {
+				cli_usage_error(verb,
+						"--pids '%s': expected a number "
+						"from 1 to 4194304",
+						optarg);
+				return -1;
+			}
+			o->cfg.pids = v;
+			break;
+		case OPT_TIMEOUT:
+			if (wr_parse_duration(optarg, &o->cfg.timeout_ms) < 0 ||
+			    o->cfg.timeout_ms == 0) {
+				cli_usage_error(verb,
+						"--timeout '%s': expected a "
+						"duration like 90s, 5m, 1h30m",
+						optarg);
+				return -1;
+			}
+			break;
+		case OPT_NET:
+			if (strcmp(optarg, "none")) {
+				cli_usage_error(verb,
+						"--net '%s': only 'none' is "
+						"supported",
+						optarg);
+				return -1;
+			}
+			o->cfg.net = SANDBOX_NET_NONE;
+			break;
+		case OPT_JSON:
+			o->json = true;
+			break;
+		case OPT_NAME:
+			if (!allow_name) {
+				cli_usage_error(verb, "--name is for 'create'");
+				return -1;
+			}
+			if (wr_validate_name(optarg) < 0) {
+				cli_usage_error(verb,
+						"--name '%s': use 1-63 letters, "
+						"digits, '_', '.', '-'",
+						optarg);
+				return -1;
+			}
+			o->cfg.name = optarg;
+			break;
+		case OPT_ALLOW_USERNS:
+			o->cfg.allow_userns = true;
+			break;
+		case 'h':
+			fputs(sandbox_usage, stdout);
+			exit(0);
+		case ':':
+			cli_usage_error(verb, "option '%s' needs a value",
+					argv[optind - 1]);
+			return -1;
+		default:
+			cli_usage_error(verb, "unknown option '%s'",
+					argv[optind - 1]);
+			return -1;
+		}
+		if (r < 0) {
+			fprintf(stderr, "warren %s: out of memory\n", verb);
+			return -1;
+		}
+	}
+	if (o->cfg.rootfs && o->cfg.hostname == NULL) {
+		/* nothing: hostname defaults to "warren" */
+	}
+	return optind;
+}
+
+int cmd_sandbox(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		fputs(sandbox_usage, argc < 2 ? stderr : stdout);
+		return argc < 2 ? WR_EXIT_USAGE : 0;
+	}
+	const char *sub = argv[1];
+	if (!strcmp(sub, "run"))
+		return cmd_sandbox_run(argc - 1, argv + 1);
+	if (!strcmp(sub, "create"))
+		return cmd_sandbox_create(argc - 1, argv + 1);
+	if (!strcmp(sub, "exec"))
+		return cmd_sandbox_exec(argc - 1, argv + 1);
+	if (!strcmp(sub, "ls"))
+		return cmd_sandbox_ls(argc - 1, argv + 1);
+	if (!strcmp(sub, "rm"))
+		return cmd_sandbox_rm(argc - 1, argv + 1);
+	fprintf(stderr, "warren sandbox: unknown command '%s'\n", sub);
+	fputs(sandbox_usage, stderr);
+	return WR_EXIT_USAGE;
+}

@@ -1,0 +1,58 @@
+/* sandbox_create.c - `warren sandbox create --name NAME [options]`: start a
+ * long-lived sandbox whose init waits for exec requests. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <stdio.h>
+
+int cmd_sandbox_create(int argc, char **argv)
+{
+	struct cli_sandbox_opts o;
+	int first = cli_parse_sandbox_opts(argc, argv, &o, true);
+	int ret = 0;
+	if (first < 0) {
+		ret = WR_EXIT_USAGE;
+		goto out;
+	}
+	if (first < argc) {
+		cli_usage_error("create", "unexpected argument '%s'", argv[first]);
+		ret = WR_EXIT_USAGE;
+		goto out;
+	}
+	if (!o.cfg.name) {
+		cli_usage_error("create", "--name NAME is required");
+		ret = WR_EXIT_USAGE;
+		goto out;
+	}
+	struct wr_error *err = NULL;
+	struct sandbox *sb = NULL;
+	int r = sandbox_create(&o.cfg, SANDBOX_MODE_SERVE, NULL, &sb, &err);
+	if (r < 0) {
+		cli_error("create", err);
+		wr_error_free(err);
+		ret = r == -EINVAL || r == -ENOENT || r == -ENOTDIR ||
+				      r == -ENOTSUP || r == -EEXIST
+			      ? WR_EXIT_USAGE
+			      : WR_EXIT_FAILURE;
+		goto out;
+	}
+	const struct sandbox_timings *t = sandbox_get_timings(sb);
+	if (o.json) {
+		json_t *j = json_pack("{s:s, s:i, s:f}", "name", o.cfg.name,
+				      "init_pid", (int)sandbox_get_init_pid(sb),
+				      "start_ms", t->total_us / 1000.0);
+		char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+		if (text)
+			printf("%s\n", text);
+		free(text);
+		json_decref(j);
+	} else {
+		printf("%s\n", o.cfg.name);
+	}
+	sandbox_detach(sb);
+out:
+	sandbox_config_clear(&o.cfg);
+	return ret;
+}

@@ -1,0 +1,505 @@
+/* warren-init - PID 1 inside every Warren sandbox.
+ *
+ *   warren-init run [--timeout-ms N] -- CMD [ARGS...]
+ *   warren-init serve --socket FD [--timeout-ms N]
+ *
+ * A PID 1 in a pid namespace gets no default signal actions and inherits every
+ * orphan, so this init must (a) reap every child, or zombies pile up until the
+ * pid limit stops the sandbox, and (b) handle the signals it wants, forwarding
+ * them to the command, or a SIGTERM from outside does nothing. bubblewrap's
+ * init does neither; ours does both.
+ *
+ * It links only libc (statically), so an idle sandbox costs little memory.
+ * It is started with an empty environment in serve mode: anything it holds
+ * would be readable inside as /proc/1/environ. */
+#include "sandbox/proto.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#define MAX_CLIENTS 256
+#define TERM_GRACE_MS 2000
+
+/* Signals init handles itself (via signalfd) rather than by default action. */
+static const int handled_signals[] = { SIGCHLD, SIGTERM, SIGINT,  SIGHUP,
+				       SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH };
+
+struct client {
+	int conn;   /* -1: free slot */
+	pid_t pid;  /* 0: no command yet */
+	int master; /* pty master kept open until the command exits */
+};
+
+static struct client clients[MAX_CLIENTS];
+static sigset_t handled_set;
+
+static void die(const char *what)
+{
+	fprintf(stderr, "warren-init: %s: %s\n", what, strerror(errno));
+	exit(125);
+}
+
+static int status_to_code(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return 125;
+}
+
+static int setup_signalfd(void)
+{
+	sigemptyset(&handled_set);
+	for (size_t i = 0; i < sizeof(handled_signals) / sizeof(int); i++)
+		sigaddset(&handled_set, handled_signals[i]);
+	if (sigprocmask(SIG_BLOCK, &handled_set, NULL) < 0)
+		die("sigprocmask");
+	int fd = signalfd(-1, &handled_set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (fd < 0)
+		die("signalfd");
+	return fd;
+}
+
+static int setup_timer(long long timeout_ms)
+{
+	if (timeout_ms <= 0)
+		return -1;
+	int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (fd < 0)
+		die("timerfd_create");
+	struct itimerspec its = { 0 };
+	its.it_value.tv_sec = timeout_ms / 1000;
+	its.it_value.tv_nsec = (timeout_ms % 1000) * 1000000L;
+	if (timerfd_settime(fd, 0, &its, NULL) < 0)
+		die("timerfd_settime");
+	return fd;
+}
+
+/* In the forked child: restore what init changed, then exec. An exec failure
+ * is reported through err_pipe (close-on-exec: EOF means success). */
+static void exec_child(char **argv, char **env, int err_pipe)
+{
+	sigprocmask(SIG_UNBLOCK, &handled_set, NULL);
+	for (size_t i = 0; i < sizeof(handled_signals) / sizeof(int); i++)
+		signal(handled_signals[i], SIG_DFL);
+	if (env)
+		execvpe(argv[0], argv, env);
+	else
+		execvp(argv[0], argv);
+	int e = errno;
+	if (write(err_pipe, &e, sizeof(e)) < 0) {
+		/* nothing more we can do */
+	}
+	_exit(e == ENOENT ? 127 : 126);
+}
+
+/* Returns the exec errno of the child (0 if exec succeeded). */
+static int read_exec_error(int err_pipe)
+{
+	int e = 0;
+	ssize_t n;
+	do {
+		n = read(err_pipe, &e, sizeof(e));
+	} while (n < 0 && errno == EINTR);
+	close(err_pipe);
+	return n == (ssize_t)sizeof(e) ? e : 0;
+}
+
+/* ---------------------------------------------------------------- run */
+
+static int run_mode(char **argv, long long timeout_ms)
+{
+	int sfd = setup_signalfd();
+	int tfd = setup_timer(timeout_ms);
+	int ep[2];
+	if (pipe2(ep, O_CLOEXEC) < 0)
+		die("pipe");
+	pid_t cmd = fork();
+	if (cmd < 0)
+		die("fork");
+	if (cmd == 0) {
+		close(ep[0]);
+		/* own process group so a forwarded signal or a kill reaches
+		 * the whole job */
+		setpgid(0, 0);
+		exec_child(argv, NULL, ep[1]);
+	}
+	close(ep[1]);
+	int e = read_exec_error(ep[0]);
+	if (e) {
+		fprintf(stderr, "warren-init: %s: %s\n", argv[0], strerror(e));
+		/* the child exits 126/127; fall through to reap it */
+	}
+	int cmd_code = -1;
+	for (;;) {
+		struct pollfd pfd[2] = { { sfd, POLLIN, 0 }, { tfd, POLLIN, 0 } };
+		int n = poll(pfd, tfd >= 0 ? 2 : 1, -1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			die("poll");
+		}
+		if (tfd >= 0 && (pfd[1].revents & POLLIN)) {
+			fprintf(stderr, "warren-init: timeout, stopping\n");
+			kill(-1, SIGKILL);
+			return 124;
+		}
+		struct signalfd_siginfo si;
+		while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+			if (si.ssi_signo != SIGCHLD) {
+				kill(cmd, (int)si.ssi_signo);
+				continue;
+			}
+			int status;
+			pid_t p;
+			while ((p = waitpid(-1, &status, WNOHANG)) > 0) {
+				if (p == cmd)
+					cmd_code = status_to_code(status);
+			}
+		}
+		if (cmd_code >= 0)
+			return cmd_code; /* exiting PID 1 kills the rest */
+	}
+}
+
+/* -------------------------------------------------------------- serve */
+
+static void send_msg(int conn, uint32_t type, int32_t value, const char *text,
+		     int fd)
+{
+	struct wr_proto_msg msg = { .type = type, .value = value };
+	if (text)
+		snprintf(msg.text, sizeof(msg.text), "%s", text);
+	struct iovec iov = { &msg, sizeof(msg) };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (fd >= 0) {
+		memset(&control, 0, sizeof(control));
+		mh.msg_control = control.buf;
+		mh.msg_controllen = sizeof(control.buf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	/* MSG_NOSIGNAL: a vanished client must not kill init */
+	while (sendmsg(conn, &mh, MSG_NOSIGNAL) < 0 && errno == EINTR)
+		;
+}
+
+static void client_close(struct client *c)
+{
+	if (c->conn >= 0)
+		close(c->conn);
+	if (c->master >= 0)
+		close(c->master);
+	c->conn = -1;
+	c->master = -1;
+	c->pid = 0;
+}
+
+static int open_pty(int *master_out, char *slave_name, size_t len,
+		    uint16_t rows, uint16_t cols)
+{
+	int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (master < 0)
+		return -errno;
+	if (grantpt(master) < 0 || unlockpt(master) < 0 ||
+	    ptsname_r(master, slave_name, len) != 0) {
+		int r = -errno;
+		close(master);
+		return r;
+	}
+	if (rows && cols) {
+		struct winsize ws = { .ws_row = rows, .ws_col = cols };
+		ioctl(master, TIOCSWINSZ, &ws);
+	}
+	*master_out = master;
+	return 0;
+}
+
+/* Reads a request (with up to 3 descriptors) and starts the command. */
+static void client_start(struct client *c)
+{
+	static char buf[WR_PROTO_MAX_REQUEST];
+	int fds[3] = { -1, -1, -1 };
+	size_t nfds = 0;
+	union {
+		char buf[CMSG_SPACE(3 * sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = control.buf,
+			     .msg_controllen = sizeof(control.buf) };
+	ssize_t n = recvmsg(c->conn, &mh, MSG_CMSG_CLOEXEC);
+	if (n <= 0) {
+		client_close(c);
+		return;
+	}
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm;
+	     cm = CMSG_NXTHDR(&mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (nfds < 3)
+				fds[nfds++] = fd;
+			else
+				close(fd);
+		}
+	}
+	struct wr_proto_request req = { 0 };
+	int r = wr_proto_parse_request(buf, (size_t)n, &req);
+	bool tty = r == 0 && (req.flags & WR_PROTO_FLAG_TTY);
+	if (r == 0 && (mh.msg_flags & MSG_CTRUNC))
+		r = -EBADMSG;
+	if (r == 0 && !tty && nfds != 3)
+		r = -EBADMSG;
+	if (r < 0) {
+		send_msg(c->conn, WR_MSG_ERROR, -r, "malformed exec request", -1);
+		goto fail;
+	}
+	char slave[64];
+	if (tty) {
+		r = open_pty(&c->master, slave, sizeof(slave), req.rows, req.cols);
+		if (r < 0) {
+			send_msg(c->conn, WR_MSG_ERROR, -r, "open pty", -1);
+			goto fail;
+		}
+	}
+	int ep[2];
+	if (pipe2(ep, O_CLOEXEC) < 0) {
+		send_msg(c->conn, WR_MSG_ERROR, errno, "pipe", -1);
+		goto fail;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		send_msg(c->conn, WR_MSG_ERROR, errno, "fork", -1);
+		close(ep[0]);
+		close(ep[1]);
+		goto fail;
+	}
+	if (pid == 0) {
+		close(ep[0]);
+		/* a new session: the command gets no terminal of ours, and its
+		 * process group can be signalled as a whole */
+		setsid();
+		if (tty) {
+			int s = open(slave, O_RDWR);
+			if (s < 0 || ioctl(s, TIOCSCTTY, 0) < 0)
+				_exit(125);
+			fds[0] = fds[1] = fds[2] = s;
+		}
+		for (int i = 0; i < 3; i++) {
+			if (dup2(fds[i], i) < 0)
+				_exit(125);
+		}
+		if (chdir(req.cwd) < 0) {
+			int e = errno;
+			if (write(ep[1], &e, sizeof(e)) < 0) {
+			}
+			_exit(125);
+		}
+		exec_child(req.argv, req.env, ep[1]);
+	}
+	close(ep[1]);
+	int e = read_exec_error(ep[0]);
+	c->pid = pid;
+	if (e) {
+		char text[200];
+		snprintf(text, sizeof(text), "%s: %s", req.argv[0], strerror(e));
+		send_msg(c->conn, WR_MSG_ERROR, e, text, -1);
+	} else {
+		send_msg(c->conn, WR_MSG_STARTED, pid, NULL, tty ? c->master : -1);
+	}
+	for (size_t i = 0; i < nfds; i++)
+		close(fds[i]);
+	wr_proto_request_clear(&req);
+	return;
+fail:
+	for (size_t i = 0; i < nfds; i++)
+		close(fds[i]);
+	wr_proto_request_clear(&req);
+	client_close(c);
+}
+
+/* A message from a client whose command runs, or its hang-up. */
+static void client_control(struct client *c)
+{
+	struct wr_proto_msg msg;
+	ssize_t n = recv(c->conn, &msg, sizeof(msg), MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n == (ssize_t)sizeof(msg) && msg.type == WR_MSG_SIGNAL &&
+	    msg.value > 0 && msg.value < 65) {
+		kill(-c->pid, msg.value);
+		return;
+	}
+	/* hang-up or garbage: the command's lifetime is the connection's */
+	kill(-c->pid, SIGKILL);
+	close(c->conn);
+	c->conn = -1;
+}
+
+static void reap(void)
+{
+	int status;
+	pid_t p;
+	while ((p = waitpid(-1, &status, WNOHANG)) > 0) {
+		for (int i = 0; i < MAX_CLIENTS; i++) {
+			struct client *c = &clients[i];
+			if (c->pid != p)
+				continue;
+			if (c->conn >= 0)
+				send_msg(c->conn, WR_MSG_EXIT,
+					 status_to_code(status), NULL, -1);
+			client_close(c);
+		}
+	}
+}
+
+static int serve_mode(int listen_fd, long long timeout_ms)
+{
+	int sfd = setup_signalfd();
+	int tfd = setup_timer(timeout_ms);
+	if (fcntl(listen_fd, F_SETFD, FD_CLOEXEC) < 0)
+		die("fcntl");
+	for (int i = 0; i < MAX_CLIENTS; i++)
+		clients[i] = (struct client){ .conn = -1, .master = -1 };
+	long long term_deadline = -1; /* remaining grace after SIGTERM */
+	struct pollfd pfd[MAX_CLIENTS + 3];
+	for (;;) {
+		int np = 0;
+		pfd[np++] = (struct pollfd){ sfd, POLLIN, 0 };
+		pfd[np++] = (struct pollfd){ tfd, POLLIN, 0 };
+		pfd[np++] = (struct pollfd){ term_deadline < 0 ? listen_fd : -1,
+					     POLLIN, 0 };
+		for (int i = 0; i < MAX_CLIENTS; i++)
+			pfd[np++] = (struct pollfd){ clients[i].conn, POLLIN, 0 };
+		int n = poll(pfd, (nfds_t)np,
+			     term_deadline < 0 ? -1 : (int)term_deadline);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			die("poll");
+		}
+		if (n == 0 && term_deadline >= 0)
+			return 0; /* grace over: exiting kills the rest */
+		if (pfd[1].revents & POLLIN)
+			return 124; /* lifetime reached */
+		if (pfd[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				if (si.ssi_signo == SIGCHLD) {
+					reap();
+				} else if (si.ssi_signo == SIGTERM ||
+					   si.ssi_signo == SIGINT) {
+					kill(-1, SIGTERM);
+					term_deadline = TERM_GRACE_MS;
+				}
+			}
+			if (term_deadline >= 0) {
+				/* done early once nothing is left */
+				if (waitpid(-1, NULL, WNOHANG) < 0 &&
+				    errno == ECHILD)
+					return 0;
+			}
+		}
+		if (pfd[2].revents & POLLIN) {
+			int conn = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+			if (conn >= 0) {
+				int slot = -1;
+				for (int i = 0; i < MAX_CLIENTS; i++) {
+					if (clients[i].conn < 0 &&
+					    clients[i].pid == 0) {
+						slot = i;
+						break;
+					}
+				}
+				if (slot < 0) {
+					send_msg(conn, WR_MSG_ERROR, EAGAIN,
+						 "too many concurrent execs", -1);
+					close(conn);
+				} else {
+					clients[slot].conn = conn;
+				}
+			}
+		}
+		for (int i = 0; i < MAX_CLIENTS; i++) {
+			if (!(pfd[3 + i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			struct client *c = &clients[i];
+			if (c->conn < 0)
+				continue;
+			if (c->pid == 0)
+				client_start(c);
+			else
+				client_control(c);
+		}
+	}
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: warren-init run [--timeout-ms N] -- CMD...\n"
+			"       warren-init serve --socket FD [--timeout-ms N]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		usage();
+	/* nothing inside may ptrace or read the memory of init */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	long long timeout_ms = 0;
+	int sock = -1;
+	int i = 2;
+	for (; i < argc; i++) {
+		if (!strcmp(argv[i], "--timeout-ms") && i + 1 < argc)
+			timeout_ms = atoll(argv[++i]);
+		else if (!strcmp(argv[i], "--socket") && i + 1 < argc)
+			sock = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--")) {
+			i++;
+			break;
+		} else
+			usage();
+	}
+	if (!strcmp(argv[1], "run")) {
+		if (i >= argc)
+			usage();
+		return run_mode(argv + i, timeout_ms);
+	}
+	if (!strcmp(argv[1], "serve")) {
+		if (sock < 0)
+			usage();
+		return serve_mode(sock, timeout_ms);
+	}
+	usage();
+	return 2;
+}

@@ -1,0 +1,676 @@
+/* create.c - a sandbox's life: create, wait, destroy.
+ *
+ * Order of set-up, each step undone on failure (see ARCHITECTURE.md):
+ *   1. claim a name and a uid slot, write the record (so a crash at any later
+ *      point leaves something the next warren can find and clean);
+ *   2. cgroup with its limits, before any process enters;
+ *   3. open, as host root, everything the child may not reach itself: the
+ *      layers and the persistent upper as idmapped detached mounts, the
+ *      --bind sources, warren-init, the exec socket;
+ *   4. clone into new user/mount/pid/uts/ipc/net namespaces; write the
+ *      uid/gid maps and move the child into the cgroup while it waits; then
+ *      release it (child.c takes it from there);
+ *   5. read the child's report: EOF (the sync socket closed on exec) means
+ *      init is running. */
+#include "sandbox/internal.h"
+
+#include "util/alloc.h"
+#include "util/cleanup.h"
+#include "util/fs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <linux/mount.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct sandbox {
+	char *name;
+	int slot;
+	enum sandbox_mode mode;
+	struct sandbox_cgroup cg;
+	int pidfd;
+	pid_t init_pid;
+	char *upper_real; /* persistent upper (realpath) or NULL */
+	char *work_dir;   /* its overlay work dir, ours to remove */
+	uint64_t timeout_ms;
+	uint64_t started_us;
+	struct sandbox_timings timings;
+};
+
+static void sandbox_free(struct sandbox *sb)
+{
+	if (!sb)
+		return;
+	if (sb->pidfd >= 0)
+		close(sb->pidfd);
+	cgroup_clear(&sb->cg);
+	free(sb->name);
+	free(sb->upper_real);
+	free(sb->work_dir);
+	free(sb);
+}
+
+const struct sandbox_timings *sandbox_get_timings(const struct sandbox *sb)
+{
+	return &sb->timings;
+}
+
+const char *sandbox_get_name(const struct sandbox *sb)
+{
+	return sb->name;
+}
+
+pid_t sandbox_get_init_pid(const struct sandbox *sb)
+{
+	return sb->init_pid;
+}
+
+static char *generate_name(void)
+{
+	unsigned char rnd[4] = { 0 };
+	if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd)) {
+		uint64_t t = wr_mono_us();
+		memcpy(rnd, &t, sizeof(rnd));
+	}
+	return wr_asprintf("run-%d-%02x%02x%02x%02x", (int)getpid(), rnd[0],
+			   rnd[1], rnd[2], rnd[3]);
+}
+
+static char *find_init(void)
+{
+	const char *env = getenv("WARREN_INIT");
+	if (env && *env)
+		return wr_strdup(env);
+	_cleanup_free_ char *dir = wr_self_dir();
+	if (!dir)
+		return NULL;
+	char *p = wr_asprintf("%s/warren-init", dir);
+	if (p && access(p, X_OK) == 0)
+		return p;
+	free(p);
+	return wr_asprintf("%s/../libexec/warren/warren-init", dir);
+}
+
+/* --upper DIR: the directory itself is the writable layer; the overlay work
+ * dir sits next to it (overlay needs both on one filesystem, and neither
+ * inside the other). Both are owned by the store range, see internal.h. */
+static int prepare_upper(struct sandbox *sb, const char *upper,
+			 struct wr_error **err)
+{
+	struct stat st;
+	if (lstat(upper, &st) < 0) {
+		if (errno != ENOENT)
+			return wr_error_set(err, errno, "--upper %s", upper);
+		if (mkdir(upper, 0755) < 0)
+			return wr_error_set(err, errno, "--upper: create %s",
+					    upper);
+		if (chown(upper, WR_STORE_UID, WR_STORE_UID) < 0)
+			return wr_error_set(err, errno, "--upper: chown %s",
+					    upper);
+	} else if (!S_ISDIR(st.st_mode)) {
+		return wr_error_set(err, ENOTDIR, "--upper %s", upper);
+	} else if (!wr_in_store_range(st.st_uid)) {
+		/* an empty directory can become a layer; a populated one
+		 * owned by someone else is not ours to take over */
+		DIR *d = opendir(upper);
+		if (!d)
+			return wr_error_set(err, errno, "--upper %s", upper);
+		struct dirent *de;
+		bool empty = true;
+		while ((de = readdir(d))) {
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+				empty = false;
+		}
+		closedir(d);
+		if (!empty)
+			return wr_error_set(
+				err, EPERM,
+				"--upper %s is not empty and not a Warren layer "
+				"(owned by uid %u); use a new or empty directory",
+				upper, (unsigned)st.st_uid);
+		if (chown(upper, WR_STORE_UID, WR_STORE_UID) < 0)
+			return wr_error_set(err, errno, "--upper: chown %s",
+					    upper);
+	}
+	char real[PATH_MAX];
+	if (!realpath(upper, real))
+		return wr_error_set(err, errno, "--upper %s", upper);
+	if (!strcmp(real, "/"))
+		return wr_error_set(err, EINVAL, "--upper cannot be /");
+	if (wr_is_mount_point(real) == 1)
+		return wr_error_set(err, EINVAL,
+				    "--upper %s is a mount point; use a "
+				    "directory inside it",
+				    real);
+	_cleanup_free_ char *user = runtime_upper_in_use(real);
+	if (user)
+		return wr_error_set(err, EBUSY, "--upper %s is in use by sandbox %s",
+				    real, user);
+	_cleanup_free_ char *copy = wr_strdup(real);
+	if (!copy)
+		return wr_error_set(err, ENOMEM, "--upper");
+	char *slash = strrchr(copy, '/');
+	*slash = '\0';
+	const char *parent = copy[0] ? copy : "/";
+	char *work = wr_asprintf("%s/.%s.warren-work", parent, slash + 1);
+	sb->upper_real = wr_strdup(real);
+	if (!work || !sb->upper_real) {
+		free(work);
+		return wr_error_set(err, ENOMEM, "--upper");
+	}
+	sb->work_dir = work;
+	/* a work dir left by a crash is stale by definition (not in use) */
+	wr_rm_rf(work);
+	if (mkdir(work, 0700) < 0 || chown(work, WR_STORE_UID, WR_STORE_UID) < 0)
+		return wr_error_set(err, errno, "--upper: create work dir %s",
+				    work);
+	return 0;
+}
+
+struct prepared {
+	int store_ns; /* userns: store range -> slot range */
+	int zero_ns;  /* userns: 0.. -> slot range */
+	int init_fd;
+	int listen_fd;
+	int sync[2];
+	char **env;
+	struct child_plan plan;
+};
+
+static void prepared_clear(struct prepared *p)
+{
+	int *fds[] = { &p->store_ns, &p->zero_ns, &p->init_fd, &p->listen_fd,
+		       &p->sync[0],  &p->sync[1],  &p->plan.upper_parent_fd };
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++) {
+		if (*fds[i] >= 0)
+			close(*fds[i]);
+		*fds[i] = -1;
+	}
+	for (size_t i = 0; i < p->plan.n_layer_fds; i++)
+		close(p->plan.layer_fds[i]);
+	p->plan.n_layer_fds = 0;
+	for (size_t i = 0; i < WR_MAX_BINDS; i++) {
+		if (p->plan.bind_fds[i] >= 0)
+			close(p->plan.bind_fds[i]);
+		p->plan.bind_fds[i] = -1;
+	}
+	free(p->env);
+	p->env = NULL;
+}
+
+static int userns_for(struct prepared *p, uid_t owner, int slot)
+{
+	bool store = wr_in_store_range(owner);
+	int *ns = store ? &p->store_ns : &p->zero_ns;
+	if (*ns < 0) {
+		*ns = idmap_userns_open(store ? WR_STORE_UID : 0,
+					wr_slot_uid(slot), WR_IDS_PER_SLOT);
+	}
+	return *ns;
+}
+
+static int open_layer(struct prepared *p, const char *path, int slot,
+		      const char *what, struct wr_error **err)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return wr_error_set(err, errno, "%s %s", what, path);
+	int ns = userns_for(p, st.st_uid, slot);
+	if (ns < 0)
+		return wr_error_set(err, -ns, "%s %s: idmap user namespace",
+				    what, path);
+	int fd = idmap_mount_open(path, ns, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV);
+	if (fd < 0)
+		return wr_error_set(err, -fd, "%s %s: idmapped mount", what,
+				    path);
+	p->plan.layer_fds[p->plan.n_layer_fds++] = fd;
+	return 0;
+}
+
+static const char *const default_env[] = {
+	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"HOME=/root",
+	"LANG=C.UTF-8",
+	"USER=root",
+};
+
+/* The command's environment: a fixed default plus --env, never the
+ * caller's (which may hold secrets). Later entries replace earlier ones. */
+static char **build_env(const struct sandbox_config *cfg)
+{
+	size_t cap = ARRAY_SIZE(default_env) + cfg->n_env + 2;
+	char **env = wr_calloc(cap, sizeof(char *));
+	if (!env)
+		return NULL;
+	size_t n = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(default_env); i++)
+		env[n++] = (char *)default_env[i];
+	for (size_t i = 0; i < cfg->n_env; i++) {
+		const char *kv = cfg->env[i];
+		size_t klen = (size_t)(strchr(kv, '=') - kv);
+		size_t j;
+		for (j = 0; j < n; j++) {
+			if (!strncmp(env[j], kv, klen + 1))
+				break;
+		}
+		env[j] = (char *)kv;
+		if (j == n)
+			n++;
+	}
+	env[n] = NULL;
+	return env;
+}
+
+static int open_listen_socket(const char *name, struct wr_error **err)
+{
+	_cleanup_free_ char *path = runtime_path("sandboxes/%s/exec.sock", name);
+	if (!path)
+		return wr_error_set(err, ENOMEM, "socket path");
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof(addr.sun_path))
+		return wr_error_set(err, ENAMETOOLONG, "exec socket %s", path);
+	strcpy(addr.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return wr_error_set(err, errno, "exec socket");
+	unlink(path);
+	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+	    chmod(path, 0600) < 0 || listen(fd, 64) < 0) {
+		int r = wr_error_set(err, errno, "exec socket %s", path);
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+static int write_id_maps(pid_t pid, int slot)
+{
+	char path[64], map[64];
+	snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)wr_slot_uid(slot),
+		 WR_IDS_PER_SLOT);
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+	int r = wr_write_file(path, map);
+	if (r < 0)
+		return r;
+	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+	return wr_write_file(path, map);
+}
+
+static void kill_and_reap(struct sandbox *sb)
+{
+	if (sb->pidfd < 0)
+		return;
+	syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+	siginfo_t info;
+	while (waitid(P_PIDFD, (id_t)sb->pidfd, &info, WEXITED) < 0 &&
+	       errno == EINTR)
+		;
+}
+
+/* Undo everything after a failure or at the end of a sandbox's life. */
+static int teardown(struct sandbox *sb, bool *oom)
+{
+	int ret = 0;
+	kill_and_reap(sb);
+	if (oom)
+		*oom = cgroup_oom_killed(&sb->cg);
+	if (cgroup_kill_all(&sb->cg, 2000) < 0)
+		ret = -EBUSY;
+	int r = cgroup_destroy(&sb->cg);
+	if (r < 0 && ret == 0)
+		ret = r;
+	if (sb->work_dir)
+		wr_rm_rf(sb->work_dir);
+	runtime_release(sb->name, sb->slot);
+	return ret;
+}
+
+int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
+		   char *const argv[], struct sandbox **out,
+		   struct wr_error **err)
+{
+	uint64_t t0 = wr_mono_us();
+	/* declared before the first goto: cleanup must never see garbage */
+	_cleanup_free_ char *init_path = NULL;
+	_cleanup_free_ char *stage = NULL;
+	int r = sandbox_config_validate(cfg, err);
+	if (r < 0)
+		return r;
+	if (mode == SANDBOX_MODE_RUN && (!argv || !argv[0]))
+		return wr_error_set(err, EINVAL, "no command to run");
+	if (mode == SANDBOX_MODE_SERVE && !cfg->name)
+		return wr_error_set(err, EINVAL, "a long-lived sandbox needs --name");
+	size_t argc = 0;
+	while (argv && argv[argc])
+		argc++;
+	if (argc > WR_PROTO_INIT_ARGS_MAX - 8)
+		return wr_error_set(err, E2BIG, "too many arguments");
+	r = runtime_ensure_dirs(err);
+	if (r < 0)
+		return r;
+	sandbox_reap_stale(NULL);
+
+	struct sandbox *sb = wr_calloc(1, sizeof(*sb));
+	if (!sb)
+		return wr_error_set(err, ENOMEM, "create sandbox");
+	sb->pidfd = -1;
+	sb->slot = -1;
+	sb->mode = mode;
+	sb->timeout_ms = cfg->timeout_ms;
+	sb->name = cfg->name ? wr_strdup(cfg->name) : generate_name();
+	struct prepared prep = { .store_ns = -1, .zero_ns = -1, .init_fd = -1,
+				 .listen_fd = -1, .sync = { -1, -1 } };
+	prep.plan.upper_parent_fd = -1;
+	for (size_t i = 0; i < WR_MAX_BINDS; i++)
+		prep.plan.bind_fds[i] = -1;
+	if (!sb->name) {
+		r = wr_error_set(err, ENOMEM, "create sandbox");
+		goto fail_early;
+	}
+	int slot;
+	r = runtime_claim(sb->name, &slot, err);
+	if (r < 0)
+		goto fail_early;
+	sb->slot = slot;
+	struct sandbox_record rec = {
+		.name = sb->name,
+		.slot = slot,
+		.mode = mode,
+		.owner_pid = getpid(),
+		.owner_start = proc_start_time(getpid()),
+		.created_ms = wr_now_ms(),
+		.deadline_ms = cfg->timeout_ms ? wr_now_ms() + (int64_t)cfg->timeout_ms
+					       : 0,
+	};
+	r = runtime_record_write(&rec, err);
+	if (r < 0)
+		goto fail;
+	if (cfg->upper) {
+		r = prepare_upper(sb, cfg->upper, err);
+		if (r < 0)
+			goto fail;
+		rec.upper = sb->upper_real;
+		rec.work_dir = sb->work_dir;
+		r = runtime_record_write(&rec, err);
+		if (r < 0)
+			goto fail;
+	}
+
+	uint64_t t_cg = wr_mono_us();
+	struct sandbox_limits limits = {
+		.memory_bytes = cfg->memory_bytes ? cfg->memory_bytes
+						  : SANDBOX_DEFAULT_MEMORY,
+		.millicpus = cfg->millicpus,
+		.pids = cfg->pids ? cfg->pids : SANDBOX_DEFAULT_PIDS,
+	};
+	r = cgroup_create(sb->name, &limits, &sb->cg, err);
+	if (r < 0)
+		goto fail;
+	uint64_t t_prep = wr_mono_us();
+	sb->timings.cgroup_us = t_prep - t_cg;
+
+	/* everything the child needs, opened with host privileges */
+	init_path = find_init();
+	if (!init_path) {
+		r = wr_error_set(err, ENOMEM, "locate warren-init");
+		goto fail;
+	}
+	prep.init_fd = open(init_path, O_PATH | O_CLOEXEC);
+	if (prep.init_fd < 0) {
+		r = wr_error_set(err, errno, "open %s", init_path);
+		goto fail;
+	}
+	if (cfg->rootfs) {
+		r = open_layer(&prep, cfg->rootfs, slot, "--rootfs", err);
+		if (r < 0)
+			goto fail;
+	}
+	for (size_t i = 0; i < cfg->n_layers; i++) {
+		r = open_layer(&prep, cfg->layers[i], slot, "--layer", err);
+		if (r < 0)
+			goto fail;
+	}
+	if (sb->upper_real) {
+		_cleanup_free_ char *copy = wr_strdup(sb->upper_real);
+		if (!copy) {
+			r = wr_error_set(err, ENOMEM, "--upper");
+			goto fail;
+		}
+		char *slash = strrchr(copy, '/');
+		*slash = '\0';
+		int ns = userns_for(&prep, WR_STORE_UID, slot);
+		int fd = ns < 0 ? ns
+				: idmap_mount_open(copy[0] ? copy : "/", ns,
+						   MOUNT_ATTR_NODEV);
+		if (fd < 0) {
+			r = wr_error_set(err, -fd, "--upper %s: idmapped mount",
+					 sb->upper_real);
+			goto fail;
+		}
+		prep.plan.upper_parent_fd = fd;
+		prep.plan.upper_name = strrchr(sb->upper_real, '/') + 1;
+		prep.plan.work_name = strrchr(sb->work_dir, '/') + 1;
+	}
+	for (size_t i = 0; i < cfg->n_binds; i++) {
+		uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+		if (cfg->binds[i].read_only)
+			attrs |= MOUNT_ATTR_RDONLY;
+		int fd = idmap_mount_open(cfg->binds[i].source, -1, attrs);
+		if (fd < 0) {
+			r = wr_error_set(err, -fd, "--bind %s",
+					 cfg->binds[i].source);
+			goto fail;
+		}
+		prep.plan.bind_fds[i] = fd;
+	}
+	if (mode == SANDBOX_MODE_SERVE) {
+		prep.listen_fd = open_listen_socket(sb->name, err);
+		if (prep.listen_fd < 0) {
+			r = prep.listen_fd;
+			goto fail;
+		}
+	}
+	if (mode == SANDBOX_MODE_RUN) {
+		prep.env = build_env(cfg);
+	} else {
+		prep.env = wr_calloc(1, sizeof(char *)); /* init: empty env */
+	}
+	stage = runtime_path("stage");
+	if (!prep.env || !stage) {
+		r = wr_error_set(err, ENOMEM, "create sandbox");
+		goto fail;
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, prep.sync) < 0) {
+		r = wr_error_set(err, errno, "sync socket");
+		goto fail;
+	}
+	prep.plan.cfg = cfg;
+	prep.plan.mode = mode;
+	prep.plan.argv = argv;
+	prep.plan.slot = slot;
+	prep.plan.sync_fd = prep.sync[1];
+	prep.plan.init_fd = prep.init_fd;
+	prep.plan.listen_fd = prep.listen_fd;
+	prep.plan.stage_path = stage;
+	prep.plan.init_env = prep.env;
+	prep.plan.host_mode = cfg->rootfs == NULL;
+
+	uint64_t t_clone = wr_mono_us();
+	sb->timings.prepare_us = t_clone - t_prep;
+	int pidfd = -1;
+	/* raw clone, no new stack: the child continues here like fork() */
+	pid_t pid = (pid_t)syscall(SYS_clone,
+				   CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
+					   CLONE_NEWUTS | CLONE_NEWIPC |
+					   CLONE_NEWNET | CLONE_PIDFD | SIGCHLD,
+				   NULL, &pidfd, NULL, NULL);
+	if (pid < 0) {
+		if (errno == EPERM || errno == ENOSPC || errno == EUSERS)
+			r = wr_error_set(err, errno,
+					 "clone new namespaces (are user "
+					 "namespaces disabled or restricted "
+					 "on this host? see docs/security.md)");
+		else
+			r = wr_error_set(err, errno, "clone new namespaces");
+		goto fail;
+	}
+	if (pid == 0) {
+		close(prep.sync[0]);
+		child_main(&prep.plan);
+	}
+	sb->pidfd = pidfd;
+	sb->init_pid = pid;
+	close(prep.sync[1]);
+	prep.sync[1] = -1;
+
+	r = write_id_maps(pid, slot);
+	if (r < 0) {
+		r = wr_error_set(err, -r, "write uid/gid maps");
+		goto fail;
+	}
+	r = cgroup_attach(&sb->cg, pid, err);
+	if (r < 0)
+		goto fail;
+	struct child_report report = { 0 };
+	if (send(prep.sync[0], &report, sizeof(report), MSG_NOSIGNAL) < 0) {
+		r = wr_error_set(err, errno, "release sandbox child");
+		goto fail;
+	}
+	uint64_t t_setup = wr_mono_us();
+	sb->timings.clone_us = t_setup - t_clone;
+	ssize_t n;
+	do {
+		n = recv(prep.sync[0], &report, sizeof(report), 0);
+	} while (n < 0 && errno == EINTR);
+	if (n != 0) {
+		if (n == (ssize_t)sizeof(report))
+			r = wr_error_set(err, report.err, "sandbox setup: %.*s",
+					 (int)sizeof(report.step), report.step);
+		else
+			r = wr_error_set(err, EPROTO, "sandbox setup: child died");
+		goto fail;
+	}
+	sb->started_us = wr_mono_us();
+	sb->timings.setup_us = sb->started_us - t_setup;
+	sb->timings.total_us = sb->started_us - t0;
+	prepared_clear(&prep);
+
+	rec.init_pid = pid;
+	rec.init_start = proc_start_time(pid);
+	r = runtime_record_write(&rec, err);
+	if (r < 0) {
+		teardown(sb, NULL);
+		sandbox_free(sb);
+		return r;
+	}
+	*out = sb;
+	return 0;
+
+fail:
+	prepared_clear(&prep);
+	teardown(sb, NULL);
+	sandbox_free(sb);
+	return r;
+fail_early:
+	prepared_clear(&prep);
+	sandbox_free(sb);
+	return r;
+}
+
+static int exit_code_of(const siginfo_t *info)
+{
+	if (info->si_code == CLD_EXITED)
+		return info->si_status;
+	return 128 + info->si_status;
+}
+
+int sandbox_run_wait(struct sandbox *sb, struct sandbox_result *res,
+		     struct wr_error **err)
+{
+	memset(res, 0, sizeof(*res));
+	res->timings = sb->timings;
+	sigset_t set, old;
+	sigemptyset(&set);
+	int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+	for (size_t i = 0; i < ARRAY_SIZE(forwarded); i++)
+		sigaddset(&set, forwarded[i]);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	_cleanup_close_ int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	uint64_t deadline = sb->timeout_ms ? sb->started_us + sb->timeout_ms * 1000
+					   : 0;
+	int ret = 0;
+	for (;;) {
+		int wait_ms = -1;
+		if (deadline) {
+			uint64_t now = wr_mono_us();
+			wait_ms = now >= deadline ? 0
+						  : (int)((deadline - now + 999) / 1000);
+		}
+		struct pollfd pfd[2] = { { sb->pidfd, POLLIN, 0 },
+					 { sfd, POLLIN, 0 } };
+		int n = poll(pfd, 2, wait_ms);
+		if (n < 0 && errno != EINTR) {
+			ret = wr_error_set(err, errno, "wait for sandbox");
+			break;
+		}
+		if (n == 0 && deadline) {
+			res->timed_out = true;
+			res->exit_code = 124;
+			break;
+		}
+		if (pfd[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof(si)) == sizeof(si))
+				syscall(SYS_pidfd_send_signal, sb->pidfd,
+					(int)si.ssi_signo, NULL, 0);
+		}
+		if (pfd[0].revents & POLLIN) {
+			siginfo_t info = { 0 };
+			if (waitid(P_PIDFD, (id_t)sb->pidfd, &info, WEXITED) == 0) {
+				res->exit_code = exit_code_of(&info);
+				close(sb->pidfd);
+				sb->pidfd = -1;
+				break;
+			}
+		}
+	}
+	res->run_us = wr_mono_us() - sb->started_us;
+	uint64_t t = wr_mono_us();
+	int r = teardown(sb, &res->oom_killed);
+	res->destroy_us = wr_mono_us() - t;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (r < 0 && ret == 0)
+		ret = wr_error_set(err, -r, "destroy sandbox %s", sb->name);
+	sandbox_free(sb);
+	return ret;
+}
+
+void sandbox_detach(struct sandbox *sb)
+{
+	sandbox_free(sb);
+}
+
+int sandbox_destroy(struct sandbox *sb, struct wr_error **err)
+{
+	int r = teardown(sb, NULL);
+	if (r < 0)
+		r = wr_error_set(err, -r, "destroy sandbox %s", sb->name);
+	sandbox_free(sb);
+	return r;
+}

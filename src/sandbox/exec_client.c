@@ -1,0 +1,247 @@
+/* exec_client.c - running a command in a long-lived sandbox.
+ *
+ * Connects to the init's exec socket, sends the request with our stdio
+ * attached (or asks for a pty and relays our terminal), forwards SIGINT,
+ * SIGTERM, SIGHUP and SIGQUIT, and returns the exact exit status. */
+#include "sandbox/internal.h"
+#include "sandbox/proto.h"
+
+#include "util/alloc.h"
+#include "util/cleanup.h"
+#include "util/parse.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <termios.h>
+#include <unistd.h>
+
+static int send_request(int sock, const void *buf, size_t len, const int *fds,
+			size_t nfds)
+{
+	struct iovec iov = { (void *)buf, len };
+	union {
+		char buf[CMSG_SPACE(3 * sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (nfds) {
+		memset(&control, 0, sizeof(control));
+		mh.msg_control = control.buf;
+		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+	}
+	return sendmsg(sock, &mh, MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
+/* Receives one message, and a descriptor if one is attached. */
+static int recv_msg(int sock, struct wr_proto_msg *msg, int *fd_out)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	struct iovec iov = { msg, sizeof(*msg) };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = control.buf,
+			     .msg_controllen = sizeof(control.buf) };
+	ssize_t n;
+	do {
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return -ECONNRESET;
+	if (n != (ssize_t)sizeof(*msg) || msg->type >= WR_MSG_MAX)
+		return -EBADMSG;
+	msg->text[sizeof(msg->text) - 1] = '\0';
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c), sizeof(int));
+			if (fd_out && *fd_out < 0)
+				*fd_out = fd;
+			else
+				close(fd);
+		}
+	}
+	return 0;
+}
+
+static void send_signal(int sock, int sig)
+{
+	struct wr_proto_msg msg = { .type = WR_MSG_SIGNAL, .value = sig };
+	send(sock, &msg, sizeof(msg), MSG_NOSIGNAL);
+}
+
+static int copy_some(int from, int to)
+{
+	char buf[16384];
+	ssize_t n = read(from, buf, sizeof(buf));
+	if (n <= 0)
+		return n < 0 && (errno == EINTR || errno == EAGAIN) ? 0 : -1;
+	for (ssize_t off = 0; off < n;) {
+		ssize_t w = write(to, buf + off, (size_t)(n - off));
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		off += w;
+	}
+	return 1;
+}
+
+/* Waits for EXIT, relaying the terminal (master >= 0) and signals. */
+static int wait_exit(int sock, int master, struct wr_error **err)
+{
+	sigset_t set, old;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGQUIT);
+	sigaddset(&set, SIGWINCH);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	_cleanup_close_ int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	struct termios saved;
+	bool raw = false;
+	if (master >= 0 && isatty(STDIN_FILENO) &&
+	    tcgetattr(STDIN_FILENO, &saved) == 0) {
+		struct termios t = saved;
+		cfmakeraw(&t);
+		raw = tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0;
+	}
+	bool stdin_open = master >= 0;
+	int ret = -1;
+	for (;;) {
+		struct pollfd pfd[4] = {
+			{ sock, POLLIN, 0 },
+			{ sfd, POLLIN, 0 },
+			{ master, POLLIN, 0 },
+			{ stdin_open ? STDIN_FILENO : -1, POLLIN, 0 },
+		};
+		if (poll(pfd, 4, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			ret = wr_error_set(err, errno, "exec: poll");
+			break;
+		}
+		if (pfd[2].revents & (POLLIN | POLLHUP)) {
+			/* drain output before looking at EXIT */
+			if (copy_some(master, STDOUT_FILENO) <= 0)
+				master = -1;
+		}
+		if (pfd[3].revents & (POLLIN | POLLHUP)) {
+			if (copy_some(STDIN_FILENO, master) <= 0)
+				stdin_open = false;
+		}
+		if (pfd[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				if (si.ssi_signo == SIGWINCH) {
+					struct winsize ws;
+					if (master >= 0 &&
+					    ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0)
+						ioctl(master, TIOCSWINSZ, &ws);
+				} else {
+					send_signal(sock, (int)si.ssi_signo);
+				}
+			}
+		}
+		if (pfd[0].revents & (POLLIN | POLLHUP)) {
+			struct wr_proto_msg msg;
+			int r = recv_msg(sock, &msg, NULL);
+			if (r < 0) {
+				ret = wr_error_set(err, -r,
+						   "exec: connection to init lost");
+				break;
+			}
+			if (msg.type == WR_MSG_EXIT) {
+				while (master >= 0 &&
+				       copy_some(master, STDOUT_FILENO) > 0)
+					;
+				ret = msg.value;
+				break;
+			}
+		}
+	}
+	if (raw)
+		tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return ret;
+}
+
+int sandbox_exec(const char *name, const struct sandbox_exec_request *req,
+		 struct wr_error **err)
+{
+	if (wr_validate_name(name) < 0)
+		return wr_error_set(err, EINVAL, "invalid sandbox name '%s'", name);
+	_cleanup_free_ char *path = runtime_path("sandboxes/%s/exec.sock", name);
+	if (!path)
+		return wr_error_set(err, ENOMEM, "exec");
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof(addr.sun_path))
+		return wr_error_set(err, ENAMETOOLONG, "exec socket %s", path);
+	strcpy(addr.sun_path, path);
+	_cleanup_close_ int sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (sock < 0)
+		return wr_error_set(err, errno, "exec: socket");
+	if (connect(sock, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+		if (errno == ENOENT || errno == ECONNREFUSED)
+			return wr_error_set(err, ENOENT,
+					    "no running sandbox named %s", name);
+		return wr_error_set(err, errno, "exec: connect to %s", name);
+	}
+	uint16_t rows = 0, cols = 0;
+	if (req->tty) {
+		struct winsize ws;
+		if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0) {
+			rows = ws.ws_row;
+			cols = ws.ws_col;
+		}
+	}
+	_cleanup_free_ void *buf = NULL;
+	size_t len;
+	int r = wr_proto_build_request(req->cwd ? req->cwd : SANDBOX_DEFAULT_CWD,
+				       req->argv, req->env,
+				       req->tty ? WR_PROTO_FLAG_TTY : 0, rows,
+				       cols, &buf, &len);
+	if (r < 0)
+		return wr_error_set(err, -r, "exec: build request");
+	r = send_request(sock, buf, len, req->stdio, req->tty ? 0 : 3);
+	if (r < 0)
+		return wr_error_set(err, -r, "exec: send request");
+	struct wr_proto_msg msg;
+	_cleanup_close_ int master = -1;
+	r = recv_msg(sock, &msg, &master);
+	if (r < 0)
+		return wr_error_set(err, -r, "exec: no answer from init");
+	if (msg.type == WR_MSG_ERROR) {
+		/* exec failures keep the shell's codes: 127 not found, 126
+		 * not executable */
+		int code = msg.value == ENOENT ? 127 : 126;
+		struct wr_proto_msg exit_msg;
+		if (recv_msg(sock, &exit_msg, NULL) == 0 &&
+		    exit_msg.type == WR_MSG_EXIT)
+			code = exit_msg.value;
+		wr_error_set(err, msg.value, "exec: %s", msg.text);
+		return code;
+	}
+	if (msg.type != WR_MSG_STARTED)
+		return wr_error_set(err, EPROTO, "exec: unexpected answer");
+	return wait_exit(sock, req->tty ? master : -1, err);
+}

@@ -1,0 +1,149 @@
+/* internal.h - shared between the files of the sandbox module only. */
+#ifndef WR_SANDBOX_INTERNAL_H
+#define WR_SANDBOX_INTERNAL_H
+
+#include "sandbox/sandbox.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- host uid ranges ------------------------------------------------------
+ * Each sandbox runs in its own 65536-id host range (its "slot"), so two
+ * sandboxes never share a host uid. Everything Warren stores on disk (layers,
+ * persistent upper directories) is owned by one fixed unprivileged "store"
+ * range, and each sandbox sees it through an idmapped mount that maps the
+ * store range onto its slot range: a layer written in one slot is usable in
+ * every other slot, and no file on the host is ever owned by a real user
+ * (a setuid file written inside is setuid to an unused id). */
+#define WR_IDS_PER_SLOT 65536u
+#define WR_STORE_UID 1000000000u
+#define WR_SLOT_UID_BASE (WR_STORE_UID + WR_IDS_PER_SLOT)
+#define WR_MAX_SLOTS 1024
+
+static inline uid_t wr_slot_uid(int slot)
+{
+	return (uid_t)(WR_SLOT_UID_BASE + (unsigned)slot * WR_IDS_PER_SLOT);
+}
+
+static inline bool wr_in_store_range(uid_t uid)
+{
+	return uid >= WR_STORE_UID && uid < WR_STORE_UID + WR_IDS_PER_SLOT;
+}
+
+/* ---- cgroups (cgroup.c) --------------------------------------------------- */
+enum cg_controller {
+	CG_MEMORY,
+	CG_CPU,
+	CG_PIDS,
+	CG_UNIFIED, /* the v2 tree, for tracking and cgroup.kill */
+	CG_MAX,
+};
+
+struct sandbox_cgroup {
+	char *path[CG_MAX]; /* NULL: controller not used */
+	bool v2[CG_MAX];
+};
+
+struct sandbox_limits {
+	uint64_t memory_bytes;
+	uint64_t millicpus;
+	uint64_t pids;
+};
+
+int cgroup_create(const char *name, const struct sandbox_limits *limits,
+		  struct sandbox_cgroup *cg, struct wr_error **err);
+int cgroup_attach(const struct sandbox_cgroup *cg, pid_t pid,
+		  struct wr_error **err);
+/* Kills every process in the cgroup (repeatedly, until empty or timeout). */
+int cgroup_kill_all(const struct sandbox_cgroup *cg, int timeout_ms);
+bool cgroup_oom_killed(const struct sandbox_cgroup *cg);
+/* Removes the cgroup directories (after kill_all). */
+int cgroup_destroy(struct sandbox_cgroup *cg);
+void cgroup_clear(struct sandbox_cgroup *cg);
+/* Fills cg with the paths a sandbox called name would have. */
+int cgroup_paths_for(const char *name, struct sandbox_cgroup *cg);
+
+/* ---- idmapped mounts (idmap.c) ------------------------------------------ */
+/* A user namespace whose only purpose is to describe a mapping for
+ * mount_setattr(MOUNT_ATTR_IDMAP): inside [inside, inside+count) maps to host
+ * [outside, ...). Returns an fd or -errno. */
+int idmap_userns_open(uid_t inside, uid_t outside, uint32_t count);
+/* A detached clone of path (open_tree), idmapped through userns_fd (if >= 0)
+ * and with the given MOUNT_ATTR_* flags. Returns an fd or -errno. */
+int idmap_mount_open(const char *path, int userns_fd, uint64_t attr_set);
+
+/* ---- child side (child.c, rootfs.c) -------------------------------------- */
+#define WR_MAX_LAYERS 64
+#define WR_MAX_BINDS 64
+#define WR_PROTO_INIT_ARGS_MAX 4200
+
+/* Everything the cloned child needs, prepared by the parent before clone. */
+struct child_plan {
+	const struct sandbox_config *cfg;
+	enum sandbox_mode mode;
+	char *const *argv;
+	int slot;
+	int sync_fd;        /* SOCK_SEQPACKET to the parent */
+	int init_fd;        /* O_PATH fd of warren-init */
+	int listen_fd;      /* serve mode: exec socket */
+	int stage_dirfd;    /* empty host directory used as mount staging point */
+	const char *stage_path;
+	int layer_fds[WR_MAX_LAYERS + 1]; /* detached mounts, bottom first */
+	size_t n_layer_fds;
+	int upper_parent_fd; /* detached mount holding upper + work, or -1 */
+	const char *upper_name;
+	const char *work_name;
+	int bind_fds[WR_MAX_BINDS];
+	char **init_env;    /* environment for init (run mode: the command's) */
+	bool host_mode;
+};
+
+/* Report of a failed child step, sent over sync_fd. */
+struct child_report {
+	int32_t err;       /* positive errno; 0 = release/ok */
+	char step[200];
+};
+
+/* Runs in the cloned child; never returns. */
+__attribute__((noreturn)) void child_main(struct child_plan *plan);
+/* Build the root filesystem under plan->stage and pivot into it. On error
+ * writes the step into report and returns -errno. */
+int rootfs_setup(struct child_plan *plan, struct child_report *report);
+/* Capabilities, no_new_privs, seccomp (security.c). */
+int security_apply(const struct sandbox_config *cfg,
+		   struct child_report *report);
+int seccomp_install(bool allow_userns);
+
+/* ---- runtime records (runtime.c) ---------------------------------------- */
+struct sandbox_record {
+	char *name;
+	int slot;
+	enum sandbox_mode mode;
+	pid_t init_pid;
+	uint64_t init_start; /* /proc/PID/stat starttime, guards pid reuse */
+	pid_t owner_pid;     /* the warren that created it */
+	uint64_t owner_start;
+	int64_t created_ms;
+	int64_t deadline_ms;
+	char *upper;
+	char *work_dir; /* persistent upper's work dir, removed at destroy */
+};
+
+char *runtime_path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int runtime_ensure_dirs(struct wr_error **err);
+/* Claims a free slot and the record directory for name (atomic). */
+int runtime_claim(const char *name, int *slot_out, struct wr_error **err);
+void runtime_release(const char *name, int slot);
+int runtime_record_write(const struct sandbox_record *rec,
+			 struct wr_error **err);
+int runtime_record_read(const char *name, struct sandbox_record *rec);
+void runtime_record_clear(struct sandbox_record *rec);
+uint64_t proc_start_time(pid_t pid); /* 0 if not running */
+bool runtime_record_alive(const struct sandbox_record *rec);
+/* Name of a live sandbox using upper dir (realpath), or NULL. */
+char *runtime_upper_in_use(const char *upper_real);
+int64_t wr_now_ms(void);
+uint64_t wr_mono_us(void);
+
+#endif
