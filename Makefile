@@ -18,7 +18,7 @@ DEBIAN_PACKAGES := gcc make pkg-config libseccomp-dev libjansson-dev \
 CFLAGS_COMMON := -std=c17 -D_GNU_SOURCE -Isrc -g -O2 -Wall -Wextra \
   -Werror=implicit-function-declaration -Werror=return-type \
   -Werror=incompatible-pointer-types -Werror=int-conversion \
-  -Wshadow -Wformat=2 -Wno-format-nonliteral -Wmissing-prototypes \
+  -Wshadow -Wformat=2 -Wno-format-nonliteral -Wno-format-truncation -Wmissing-prototypes \
   -Wstrict-prototypes -fstack-protector-strong -D_FORTIFY_SOURCE=2
 ifeq ($(SAN),1)
   BUILD := build/san

@@ -440,6 +440,15 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 		r = open_layer(&prep, cfg->rootfs, slot, "--rootfs", err);
 		if (r < 0)
 			goto fail;
+	} else {
+		_cleanup_free_ char *base = hostbase_ensure(err);
+		if (!base) {
+			r = -EIO;
+			goto fail;
+		}
+		r = open_layer(&prep, base, slot, "host base layer", err);
+		if (r < 0)
+			goto fail;
 	}
 	for (size_t i = 0; i < cfg->n_layers; i++) {
 		r = open_layer(&prep, cfg->layers[i], slot, "--layer", err);

@@ -115,6 +115,12 @@ int security_apply(const struct sandbox_config *cfg,
 		   struct child_report *report);
 int seccomp_install(bool allow_userns);
 
+/* ---- host base layer (hostbase.c) --------------------------------------- */
+extern const char *const hostbase_top_entries[];
+extern const size_t hostbase_n_top_entries;
+/* Path of the cached base layer for host mode, built if missing. */
+char *hostbase_ensure(struct wr_error **err);
+
 /* ---- runtime records (runtime.c) ---------------------------------------- */
 struct sandbox_record {
 	char *name;

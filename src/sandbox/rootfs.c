@@ -163,17 +163,9 @@ static int symlink_in_root(int root_fd, const char *target, const char *dir,
 	return 0;
 }
 
-/* Host mode: the host's /usr (and the merged-/usr symlinks, or the real
- * directories on older layouts) read-only, and a small private /etc. */
-static const char *const host_top_dirs[] = { "bin",   "sbin",  "lib",
-					     "lib32", "lib64", "libx32" };
-static const char *const host_etc_files[] = {
-	"ld.so.cache", "ld.so.conf",    "ld.so.conf.d", "localtime",
-	"nsswitch.conf", "bash.bashrc", "profile",      "profile.d",
-	"inputrc",     "alternatives",  "ssl",          "ca-certificates",
-	"os-release",  "debian_version", "shells",      "login.defs",
-	"environment", "mime.types",    "timezone",     "gai.conf",
-};
+/* Host mode: the host's /usr read-only (and, on hosts without a merged /usr,
+ * the real top-level library directories). The rest of the top level and
+ * /etc come from the host base layer (hostbase.c). */
 #define RO_BIND (MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 static int setup_host_mode(int root_fd, const struct sandbox_config *cfg,
@@ -183,59 +175,26 @@ static int setup_host_mode(int root_fd, const struct sandbox_config *cfg,
 			  NULL) < 0 ||
 	    remount_in_root(root_fd, "/usr", RO_BIND) < 0)
 		return STEP_FAIL(report, "bind host /usr read-only");
-	for (size_t i = 0; i < ARRAY_SIZE(host_top_dirs); i++) {
-		char host[64], link[256];
-		snprintf(host, sizeof(host), "/%s", host_top_dirs[i]);
+	for (size_t i = 0; i < hostbase_n_top_entries; i++) {
+		char host[64];
+		snprintf(host, sizeof(host), "/%s", hostbase_top_entries[i]);
 		struct stat st;
-		if (lstat(host, &st) < 0)
-			continue;
-		if (S_ISLNK(st.st_mode)) {
-			ssize_t n = readlink(host, link, sizeof(link) - 1);
-			if (n < 0)
-				continue;
-			link[n] = '\0';
-			if (symlink_in_root(root_fd, link, "/",
-					    host_top_dirs[i]) < 0)
-				return STEP_FAIL(report, "symlink /%s",
-						 host_top_dirs[i]);
-		} else if (S_ISDIR(st.st_mode)) {
-			if (mount_in_root(root_fd, host, false, host, NULL,
-					  MS_BIND | MS_REC, NULL) < 0 ||
-			    remount_in_root(root_fd, host, RO_BIND) < 0)
-				return STEP_FAIL(report, "bind host %s", host);
-		}
-	}
-	if (mount_in_root(root_fd, "/etc", false, "warren-etc", "tmpfs",
-			  MS_NOSUID | MS_NODEV, "mode=0755,size=4m") < 0)
-		return STEP_FAIL(report, "mount tmpfs on /etc");
-	/* generated, so the host's users and hosts are not disclosed */
-	const char *hostname = cfg->hostname ? cfg->hostname : "warren";
-	char hosts[512];
-	snprintf(hosts, sizeof(hosts),
-		 "127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost\n",
-		 hostname);
-	char hostname_line[128];
-	snprintf(hostname_line, sizeof(hostname_line), "%s\n", hostname);
-	if (write_in_root(root_fd, "/etc", "passwd",
-			  "root:x:0:0:root:/root:/bin/bash\n"
-			  "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n") < 0 ||
-	    write_in_root(root_fd, "/etc", "group",
-			  "root:x:0:\ntty:x:5:\nnogroup:x:65534:\n") < 0 ||
-	    write_in_root(root_fd, "/etc", "hosts", hosts) < 0 ||
-	    write_in_root(root_fd, "/etc", "hostname", hostname_line) < 0)
-		return STEP_FAIL(report, "write /etc files");
-	for (size_t i = 0; i < ARRAY_SIZE(host_etc_files); i++) {
-		char host[128], dest[128];
-		snprintf(host, sizeof(host), "/etc/%s", host_etc_files[i]);
-		snprintf(dest, sizeof(dest), "/etc/%s", host_etc_files[i]);
-		struct stat st;
-		if (stat(host, &st) < 0)
-			continue; /* absent on this host */
-		bool is_file = !S_ISDIR(st.st_mode);
-		if (mount_in_root(root_fd, dest, is_file, host, NULL,
+		if (lstat(host, &st) < 0 || !S_ISDIR(st.st_mode))
+			continue; /* symlinks are in the base layer */
+		if (mount_in_root(root_fd, host, false, host, NULL,
 				  MS_BIND | MS_REC, NULL) < 0 ||
-		    remount_in_root(root_fd, dest, RO_BIND) < 0)
+		    remount_in_root(root_fd, host, RO_BIND) < 0)
 			return STEP_FAIL(report, "bind host %s", host);
+	}
+	if (cfg->hostname) {
+		char hosts[512], line[128];
+		snprintf(hosts, sizeof(hosts),
+			 "127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost\n",
+			 cfg->hostname);
+		snprintf(line, sizeof(line), "%s\n", cfg->hostname);
+		if (write_in_root(root_fd, "/etc", "hosts", hosts) < 0 ||
+		    write_in_root(root_fd, "/etc", "hostname", line) < 0)
+			return STEP_FAIL(report, "write /etc/hostname");
 	}
 	return 0;
 }

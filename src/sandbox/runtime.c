@@ -181,7 +181,8 @@ int runtime_record_write(const struct sandbox_record *rec,
 		return wr_error_set(err, ENOMEM, "encode sandbox record");
 	_cleanup_free_ char *path =
 		runtime_path("sandboxes/%s/state.json", rec->name);
-	int r = path ? wr_write_file_atomic(path, text, strlen(text), 0600)
+	int r = path ? wr_write_file_atomic(path, text, strlen(text), 0600,
+						 false)
 		     : -ENOMEM;
 	free(text);
 	if (r < 0)

@@ -109,7 +109,7 @@ int wr_rm_rf(const char *path)
 }
 
 int wr_write_file_atomic(const char *path, const void *data, size_t len,
-			 mode_t mode)
+			 mode_t mode, bool durable)
 {
 	_cleanup_free_ char *tmp = wr_asprintf("%s.tmp.%d", path, getpid());
 	if (!tmp)
@@ -132,7 +132,7 @@ int wr_write_file_atomic(const char *path, const void *data, size_t len,
 		p += n;
 		left -= (size_t)n;
 	}
-	if (fsync(fd) < 0 || rename(tmp, path) < 0) {
+	if ((durable && fsync(fd) < 0) || rename(tmp, path) < 0) {
 		int r = -errno;
 		unlink(tmp);
 		return r;
@@ -213,4 +213,184 @@ char *wr_self_dir(void)
 		return NULL;
 	*slash = '\0';
 	return wr_strdup(buf[0] ? buf : "/");
+}
+
+static int copy_file(int src_dir, const char *name, int dst_dir, mode_t mode)
+{
+	_cleanup_close_ int in = openat(src_dir, name,
+					O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	_cleanup_close_ int out = openat(dst_dir, name,
+					 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+						 O_CLOEXEC,
+					 mode & 07777);
+	if (out < 0)
+		return -errno;
+	char buf[65536];
+	for (;;) {
+		ssize_t n = read(in, buf, sizeof(buf));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		for (ssize_t off = 0; off < n;) {
+			ssize_t w = write(out, buf + off, (size_t)(n - off));
+			if (w < 0)
+				return -errno;
+			off += w;
+		}
+	}
+	return fchmod(out, mode & 07777) < 0 ? -errno : 0;
+}
+
+static int copy_children(int src_dir, int dst_dir, dev_t dev, int depth)
+{
+	if (depth > 64)
+		return -ELOOP;
+	int dup_fd = dup(src_dir);
+	if (dup_fd < 0)
+		return -errno;
+	DIR *dir = fdopendir(dup_fd);
+	if (!dir) {
+		close(dup_fd);
+		return -errno;
+	}
+	int ret = 0;
+	struct dirent *de;
+	while (ret == 0 && (de = readdir(dir))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		struct stat st;
+		if (fstatat(src_dir, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISREG(st.st_mode)) {
+			ret = copy_file(src_dir, de->d_name, dst_dir, st.st_mode);
+		} else if (S_ISLNK(st.st_mode)) {
+			char target[4096];
+			ssize_t n = readlinkat(src_dir, de->d_name, target,
+					       sizeof(target) - 1);
+			if (n < 0)
+				continue;
+			target[n] = '\0';
+			if (symlinkat(target, dst_dir, de->d_name) < 0)
+				ret = -errno;
+		} else if (S_ISDIR(st.st_mode) && st.st_dev == dev) {
+			if (mkdirat(dst_dir, de->d_name, st.st_mode & 07777) < 0) {
+				ret = -errno;
+				break;
+			}
+			_cleanup_close_ int s = openat(src_dir, de->d_name,
+						       O_RDONLY | O_DIRECTORY |
+							       O_NOFOLLOW | O_CLOEXEC);
+			_cleanup_close_ int d = openat(dst_dir, de->d_name,
+						       O_RDONLY | O_DIRECTORY |
+							       O_NOFOLLOW | O_CLOEXEC);
+			if (s < 0 || d < 0)
+				continue; /* unreadable: skipped */
+			ret = copy_children(s, d, dev, depth + 1);
+		}
+	}
+	closedir(dir);
+	return ret;
+}
+
+int wr_copy_tree(const char *src, const char *dst)
+{
+	struct stat st;
+	if (lstat(src, &st) < 0)
+		return -errno;
+	if (S_ISLNK(st.st_mode)) {
+		char target[4096];
+		ssize_t n = readlink(src, target, sizeof(target) - 1);
+		if (n < 0)
+			return -errno;
+		target[n] = '\0';
+		return symlink(target, dst) < 0 ? -errno : 0;
+	}
+	_cleanup_free_ char *parent = wr_strdup(dst);
+	if (!parent)
+		return -ENOMEM;
+	char *slash = strrchr(parent, '/');
+	if (!slash)
+		return -EINVAL;
+	*slash = '\0';
+	_cleanup_close_ int dst_parent =
+		open(parent[0] ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dst_parent < 0)
+		return -errno;
+	if (S_ISREG(st.st_mode)) {
+		_cleanup_free_ char *sparent = wr_strdup(src);
+		if (!sparent)
+			return -ENOMEM;
+		char *s = strrchr(sparent, '/');
+		if (!s)
+			return -EINVAL;
+		*s = '\0';
+		if (strcmp(s + 1, slash + 1))
+			return -EINVAL; /* same base name expected */
+		_cleanup_close_ int src_parent = open(
+			sparent[0] ? sparent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (src_parent < 0)
+			return -errno;
+		return copy_file(src_parent, s + 1, dst_parent, st.st_mode);
+	}
+	if (!S_ISDIR(st.st_mode))
+		return -EINVAL;
+	if (mkdir(dst, st.st_mode & 07777) < 0)
+		return -errno;
+	_cleanup_close_ int s = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int d = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s < 0 || d < 0)
+		return -errno;
+	return copy_children(s, d, st.st_dev, 0);
+}
+
+static int chown_children(int dirfd, uid_t uid, gid_t gid, int depth)
+{
+	if (depth > 512)
+		return -ELOOP;
+	int dup_fd = dup(dirfd);
+	if (dup_fd < 0)
+		return -errno;
+	DIR *dir = fdopendir(dup_fd);
+	if (!dir) {
+		close(dup_fd);
+		return -errno;
+	}
+	int ret = 0;
+	struct dirent *de;
+	while ((de = readdir(dir))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (fchownat(dirfd, de->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 &&
+		    ret == 0)
+			ret = -errno;
+		if (de->d_type == DT_DIR) {
+			_cleanup_close_ int child = openat(
+				dirfd, de->d_name,
+				O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (child >= 0) {
+				int r = chown_children(child, uid, gid, depth + 1);
+				if (r < 0 && ret == 0)
+					ret = r;
+			}
+		}
+	}
+	closedir(dir);
+	return ret;
+}
+
+int wr_chown_tree(const char *path, uid_t uid, gid_t gid)
+{
+	if (lchown(path, uid, gid) < 0)
+		return -errno;
+	_cleanup_close_ int fd =
+		open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOTDIR || errno == ELOOP ? 0 : -errno;
+	return chown_children(fd, uid, gid, 0);
 }
