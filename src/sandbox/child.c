@@ -62,6 +62,17 @@ static int loopback_up(void)
 	return 0;
 }
 
+static void wait_for_parent(struct child_plan *plan)
+{
+	struct child_report go;
+	ssize_t n;
+	do {
+		n = recv(plan->sync_fd, &go, sizeof(go), 0);
+	} while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof(go) || go.err != 0)
+		_exit(125);
+}
+
 void child_main(struct child_plan *plan)
 {
 	struct child_report report = { 0 };
@@ -76,22 +87,14 @@ void child_main(struct child_plan *plan)
 	if (plan->listen_fd >= 0)
 		fcntl(plan->listen_fd, F_SETFD, 0);
 
-	/* Wait until the parent has written our uid/gid maps and moved us
-	 * into the cgroup: before that we are nobody, and a cgroup namespace
-	 * made now would be rooted in the wrong cgroup. */
-	struct child_report go;
-	ssize_t n;
-	do {
-		n = recv(plan->sync_fd, &go, sizeof(go), 0);
-	} while (n < 0 && errno == EINTR);
-	if (n != (ssize_t)sizeof(go) || go.err != 0)
-		_exit(125);
+	/* Wait until the parent has written our uid/gid maps: before that we
+	 * are nobody and cannot create a file. */
+	wait_for_parent(plan);
 
 	/* Become root of the user namespace (host uid = slot base). */
 	CHILD_CHECK(setresgid(0, 0, 0) == 0 && setgroups(0, NULL) == 0 &&
 			    setresuid(0, 0, 0) == 0,
 		    "switch to root of the user namespace");
-	CHILD_CHECK(unshare(CLONE_NEWCGROUP) == 0, "new cgroup namespace");
 	/* No controlling terminal: nothing inside can reach the caller's
 	 * terminal through it (seccomp also blocks TIOCSTI). */
 	setsid();
@@ -117,7 +120,13 @@ void child_main(struct child_plan *plan)
 		close(devnull);
 	}
 
-	if (security_apply(cfg, &report) < 0)
+	/* The parent built the cgroup while we built the root; wait until it
+	 * has moved us in (limits in force before any sandbox code runs), so
+	 * that the cgroup namespace is rooted at the sandbox's cgroup. */
+	wait_for_parent(plan);
+	CHILD_CHECK(unshare(CLONE_NEWCGROUP) == 0, "new cgroup namespace");
+
+	if (security_apply(cfg, &plan->seccomp, &report) < 0)
 		child_fail(plan, &report);
 
 	/* argv for warren-init */

@@ -212,6 +212,7 @@ static void prepared_clear(struct prepared *p)
 	}
 	free(p->env);
 	p->env = NULL;
+	seccomp_program_clear(&p->plan.seccomp);
 }
 
 static int userns_for(struct prepared *p, uid_t owner, int slot)
@@ -412,18 +413,7 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 			goto fail;
 	}
 
-	uint64_t t_cg = wr_mono_us();
-	struct sandbox_limits limits = {
-		.memory_bytes = cfg->memory_bytes ? cfg->memory_bytes
-						  : SANDBOX_DEFAULT_MEMORY,
-		.millicpus = cfg->millicpus,
-		.pids = cfg->pids ? cfg->pids : SANDBOX_DEFAULT_PIDS,
-	};
-	r = cgroup_create(sb->name, &limits, &sb->cg, err);
-	if (r < 0)
-		goto fail;
 	uint64_t t_prep = wr_mono_us();
-	sb->timings.cgroup_us = t_prep - t_cg;
 
 	/* everything the child needs, opened with host privileges */
 	init_path = find_init();
@@ -505,6 +495,13 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 		r = wr_error_set(err, ENOMEM, "create sandbox");
 		goto fail;
 	}
+	if (!cfg->no_seccomp) {
+		r = seccomp_prepare(cfg->allow_userns, &prep.plan.seccomp);
+		if (r < 0) {
+			r = wr_error_set(err, -r, "compile seccomp filter");
+			goto fail;
+		}
+	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, prep.sync) < 0) {
 		r = wr_error_set(err, errno, "sync socket");
 		goto fail;
@@ -553,9 +550,6 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 		r = wr_error_set(err, -r, "write uid/gid maps");
 		goto fail;
 	}
-	r = cgroup_attach(&sb->cg, pid, err);
-	if (r < 0)
-		goto fail;
 	struct child_report report = { 0 };
 	if (send(prep.sync[0], &report, sizeof(report), MSG_NOSIGNAL) < 0) {
 		r = wr_error_set(err, errno, "release sandbox child");
@@ -563,6 +557,28 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 	}
 	uint64_t t_setup = wr_mono_us();
 	sb->timings.clone_us = t_setup - t_clone;
+	/* The child builds its root filesystem meanwhile; it waits for the
+	 * second release before running anything but our own set-up code. */
+	struct sandbox_limits limits = {
+		.memory_bytes = cfg->memory_bytes ? cfg->memory_bytes
+						  : SANDBOX_DEFAULT_MEMORY,
+		.millicpus = cfg->millicpus,
+		.pids = cfg->pids ? cfg->pids : SANDBOX_DEFAULT_PIDS,
+	};
+	r = cgroup_create(sb->name, &limits, &sb->cg, err);
+	if (r < 0)
+		goto fail;
+	r = cgroup_attach(&sb->cg, pid, err);
+	if (r < 0)
+		goto fail;
+	sb->timings.cgroup_us = wr_mono_us() - t_setup;
+	if (send(prep.sync[0], &report, sizeof(report), MSG_NOSIGNAL) < 0) {
+		/* the child failed a set-up step: its report explains */
+		if (errno != EPIPE && errno != ECONNRESET) {
+			r = wr_error_set(err, errno, "release sandbox child");
+			goto fail;
+		}
+	}
 	ssize_t n;
 	do {
 		n = recv(prep.sync[0], &report, sizeof(report), 0);

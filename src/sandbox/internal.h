@@ -5,6 +5,7 @@
 #include "sandbox/sandbox.h"
 
 #include <stdbool.h>
+#include <linux/filter.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -73,6 +74,11 @@ int idmap_userns_open(uid_t inside, uid_t outside, uint32_t count);
  * and with the given MOUNT_ATTR_* flags. Returns an fd or -errno. */
 int idmap_mount_open(const char *path, int userns_fd, uint64_t attr_set);
 
+/* A compiled seccomp program (security.c). */
+struct seccomp_program {
+	struct sock_fprog prog;
+};
+
 /* ---- child side (child.c, rootfs.c) -------------------------------------- */
 #define WR_MAX_LAYERS 64
 #define WR_MAX_BINDS 64
@@ -96,6 +102,7 @@ struct child_plan {
 	const char *work_name;
 	int bind_fds[WR_MAX_BINDS];
 	char **init_env;    /* environment for init (run mode: the command's) */
+	struct seccomp_program seccomp;
 	bool host_mode;
 };
 
@@ -112,8 +119,11 @@ __attribute__((noreturn)) void child_main(struct child_plan *plan);
 int rootfs_setup(struct child_plan *plan, struct child_report *report);
 /* Capabilities, no_new_privs, seccomp (security.c). */
 int security_apply(const struct sandbox_config *cfg,
+		   const struct seccomp_program *program,
 		   struct child_report *report);
-int seccomp_install(bool allow_userns);
+/* Compiles the filter (or reads it from the runtime cache). */
+int seccomp_prepare(bool allow_userns, struct seccomp_program *out);
+void seccomp_program_clear(struct seccomp_program *p);
 
 /* ---- host base layer (hostbase.c) --------------------------------------- */
 extern const char *const hostbase_top_entries[];

@@ -357,14 +357,27 @@ int rootfs_setup(struct child_plan *plan, struct child_report *report)
 	int r = setup_dev(root_fd, report);
 	if (r < 0)
 		return r;
-	snprintf(opts, sizeof(opts), "mode=1777,size=%llu",
-		 (unsigned long long)disk);
-	if (mount_in_root(root_fd, "/tmp", false, "warren-tmp", "tmpfs",
-			  MS_NOSUID | MS_NODEV, opts) < 0)
-		return STEP_FAIL(report, "mount tmpfs on /tmp");
-	if (mount_in_root(root_fd, "/run", false, "warren-run", "tmpfs",
-			  MS_NOSUID | MS_NODEV, "mode=0755,size=16m") < 0)
-		return STEP_FAIL(report, "mount tmpfs on /run");
+	/* /tmp and /run never persist: with a scratch upper they already live
+	 * in the sandbox's private tmpfs; with a persistent upper they get
+	 * tmpfs mounts of their own so they stay out of the layer. */
+	if (plan->upper_parent_fd >= 0) {
+		snprintf(opts, sizeof(opts), "mode=1777,size=%llu",
+			 (unsigned long long)disk);
+		if (mount_in_root(root_fd, "/tmp", false, "warren-tmp", "tmpfs",
+				  MS_NOSUID | MS_NODEV, opts) < 0)
+			return STEP_FAIL(report, "mount tmpfs on /tmp");
+		if (mount_in_root(root_fd, "/run", false, "warren-run", "tmpfs",
+				  MS_NOSUID | MS_NODEV, "mode=0755,size=16m") < 0)
+			return STEP_FAIL(report, "mount tmpfs on /run");
+	} else {
+		_cleanup_close_ int tmp = make_in_root(root_fd, "/tmp", false);
+		if (tmp < 0)
+			return step_fail(report, -tmp, "create /tmp");
+		char tpath[64];
+		fd_path(tmp, tpath, sizeof(tpath));
+		if (chmod(tpath, 01777) < 0)
+			return STEP_FAIL(report, "chmod /tmp");
+	}
 	r = attach_binds(plan, root_fd, report);
 	if (r < 0)
 		return r;

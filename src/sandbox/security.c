@@ -8,9 +8,16 @@
  * no_new_privs. */
 #include "sandbox/internal.h"
 
+#include "util/alloc.h"
 #include "util/cleanup.h"
+#include "util/fs.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <linux/capability.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -111,11 +118,11 @@ static int add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name,
 	return seccomp_rule_add_array(ctx, action, nr, n_args, args);
 }
 
-int seccomp_install(bool allow_userns)
+static scmp_filter_ctx build_filter(bool allow_userns)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx)
-		return -ENOMEM;
+		return NULL;
 	int r = 0;
 	/* foreign-ABI calls (int 0x80, x32) would bypass every rule below */
 	r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
@@ -152,13 +159,97 @@ int seccomp_install(bool allow_userns)
 			r = add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "clone3", 0,
 				     NULL);
 	}
-	if (r == 0)
-		r = seccomp_load(ctx);
-	seccomp_release(ctx);
-	return r;
+	if (r < 0) {
+		seccomp_release(ctx);
+		return NULL;
+	}
+	return ctx;
 }
 
-int security_apply(const struct sandbox_config *cfg, struct child_report *report)
+/* FNV-1a over everything the compiled program depends on. */
+static uint64_t filter_key(bool allow_userns)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	char buf[256];
+	const struct scmp_version *v = seccomp_version();
+	snprintf(buf, sizeof(buf), "v3 %u.%u.%u %d %u", v ? v->major : 0,
+		 v ? v->minor : 0, v ? v->micro : 0, allow_userns,
+		 seccomp_arch_native());
+	for (const char *p = buf; *p; p++) {
+		h ^= (unsigned char)*p;
+		h *= 0x100000001b3ULL;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(denied_syscalls); i++) {
+		for (const char *p = denied_syscalls[i]; *p; p++) {
+			h ^= (unsigned char)*p;
+			h *= 0x100000001b3ULL;
+		}
+		h ^= ',';
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+static int read_program(const char *path, struct seccomp_program *out)
+{
+	_cleanup_free_ char *data = NULL;
+	size_t len;
+	int r = wr_read_file(path, BPF_MAXINSNS * sizeof(struct sock_filter),
+			     &data, &len);
+	if (r < 0)
+		return r;
+	if (len == 0 || len % sizeof(struct sock_filter))
+		return -EBADMSG;
+	out->prog.len = (unsigned short)(len / sizeof(struct sock_filter));
+	out->prog.filter = (struct sock_filter *)TAKE_PTR(data);
+	return 0;
+}
+
+/* libseccomp compiles the filter; the program is cached in the runtime
+ * directory (root only) so later sandboxes skip the compile. The child
+ * installs it with one prctl. */
+int seccomp_prepare(bool allow_userns, struct seccomp_program *out)
+{
+	memset(out, 0, sizeof(*out));
+	_cleanup_free_ char *dir = runtime_path("seccomp");
+	_cleanup_free_ char *path = runtime_path(
+		"seccomp/%016llx.bpf", (unsigned long long)filter_key(allow_userns));
+	if (!dir || !path)
+		return -ENOMEM;
+	if (read_program(path, out) == 0)
+		return 0;
+	scmp_filter_ctx ctx = build_filter(allow_userns);
+	if (!ctx)
+		return -EINVAL;
+	mkdir(dir, 0700);
+	_cleanup_free_ char *tmp = wr_asprintf("%s.%d", path, (int)getpid());
+	int r = -ENOMEM;
+	if (tmp) {
+		int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		r = fd < 0 ? -errno : seccomp_export_bpf(ctx, fd);
+		if (fd >= 0)
+			close(fd);
+		if (r == 0 && rename(tmp, path) < 0)
+			r = -errno;
+		if (r < 0)
+			unlink(tmp);
+	}
+	seccomp_release(ctx);
+	if (r < 0)
+		return r;
+	return read_program(path, out);
+}
+
+void seccomp_program_clear(struct seccomp_program *p)
+{
+	free(p->prog.filter);
+	p->prog.filter = NULL;
+	p->prog.len = 0;
+}
+
+int security_apply(const struct sandbox_config *cfg,
+		   const struct seccomp_program *program,
+		   struct child_report *report)
 {
 	int r = drop_capabilities(report);
 	if (r < 0)
@@ -169,7 +260,9 @@ int security_apply(const struct sandbox_config *cfg, struct child_report *report
 	}
 	if (cfg->no_seccomp)
 		return 0;
-	r = seccomp_install(cfg->allow_userns);
+	/* the program was compiled (or read from the cache) by the parent */
+	r = prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program->prog) < 0 ? -errno
+									 : 0;
 	if (r < 0) {
 		snprintf(report->step, sizeof(report->step),
 			 "install seccomp filter");
