@@ -24,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,10 +46,23 @@ uint64_t wr_mono_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
+/* Runtime state is small, hot and meaningless after a reboot: it belongs on
+ * a tmpfs (on ext4 each record's create/unlink costs a journal commit, as
+ * much as the whole sandbox set-up). /run is a tmpfs on systemd hosts; where
+ * it is not, we use /dev/shm, which is one everywhere. */
 const char *sandbox_runtime_dir(void)
 {
+	static const char *cached;
+	if (cached)
+		return cached;
 	const char *dir = getenv("WARREN_RUNTIME_DIR");
-	return dir && *dir ? dir : "/run/warren";
+	if (dir && *dir)
+		return cached = dir;
+	struct statfs sfs;
+	if (statfs("/run", &sfs) == 0 &&
+	    (sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC))
+		return cached = "/run/warren";
+	return cached = "/dev/shm/warren";
 }
 
 char *runtime_path(const char *fmt, ...)
@@ -67,6 +82,17 @@ int runtime_ensure_dirs(struct wr_error **err)
 	int r = wr_mkdir_p(base, 0755);
 	if (r < 0)
 		return wr_error_set(err, -r, "create runtime directory %s", base);
+	/* in a world-writable parent (/dev/shm) someone else could have made
+	 * it first, or planted a symlink: it must be a directory of ours */
+	struct stat st;
+	if (lstat(base, &st) < 0)
+		return wr_error_set(err, errno, "runtime directory %s", base);
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 022))
+		return wr_error_set(err, EPERM,
+				    "runtime directory %s is not a directory "
+				    "owned by us and writable only by us",
+				    base);
 	for (size_t i = 0; i < ARRAY_SIZE(subdirs); i++) {
 		_cleanup_free_ char *p = runtime_path("%s", subdirs[i]);
 		if (!p)
