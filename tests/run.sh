@@ -1,0 +1,50 @@
+#!/bin/bash
+# tests/run.sh - run every test and print one summary line "N passed, N failed".
+#
+#   unit tests       build/tests/test_*   (cmocka; each test case counts)
+#   shell tests      tests/integration/*.sh, tests/security/*.sh
+#   leftover check   last: nothing of ours may remain on the host
+set -u
+BUILD="${BUILD:-build}"
+cd "$(dirname "$0")/.."
+export BUILD
+RESULTS="$(mktemp /tmp/warren-results.XXXXXX)"
+export WARREN_RESULTS="$RESULTS"
+LOG_DIR="$BUILD/test-logs"
+mkdir -p "$LOG_DIR"
+
+if [ "$(id -u)" != 0 ]; then
+	echo "tests need root (namespaces, mounts, cgroups)" >&2
+fi
+
+for t in "$BUILD"/tests/test_*; do
+	[ -x "$t" ] || continue
+	name="$(basename "$t")"
+	out="$LOG_DIR/$name.log"
+	CMOCKA_MESSAGE_OUTPUT=stdout "$t" >"$out" 2>&1
+	# one result line per cmocka test case
+	grep -E '^\[       OK \]' "$out" | sed -E "s/^\[       OK \] (.*)/PASS unit $name: \1/" >>"$RESULTS"
+	grep -E '^\[  FAILED  \] [a-z_0-9]+$' "$out" | sed -E "s/^\[  FAILED  \] (.*)/FAIL unit $name: \1: see $out/" >>"$RESULTS"
+	if ! grep -qE '^\[  PASSED  \]|^\[  FAILED  \]' "$out"; then
+		echo "FAIL unit $name: crashed, see $out" >>"$RESULTS"
+	fi
+done
+
+for f in tests/integration/*.sh tests/security/*.sh; do
+	[ -f "$f" ] || continue
+	case "$f" in */zz_*) continue ;; esac
+	echo "== $f" >&2
+	timeout 600 bash "$f" >"$LOG_DIR/$(basename "$f").log" 2>&1 ||
+		{ rc=$?; [ $rc = 124 ] && echo "FAIL $(basename "$f" .sh): timed out" >>"$RESULTS"; }
+done
+for f in tests/integration/zz_*.sh; do
+	[ -f "$f" ] && bash "$f" >"$LOG_DIR/$(basename "$f").log" 2>&1
+done
+
+grep -E '^FAIL' "$RESULTS" >&2 || true
+passed=$(grep -c '^PASS' "$RESULTS")
+failed=$(grep -c '^FAIL' "$RESULTS")
+cp "$RESULTS" "$LOG_DIR/results.txt"
+rm -f "$RESULTS"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
