@@ -297,10 +297,18 @@ int cgroup_create(const char *name, const struct sandbox_limits *limits,
 		char parent[1100];
 		snprintf(parent, sizeof(parent), "%s/" CG_PARENT,
 			 layout.mount[c]);
-		if (mkdir(parent, 0755) < 0 && errno != EEXIST)
-			return wr_error_set(err, errno, "cgroup: mkdir %s",
-					    parent);
-		if (mkdir(cg->path[c], 0755) < 0) {
+		/* another warren may remove the (then empty) parent between
+		 * our two mkdirs: retry */
+		int tries = 0;
+		for (;;) {
+			if (mkdir(parent, 0755) < 0 && errno != EEXIST)
+				return wr_error_set(err, errno,
+						    "cgroup: mkdir %s", parent);
+			if (mkdir(cg->path[c], 0755) == 0 || errno != ENOENT ||
+			    ++tries > 3)
+				break;
+		}
+		if (tries > 3 || access(cg->path[c], F_OK) < 0) {
 			r = wr_error_set(err, errno, "cgroup: mkdir %s",
 					 cg->path[c]);
 			cgroup_destroy(cg);
@@ -421,6 +429,14 @@ int cgroup_destroy(struct sandbox_cgroup *cg)
 				break;
 			}
 			sleep_ms(1);
+		}
+		/* the shared parent goes too once empty (EBUSY otherwise) */
+		char parent[1100];
+		snprintf(parent, sizeof(parent), "%s", cg->path[c]);
+		char *slash = strrchr(parent, '/');
+		if (slash) {
+			*slash = '\0';
+			rmdir(parent);
 		}
 	}
 	return ret;

@@ -78,9 +78,6 @@ void child_main(struct child_plan *plan)
 	struct child_report report = { 0 };
 	const struct sandbox_config *cfg = plan->cfg;
 
-	/* A one-off sandbox dies with the warren that runs it. */
-	if (plan->mode == SANDBOX_MODE_RUN)
-		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	/* No descriptor of the caller's may leak inside: everything from 3 up
 	 * closes on exec except the exec socket init needs. */
 	syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
@@ -95,6 +92,11 @@ void child_main(struct child_plan *plan)
 	CHILD_CHECK(setresgid(0, 0, 0) == 0 && setgroups(0, NULL) == 0 &&
 			    setresuid(0, 0, 0) == 0,
 		    "switch to root of the user namespace");
+	/* A one-off sandbox dies with the warren that runs it. Set after the
+	 * uid change, which clears it; if the parent is already gone, the
+	 * second release below reads EOF and we exit. */
+	if (plan->mode == SANDBOX_MODE_RUN)
+		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	/* No controlling terminal: nothing inside can reach the caller's
 	 * terminal through it (seccomp also blocks TIOCSTI). */
 	setsid();

@@ -238,7 +238,10 @@ int sandbox_exec(const char *name, const struct sandbox_exec_request *req,
 		if (recv_msg(sock, &exit_msg, NULL) == 0 &&
 		    exit_msg.type == WR_MSG_EXIT)
 			code = exit_msg.value;
-		wr_error_set(err, msg.value, "exec: %s", msg.text);
+		/* init's text already names the errno */
+		wr_error_set(err, 0, "exec: %s", msg.text);
+		if (*err)
+			(*err)->errnum = msg.value;
 		return code;
 	}
 	if (msg.type != WR_MSG_STARTED)

@@ -272,12 +272,18 @@ void runtime_record_clear(struct sandbox_record *rec)
 
 bool runtime_record_alive(const struct sandbox_record *rec)
 {
-	if (rec->init_pid > 0)
-		return proc_start_time(rec->init_pid) == rec->init_start &&
-		       rec->init_start != 0;
+	bool owner_alive = rec->owner_pid > 0 &&
+			   proc_start_time(rec->owner_pid) == rec->owner_start;
+	if (rec->init_pid > 0) {
+		bool init_alive = rec->init_start != 0 &&
+				  proc_start_time(rec->init_pid) == rec->init_start;
+		/* a one-off sandbox lives only as long as its warren */
+		if (rec->mode == SANDBOX_MODE_RUN)
+			return init_alive && owner_alive;
+		return init_alive;
+	}
 	/* still being created: alive while its creator is */
-	return rec->owner_pid > 0 &&
-	       proc_start_time(rec->owner_pid) == rec->owner_start;
+	return owner_alive;
 }
 
 char *runtime_upper_in_use(const char *upper_real)
