@@ -31,11 +31,8 @@ int cmd_sandbox_create(int argc, char **argv)
 	int r = sandbox_create(&o.cfg, SANDBOX_MODE_SERVE, NULL, &sb, &err);
 	if (r < 0) {
 		cli_error("create", err);
+		ret = err && err->bad_input ? WR_EXIT_USAGE : WR_EXIT_FAILURE;
 		wr_error_free(err);
-		ret = r == -EINVAL || r == -ENOENT || r == -ENOTDIR ||
-				      r == -ENOTSUP || r == -EEXIST
-			      ? WR_EXIT_USAGE
-			      : WR_EXIT_FAILURE;
 		goto out;
 	}
 	const struct sandbox_timings *t = sandbox_get_timings(sb);

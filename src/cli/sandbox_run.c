@@ -47,13 +47,11 @@ int cmd_sandbox_run(int argc, char **argv)
 	int r = sandbox_create(&o.cfg, SANDBOX_MODE_RUN, argv + first, &sb, &err);
 	if (r < 0) {
 		cli_error("run", err);
+		/* bad input caught by validation is a usage error */
+		int code = err && err->bad_input ? WR_EXIT_USAGE : WR_EXIT_FAILURE;
 		wr_error_free(err);
 		sandbox_config_clear(&o.cfg);
-		/* bad input caught by validation is a usage error */
-		return r == -EINVAL || r == -ENOENT || r == -ENOTDIR ||
-				       r == -ENOTSUP || r == -EEXIST
-			       ? WR_EXIT_USAGE
-			       : WR_EXIT_FAILURE;
+		return code;
 	}
 	char name[128];
 	snprintf(name, sizeof(name), "%s", sandbox_get_name(sb));

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -23,9 +24,9 @@ static int check_dir(const char *opt, const char *path, struct wr_error **err)
 {
 	struct stat st;
 	if (stat(path, &st) < 0)
-		return wr_error_set(err, errno, "%s %s", opt, path);
+		return wr_error_input(err, errno, "%s %s", opt, path);
 	if (!S_ISDIR(st.st_mode))
-		return wr_error_set(err, ENOTDIR, "%s %s", opt, path);
+		return wr_error_input(err, ENOTDIR, "%s %s", opt, path);
 	return 0;
 }
 
@@ -42,17 +43,42 @@ static int check_inside_path(const char *opt, const char *path,
 			     struct wr_error **err)
 {
 	if (!path || path[0] != '/')
-		return wr_error_set(err, EINVAL, "%s %s: must be an absolute path",
+		return wr_error_input(err, EINVAL, "%s %s: must be an absolute path",
 				    opt, path ? path : "(null)");
 	if (strlen(path) >= 1024)
-		return wr_error_set(err, ENAMETOOLONG, "%s", opt);
+		return wr_error_input(err, ENAMETOOLONG, "%s", opt);
 	/* ".." would be resolved inside the root anyway; refuse it so the
 	 * user's intent is unambiguous */
 	for (const char *p = path; (p = strstr(p, "..")); p += 2) {
 		if ((p == path || p[-1] == '/') && (p[2] == '/' || p[2] == '\0'))
-			return wr_error_set(err, EINVAL,
+			return wr_error_input(err, EINVAL,
 					    "%s %s: '..' is not allowed", opt, path);
 	}
+	return 0;
+}
+
+/* realpath() of path, or of its parent plus its last component when path
+ * does not exist yet. */
+static int resolve_maybe_missing(const char *path, char out[PATH_MAX])
+{
+	if (realpath(path, out))
+		return 0;
+	if (errno != ENOENT)
+		return -errno;
+	char copy[PATH_MAX];
+	if (strlen(path) >= sizeof(copy))
+		return -ENAMETOOLONG;
+	strcpy(copy, path);
+	char *slash = strrchr(copy, '/');
+	const char *base = slash ? slash + 1 : copy;
+	char parent[PATH_MAX];
+	if (!realpath(slash ? (slash == copy ? "/" : (*slash = '\0', copy)) : ".",
+		      parent))
+		return -errno;
+	if (strlen(parent) + strlen(base) + 2 > PATH_MAX)
+		return -ENAMETOOLONG;
+	snprintf(out, PATH_MAX, "%s/%s", strcmp(parent, "/") ? parent : "",
+		 base);
 	return 0;
 }
 
@@ -61,38 +87,38 @@ int sandbox_config_validate(const struct sandbox_config *cfg,
 {
 	int r;
 	if (cfg->name && wr_validate_name(cfg->name) < 0)
-		return wr_error_set(err, EINVAL,
+		return wr_error_input(err, EINVAL,
 				    "--name '%s': use 1-63 letters, digits, '_', "
 				    "'.', '-', starting with a letter or digit",
 				    cfg->name);
 	if (cfg->hostname && (wr_validate_name(cfg->hostname) < 0))
-		return wr_error_set(err, EINVAL, "--hostname '%s': invalid",
+		return wr_error_input(err, EINVAL, "--hostname '%s': invalid",
 				    cfg->hostname);
 	if (cfg->net >= SANDBOX_NET_MAX)
-		return wr_error_set(err, EINVAL, "--net: unsupported mode");
+		return wr_error_input(err, EINVAL, "--net: unsupported mode");
 	if (cfg->rootfs && (r = check_dir("--rootfs", cfg->rootfs, err)) < 0)
 		return r;
 	if (cfg->n_layers + (cfg->rootfs ? 1 : 0) > WR_MAX_LAYERS)
-		return wr_error_set(err, E2BIG, "--layer: at most %d layers",
+		return wr_error_input(err, E2BIG, "--layer: at most %d layers",
 				    WR_MAX_LAYERS);
 	for (size_t i = 0; i < cfg->n_layers; i++) {
 		if ((r = check_dir("--layer", cfg->layers[i], err)) < 0)
 			return r;
 	}
 	if (cfg->n_binds > WR_MAX_BINDS)
-		return wr_error_set(err, E2BIG, "--bind: at most %d binds",
+		return wr_error_input(err, E2BIG, "--bind: at most %d binds",
 				    WR_MAX_BINDS);
 	for (size_t i = 0; i < cfg->n_binds; i++) {
 		struct stat st;
 		if (stat(cfg->binds[i].source, &st) < 0)
-			return wr_error_set(err, errno, "--bind %s",
+			return wr_error_input(err, errno, "--bind %s",
 					    cfg->binds[i].source);
 		r = check_inside_path("--bind destination", cfg->binds[i].dest,
 				      err);
 		if (r < 0)
 			return r;
 		if (!strcmp(cfg->binds[i].dest, "/"))
-			return wr_error_set(err, EINVAL,
+			return wr_error_input(err, EINVAL,
 					    "--bind: cannot bind over /");
 	}
 	if (cfg->cwd && (r = check_inside_path("--cwd", cfg->cwd, err)) < 0)
@@ -100,20 +126,20 @@ int sandbox_config_validate(const struct sandbox_config *cfg,
 	for (size_t i = 0; i < cfg->n_env; i++) {
 		const char *eq = strchr(cfg->env[i], '=');
 		if (!eq || eq == cfg->env[i])
-			return wr_error_set(err, EINVAL,
+			return wr_error_input(err, EINVAL,
 					    "--env '%s': expected KEY=VALUE",
 					    cfg->env[i]);
 	}
 	if (cfg->upper) {
 		if (cfg->disk_bytes)
-			return wr_error_set(
+			return wr_error_input(
 				err, ENOTSUP,
 				"--disk with --upper: a persistent upper "
 				"directory has no size cap yet; --disk caps "
 				"the scratch layer");
 		char upper[PATH_MAX], other[PATH_MAX];
-		/* a not-yet-existing upper is created; check its parent */
-		if (realpath(cfg->upper, upper)) {
+		/* a not-yet-existing upper is created: resolve its parent */
+		if (resolve_maybe_missing(cfg->upper, upper) == 0) {
 			const char *lowers[WR_MAX_LAYERS + 1];
 			size_t n = 0;
 			if (cfg->rootfs)
@@ -125,7 +151,7 @@ int sandbox_config_validate(const struct sandbox_config *cfg,
 					continue;
 				if (path_within(upper, other) ||
 				    path_within(other, upper))
-					return wr_error_set(
+					return wr_error_input(
 						err, EINVAL,
 						"--upper %s overlaps layer %s "
 						"(overlayfs needs them apart)",
@@ -134,10 +160,10 @@ int sandbox_config_validate(const struct sandbox_config *cfg,
 		}
 	}
 	if (cfg->memory_bytes && cfg->memory_bytes < (4ULL << 20))
-		return wr_error_set(err, EINVAL, "--memory: at least 4M");
+		return wr_error_input(err, EINVAL, "--memory: at least 4M");
 	if (cfg->disk_bytes && cfg->disk_bytes < (1ULL << 20))
-		return wr_error_set(err, EINVAL, "--disk: at least 1M");
+		return wr_error_input(err, EINVAL, "--disk: at least 1M");
 	if (cfg->pids && cfg->pids < 2)
-		return wr_error_set(err, EINVAL, "--pids: at least 2");
+		return wr_error_input(err, EINVAL, "--pids: at least 2");
 	return 0;
 }

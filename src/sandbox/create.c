@@ -116,7 +116,7 @@ static int prepare_upper(struct sandbox *sb, const char *upper,
 	struct stat st;
 	if (lstat(upper, &st) < 0) {
 		if (errno != ENOENT)
-			return wr_error_set(err, errno, "--upper %s", upper);
+			return wr_error_input(err, errno, "--upper %s", upper);
 		if (mkdir(upper, 0755) < 0)
 			return wr_error_set(err, errno, "--upper: create %s",
 					    upper);
@@ -124,7 +124,7 @@ static int prepare_upper(struct sandbox *sb, const char *upper,
 			return wr_error_set(err, errno, "--upper: chown %s",
 					    upper);
 	} else if (!S_ISDIR(st.st_mode)) {
-		return wr_error_set(err, ENOTDIR, "--upper %s", upper);
+		return wr_error_input(err, ENOTDIR, "--upper %s", upper);
 	} else if (!wr_in_store_range(st.st_uid)) {
 		/* an empty directory can become a layer; a populated one
 		 * owned by someone else is not ours to take over */
@@ -139,8 +139,8 @@ static int prepare_upper(struct sandbox *sb, const char *upper,
 		}
 		closedir(d);
 		if (!empty)
-			return wr_error_set(
-				err, EPERM,
+			return wr_error_input(
+				err, EINVAL,
 				"--upper %s is not empty and not a Warren layer "
 				"(owned by uid %u); use a new or empty directory",
 				upper, (unsigned)st.st_uid);
@@ -152,15 +152,15 @@ static int prepare_upper(struct sandbox *sb, const char *upper,
 	if (!realpath(upper, real))
 		return wr_error_set(err, errno, "--upper %s", upper);
 	if (!strcmp(real, "/"))
-		return wr_error_set(err, EINVAL, "--upper cannot be /");
+		return wr_error_input(err, EINVAL, "--upper cannot be /");
 	if (wr_is_mount_point(real) == 1)
-		return wr_error_set(err, EINVAL,
+		return wr_error_input(err, EINVAL,
 				    "--upper %s is a mount point; use a "
 				    "directory inside it",
 				    real);
 	_cleanup_free_ char *user = runtime_upper_in_use(real);
 	if (user)
-		return wr_error_set(err, EBUSY, "--upper %s is in use by sandbox %s",
+		return wr_error_input(err, EBUSY, "--upper %s is in use by sandbox %s",
 				    real, user);
 	_cleanup_free_ char *copy = wr_strdup(real);
 	if (!copy)
@@ -231,7 +231,7 @@ static int open_layer(struct prepared *p, const char *path, int slot,
 {
 	struct stat st;
 	if (stat(path, &st) < 0)
-		return wr_error_set(err, errno, "%s %s", what, path);
+		return wr_error_input(err, errno, "%s %s", what, path);
 	int ns = userns_for(p, st.st_uid, slot);
 	if (ns < 0)
 		return wr_error_set(err, -ns, "%s %s: idmap user namespace",
@@ -356,7 +356,7 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 	if (mode == SANDBOX_MODE_RUN && (!argv || !argv[0]))
 		return wr_error_set(err, EINVAL, "no command to run");
 	if (mode == SANDBOX_MODE_SERVE && !cfg->name)
-		return wr_error_set(err, EINVAL, "a long-lived sandbox needs --name");
+		return wr_error_input(err, EINVAL, "a long-lived sandbox needs --name");
 	size_t argc = 0;
 	while (argv && argv[argc])
 		argc++;
@@ -472,8 +472,8 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 			attrs |= MOUNT_ATTR_RDONLY;
 		int fd = idmap_mount_open(cfg->binds[i].source, -1, attrs);
 		if (fd < 0) {
-			r = wr_error_set(err, -fd, "--bind %s",
-					 cfg->binds[i].source);
+			r = wr_error_input(err, -fd, "--bind %s",
+					   cfg->binds[i].source);
 			goto fail;
 		}
 		prep.plan.bind_fds[i] = fd;

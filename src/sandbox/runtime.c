@@ -136,7 +136,8 @@ int runtime_claim(const char *name, int *slot_out, struct wr_error **err)
 		return wr_error_set(err, ENOMEM, "runtime path");
 	if (mkdir(dir, 0700) < 0) {
 		if (errno == EEXIST)
-			return wr_error_set(err, EEXIST, "sandbox %s", name);
+			return wr_error_input(err, EEXIST,
+					      "a sandbox named %s exists", name);
 		return wr_error_set(err, errno, "create %s", dir);
 	}
 	/* spread claims so concurrent creators rarely collide */

@@ -11,7 +11,7 @@
 
 /* Used when the error itself cannot be allocated: the caller still sees the
  * errno and a fixed message instead of a crash. */
-static struct wr_error oom_error = { ENOMEM, (char *)"out of memory" };
+static struct wr_error oom_error = { ENOMEM, (char *)"out of memory", false };
 
 static char *vformat(const char *fmt, va_list ap)
 {
@@ -27,15 +27,13 @@ static char *vformat(const char *fmt, va_list ap)
 	return out;
 }
 
-int wr_error_set(struct wr_error **err, int errnum, const char *fmt, ...)
+static int error_setv(struct wr_error **err, int errnum, bool bad_input,
+		      const char *fmt, va_list ap)
 {
 	int ret = errnum > 0 ? -errnum : -EINVAL;
 	if (!err || *err)
 		return ret;
-	va_list ap;
-	va_start(ap, fmt);
 	char *text = vformat(fmt, ap);
-	va_end(ap);
 	struct wr_error *e = wr_malloc(sizeof(*e));
 	char *msg = NULL;
 	if (text && e) {
@@ -53,8 +51,27 @@ int wr_error_set(struct wr_error **err, int errnum, const char *fmt, ...)
 	}
 	e->errnum = errnum;
 	e->msg = msg;
+	e->bad_input = bad_input;
 	*err = e;
 	return ret;
+}
+
+int wr_error_set(struct wr_error **err, int errnum, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = error_setv(err, errnum, false, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+int wr_error_input(struct wr_error **err, int errnum, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = error_setv(err, errnum, true, fmt, ap);
+	va_end(ap);
+	return r;
 }
 
 int wr_error_wrap(struct wr_error **err, const char *fmt, ...)
