@@ -107,9 +107,46 @@ static char *find_init(void)
 	return wr_asprintf("%s/../libexec/warren/warren-init", dir);
 }
 
-/* --upper DIR: the directory itself is the writable layer; the overlay work
- * dir sits next to it (overlay needs both on one filesystem, and neither
- * inside the other). Both are owned by the store range, see internal.h. */
+/* --upper DIR is a writable-layer directory of Warren's: DIR/upper holds the
+ * layer (what later becomes a --layer), DIR/work is overlayfs's work dir
+ * (same filesystem, outside the layer, emptied after use). DIR itself is
+ * owned by the store range, so the sandbox can traverse it whatever the
+ * permissions of DIR's parents; the idmapped mount handed to the child is
+ * DIR. See internal.h for the uid model. */
+static int make_store_dir(const char *path, mode_t mode)
+{
+	if (mkdir(path, mode) < 0 && errno != EEXIST)
+		return -errno;
+	if (chown(path, WR_STORE_UID, WR_STORE_UID) < 0 || chmod(path, mode) < 0)
+		return -errno;
+	return 0;
+}
+
+static bool dir_is_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return false;
+	struct dirent *de;
+	bool empty = true;
+	while ((de = readdir(d))) {
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			empty = false;
+	}
+	closedir(d);
+	return empty;
+}
+
+bool sandbox_is_upper_dir(const char *path)
+{
+	struct stat st;
+	char layer[PATH_MAX];
+	snprintf(layer, sizeof(layer), "%s/upper", path);
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
+	       wr_in_store_range(st.st_uid) && stat(layer, &st) == 0 &&
+	       S_ISDIR(st.st_mode);
+}
+
 static int prepare_upper(struct sandbox *sb, const char *upper,
 			 struct wr_error **err)
 {
@@ -118,68 +155,43 @@ static int prepare_upper(struct sandbox *sb, const char *upper,
 		if (errno != ENOENT)
 			return wr_error_input(err, errno, "--upper %s", upper);
 		if (mkdir(upper, 0755) < 0)
-			return wr_error_set(err, errno, "--upper: create %s",
-					    upper);
-		if (chown(upper, WR_STORE_UID, WR_STORE_UID) < 0)
-			return wr_error_set(err, errno, "--upper: chown %s",
-					    upper);
+			return wr_error_input(err, errno, "--upper: create %s",
+					      upper);
 	} else if (!S_ISDIR(st.st_mode)) {
 		return wr_error_input(err, ENOTDIR, "--upper %s", upper);
-	} else if (!wr_in_store_range(st.st_uid)) {
-		/* an empty directory can become a layer; a populated one
-		 * owned by someone else is not ours to take over */
-		DIR *d = opendir(upper);
-		if (!d)
-			return wr_error_set(err, errno, "--upper %s", upper);
-		struct dirent *de;
-		bool empty = true;
-		while ((de = readdir(d))) {
-			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-				empty = false;
-		}
-		closedir(d);
-		if (!empty)
-			return wr_error_input(
-				err, EINVAL,
-				"--upper %s is not empty and not a Warren layer "
-				"(owned by uid %u); use a new or empty directory",
-				upper, (unsigned)st.st_uid);
-		if (chown(upper, WR_STORE_UID, WR_STORE_UID) < 0)
-			return wr_error_set(err, errno, "--upper: chown %s",
-					    upper);
+	} else if (!sandbox_is_upper_dir(upper) && !dir_is_empty(upper)) {
+		/* an empty directory can become one; a populated one that is
+		 * not ours is not ours to take over */
+		return wr_error_input(
+			err, EINVAL,
+			"--upper %s is not empty and not a Warren layer "
+			"directory; use a new or empty directory",
+			upper);
 	}
 	char real[PATH_MAX];
 	if (!realpath(upper, real))
-		return wr_error_set(err, errno, "--upper %s", upper);
+		return wr_error_input(err, errno, "--upper %s", upper);
 	if (!strcmp(real, "/"))
 		return wr_error_input(err, EINVAL, "--upper cannot be /");
-	if (wr_is_mount_point(real) == 1)
-		return wr_error_input(err, EINVAL,
-				    "--upper %s is a mount point; use a "
-				    "directory inside it",
-				    real);
 	_cleanup_free_ char *user = runtime_upper_in_use(real);
 	if (user)
-		return wr_error_input(err, EBUSY, "--upper %s is in use by sandbox %s",
-				    real, user);
-	_cleanup_free_ char *copy = wr_strdup(real);
-	if (!copy)
-		return wr_error_set(err, ENOMEM, "--upper");
-	char *slash = strrchr(copy, '/');
-	*slash = '\0';
-	const char *parent = copy[0] ? copy : "/";
-	char *work = wr_asprintf("%s/.%s.warren-work", parent, slash + 1);
+		return wr_error_input(err, EBUSY,
+				      "--upper %s is in use by sandbox %s", real,
+				      user);
 	sb->upper_real = wr_strdup(real);
-	if (!work || !sb->upper_real) {
-		free(work);
+	sb->work_dir = wr_asprintf("%s/work", real);
+	_cleanup_free_ char *layer = wr_asprintf("%s/upper", real);
+	if (!sb->upper_real || !sb->work_dir || !layer)
 		return wr_error_set(err, ENOMEM, "--upper");
-	}
-	sb->work_dir = work;
 	/* a work dir left by a crash is stale by definition (not in use) */
-	wr_rm_rf(work);
-	if (mkdir(work, 0700) < 0 || chown(work, WR_STORE_UID, WR_STORE_UID) < 0)
-		return wr_error_set(err, errno, "--upper: create work dir %s",
-				    work);
+	wr_rm_rf(sb->work_dir);
+	int r = make_store_dir(real, 0755);
+	if (r == 0)
+		r = make_store_dir(layer, 0755);
+	if (r == 0)
+		r = make_store_dir(sb->work_dir, 0700);
+	if (r < 0)
+		return wr_error_set(err, -r, "--upper: prepare %s", real);
 	return 0;
 }
 
@@ -229,6 +241,12 @@ static int userns_for(struct prepared *p, uid_t owner, int slot)
 static int open_layer(struct prepared *p, const char *path, int slot,
 		      const char *what, struct wr_error **err)
 {
+	/* the writable layer of an earlier --upper is DIR/upper */
+	char layer[PATH_MAX];
+	if (sandbox_is_upper_dir(path)) {
+		snprintf(layer, sizeof(layer), "%s/upper", path);
+		path = layer;
+	}
 	struct stat st;
 	if (stat(path, &st) < 0)
 		return wr_error_input(err, errno, "%s %s", what, path);
@@ -446,16 +464,9 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 			goto fail;
 	}
 	if (sb->upper_real) {
-		_cleanup_free_ char *copy = wr_strdup(sb->upper_real);
-		if (!copy) {
-			r = wr_error_set(err, ENOMEM, "--upper");
-			goto fail;
-		}
-		char *slash = strrchr(copy, '/');
-		*slash = '\0';
 		int ns = userns_for(&prep, WR_STORE_UID, slot);
 		int fd = ns < 0 ? ns
-				: idmap_mount_open(copy[0] ? copy : "/", ns,
+				: idmap_mount_open(sb->upper_real, ns,
 						   MOUNT_ATTR_NODEV);
 		if (fd < 0) {
 			r = wr_error_set(err, -fd, "--upper %s: idmapped mount",
@@ -463,8 +474,8 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 			goto fail;
 		}
 		prep.plan.upper_parent_fd = fd;
-		prep.plan.upper_name = strrchr(sb->upper_real, '/') + 1;
-		prep.plan.work_name = strrchr(sb->work_dir, '/') + 1;
+		prep.plan.upper_name = "upper";
+		prep.plan.work_name = "work";
 	}
 	for (size_t i = 0; i < cfg->n_binds; i++) {
 		uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;

@@ -49,7 +49,8 @@ struct sandbox_config {
 	const char *rootfs;   /* NULL: host mode (host /usr + minimal /etc) */
 	const char **layers;  /* read-only lower layers, bottom first */
 	size_t n_layers;
-	const char *upper;    /* NULL: scratch upper, discarded at exit */
+	const char *upper;    /* NULL: scratch upper, discarded at exit;
+			       * else a layer directory: DIR/upper + DIR/work */
 	struct sandbox_bind *binds;
 	size_t n_binds;
 	const char **env;     /* "K=V" */
@@ -149,6 +150,10 @@ struct sandbox_exec_request {
  * (>= 0) or -errno. */
 int sandbox_exec(const char *name, const struct sandbox_exec_request *req,
 		 struct wr_error **err);
+
+/* Is path a writable-layer directory made by --upper (DIR/upper, DIR/work,
+ * owned by the store range)? --layer accepts such a DIR for DIR/upper. */
+bool sandbox_is_upper_dir(const char *path);
 
 /* Runtime directory ($WARREN_RUNTIME_DIR or /run/warren). */
 const char *sandbox_runtime_dir(void);
