@@ -36,17 +36,22 @@ int cmd_sandbox_exec(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(default_env) / sizeof(*default_env); i++)
 		env[n_env++] = (char *)default_env[i];
 	int ret = 0;
-	if (argc < 2 || argv[1][0] == '-') {
-		cli_usage_error("exec", "usage: warren sandbox exec NAME [--cwd DIR] "
-					"[--env K=V]... [--tty] -- CMD [ARGS...]");
-		ret = WR_EXIT_USAGE;
-		goto out;
-	}
-	const char *name = argv[1];
-	optind = 2;
+	/* NAME may come before or after the options (but before "--") */
+	const char *name = NULL;
+	optind = 1;
 	opterr = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+	for (;;) {
+		c = getopt_long(argc, argv, "+:h", opts, NULL);
+		if (c == -1) {
+			/* a non-option: the name, unless we passed "--" */
+			if (!name && optind < argc &&
+			    strcmp(argv[optind - 1], "--") != 0) {
+				name = argv[optind++];
+				continue;
+			}
+			break;
+		}
 		switch (c) {
 		case 'c':
 			if (optarg[0] != '/') {
@@ -93,6 +98,12 @@ int cmd_sandbox_exec(int argc, char **argv)
 			ret = WR_EXIT_USAGE;
 			goto out;
 		}
+	}
+	if (!name) {
+		cli_usage_error("exec", "usage: warren sandbox exec NAME [--cwd DIR] "
+					"[--env K=V]... [--tty] -- CMD [ARGS...]");
+		ret = WR_EXIT_USAGE;
+		goto out;
 	}
 	if (optind >= argc) {
 		cli_usage_error("exec", "no command given (use -- CMD [ARGS...])");
