@@ -210,8 +210,20 @@ static int detect_layout(void)
 				}
 			}
 		}
-		layout.mount[CG_UNIFIED] = v2_mount;
-		layout.v2[CG_UNIFIED] = true;
+		/* The unified tree is used when it carries one of our
+		 * controllers. A hybrid host's empty v2 mount adds nothing the
+		 * v1 pids cgroup and the pid namespace do not already give
+		 * (tracking, kill-all), and would cost five more cgroupfs
+		 * operations per sandbox. With no v1 hierarchy at all, it is
+		 * still used for tracking. */
+		bool useful = layout.v2[CG_MEMORY] || layout.v2[CG_CPU] ||
+			      layout.v2[CG_PIDS] || !layout.mount[CG_PIDS];
+		if (useful) {
+			layout.mount[CG_UNIFIED] = v2_mount;
+			layout.v2[CG_UNIFIED] = true;
+		} else {
+			free(v2_mount);
+		}
 	}
 	layout.done = true;
 	return 0;
@@ -385,6 +397,18 @@ static void sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
+/* The shared parent goes too once empty (EBUSY while others use it). */
+static void remove_parent_if_empty(const char *path)
+{
+	char parent[1100];
+	snprintf(parent, sizeof(parent), "%s", path);
+	char *slash = strrchr(parent, '/');
+	if (slash) {
+		*slash = '\0';
+		rmdir(parent);
+	}
+}
+
 int cgroup_kill_all(const struct sandbox_cgroup *cg, int timeout_ms)
 {
 	if (cg->path[CG_UNIFIED]) {
@@ -414,6 +438,20 @@ bool cgroup_oom_killed(const struct sandbox_cgroup *cg)
 	return dir && ops->oom_killed(dir);
 }
 
+int cgroup_destroy_if_empty(struct sandbox_cgroup *cg)
+{
+	for (int c = 0; c < CG_MAX; c++) {
+		if (!cg->path[c])
+			continue;
+		if (rmdir(cg->path[c]) < 0 && errno != ENOENT)
+			return -errno;
+		remove_parent_if_empty(cg->path[c]);
+		free(cg->path[c]);
+		cg->path[c] = NULL;
+	}
+	return 0;
+}
+
 int cgroup_destroy(struct sandbox_cgroup *cg)
 {
 	int ret = 0;
@@ -430,14 +468,7 @@ int cgroup_destroy(struct sandbox_cgroup *cg)
 			}
 			sleep_ms(1);
 		}
-		/* the shared parent goes too once empty (EBUSY otherwise) */
-		char parent[1100];
-		snprintf(parent, sizeof(parent), "%s", cg->path[c]);
-		char *slash = strrchr(parent, '/');
-		if (slash) {
-			*slash = '\0';
-			rmdir(parent);
-		}
+		remove_parent_if_empty(cg->path[c]);
 	}
 	return ret;
 }

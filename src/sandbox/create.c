@@ -349,9 +349,15 @@ static int teardown(struct sandbox *sb, bool *oom)
 	kill_and_reap(sb);
 	if (oom)
 		*oom = cgroup_oom_killed(&sb->cg);
-	if (cgroup_kill_all(&sb->cg, 2000) < 0)
-		ret = -EBUSY;
-	int r = cgroup_destroy(&sb->cg);
+	/* Once PID 1 of the pid namespace is gone the kernel has killed and
+	 * reaped every other process in it, so the cgroup is normally empty
+	 * already; kill only if removing it says otherwise. */
+	int r = cgroup_destroy_if_empty(&sb->cg);
+	if (r == -EBUSY) {
+		if (cgroup_kill_all(&sb->cg, 2000) < 0)
+			ret = -EBUSY;
+		r = cgroup_destroy(&sb->cg);
+	}
 	if (r < 0 && ret == 0)
 		ret = r;
 	if (sb->work_dir)
@@ -607,13 +613,18 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 	sb->timings.total_us = sb->started_us - t0;
 	prepared_clear(&prep);
 
-	rec.init_pid = pid;
-	rec.init_start = proc_start_time(pid);
-	r = runtime_record_write(&rec, err);
-	if (r < 0) {
-		teardown(sb, NULL);
-		sandbox_free(sb);
-		return r;
+	/* A one-off sandbox is found through its owner (this process): if we
+	 * die, init dies with us and the next warren removes the rest. A
+	 * long-lived one is found through its init. */
+	if (mode == SANDBOX_MODE_SERVE) {
+		rec.init_pid = pid;
+		rec.init_start = proc_start_time(pid);
+		r = runtime_record_write(&rec, err);
+		if (r < 0) {
+			teardown(sb, NULL);
+			sandbox_free(sb);
+			return r;
+		}
 	}
 	*out = sb;
 	return 0;

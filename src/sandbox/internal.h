@@ -59,7 +59,11 @@ int cgroup_attach(const struct sandbox_cgroup *cg, pid_t pid,
 /* Kills every process in the cgroup (repeatedly, until empty or timeout). */
 int cgroup_kill_all(const struct sandbox_cgroup *cg, int timeout_ms);
 bool cgroup_oom_killed(const struct sandbox_cgroup *cg);
-/* Removes the cgroup directories (after kill_all). */
+/* Removes the cgroup directories; -EBUSY at once if one still holds a
+ * process (the directories removed so far stay removed). */
+int cgroup_destroy_if_empty(struct sandbox_cgroup *cg);
+/* Removes the cgroup directories (after kill_all), waiting for the last
+ * tasks to be released. */
 int cgroup_destroy(struct sandbox_cgroup *cg);
 void cgroup_clear(struct sandbox_cgroup *cg);
 /* Fills cg with the paths a sandbox called name would have. */
