@@ -323,7 +323,8 @@ static void client_start(struct client *c)
 				_exit(125);
 		}
 		if (chdir(req.cwd) < 0) {
-			int e = errno;
+			/* negative: the working directory, not the command */
+			int e = -errno;
 			if (write(ep[1], &e, sizeof(e)) < 0) {
 			}
 			_exit(125);
@@ -335,8 +336,13 @@ static void client_start(struct client *c)
 	c->pid = pid;
 	if (e) {
 		char text[200];
-		snprintf(text, sizeof(text), "%s: %s", req.argv[0], strerror(e));
-		send_msg(c->conn, WR_MSG_ERROR, e, text, -1);
+		if (e < 0)
+			snprintf(text, sizeof(text), "working directory %s: %s",
+				 req.cwd, strerror(-e));
+		else
+			snprintf(text, sizeof(text), "%s: %s", req.argv[0],
+				 strerror(e));
+		send_msg(c->conn, WR_MSG_ERROR, e < 0 ? -e : e, text, -1);
 	} else {
 		send_msg(c->conn, WR_MSG_STARTED, pid, NULL, tty ? c->master : -1);
 	}
