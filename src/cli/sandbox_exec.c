@@ -11,12 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const default_env[] = {
-	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-	"HOME=/root",
-	"LANG=C.UTF-8",
-	"USER=root",
-};
 
 int cmd_sandbox_exec(int argc, char **argv)
 {
@@ -33,8 +27,8 @@ int cmd_sandbox_exec(int argc, char **argv)
 	char **env = wr_calloc((size_t)argc + 8, sizeof(char *));
 	if (!env)
 		return WR_EXIT_FAILURE;
-	for (size_t i = 0; i < sizeof(default_env) / sizeof(*default_env); i++)
-		env[n_env++] = (char *)default_env[i];
+	for (size_t i = 0; sandbox_default_env[i]; i++)
+		env[n_env++] = (char *)sandbox_default_env[i];
 	int ret = 0;
 	/* NAME may come before or after the options (but before "--") */
 	const char *name = NULL;

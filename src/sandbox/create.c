@@ -262,24 +262,28 @@ static int open_layer(struct prepared *p, const char *path, int slot,
 	return 0;
 }
 
-static const char *const default_env[] = {
+const char *const sandbox_default_env[] = {
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 	"HOME=/root",
 	"LANG=C.UTF-8",
 	"USER=root",
+	NULL,
 };
 
 /* The command's environment: a fixed default plus --env, never the
  * caller's (which may hold secrets). Later entries replace earlier ones. */
 static char **build_env(const struct sandbox_config *cfg)
 {
-	size_t cap = ARRAY_SIZE(default_env) + cfg->n_env + 2;
+	size_t n_default = 0;
+	while (sandbox_default_env[n_default])
+		n_default++;
+	size_t cap = n_default + cfg->n_env + 2;
 	char **env = wr_calloc(cap, sizeof(char *));
 	if (!env)
 		return NULL;
 	size_t n = 0;
-	for (size_t i = 0; i < ARRAY_SIZE(default_env); i++)
-		env[n++] = (char *)default_env[i];
+	for (size_t i = 0; i < n_default; i++)
+		env[n++] = (char *)sandbox_default_env[i];
 	for (size_t i = 0; i < cfg->n_env; i++) {
 		const char *kv = cfg->env[i];
 		size_t klen = (size_t)(strchr(kv, '=') - kv);

@@ -72,6 +72,10 @@ struct sandbox_config {
 #define SANDBOX_DEFAULT_DISK (10ULL << 30)
 #define SANDBOX_DEFAULT_CWD "/workspace"
 
+/* The environment a command gets inside unless told otherwise: never the
+ * caller's, which may hold secrets. NULL-terminated. */
+extern const char *const sandbox_default_env[];
+
 void sandbox_config_clear(struct sandbox_config *cfg);
 /* Checks everything that can be checked before creating anything: paths
  * exist, flags don't conflict, names are valid. -EINVAL with a message that

@@ -72,19 +72,25 @@ char *wr_strdup(const char *s)
 	return wr_strndup(s, strlen(s));
 }
 
+char *wr_vasprintf(const char *fmt, va_list ap)
+{
+	va_list copy;
+	va_copy(copy, ap);
+	int len = vsnprintf(NULL, 0, fmt, copy);
+	va_end(copy);
+	if (len < 0)
+		return NULL;
+	char *out = wr_malloc((size_t)len + 1);
+	if (out)
+		vsnprintf(out, (size_t)len + 1, fmt, ap);
+	return out;
+}
+
 char *wr_asprintf(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	int len = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (len < 0)
-		return NULL;
-	char *out = wr_malloc((size_t)len + 1);
-	if (!out)
-		return NULL;
-	va_start(ap, fmt);
-	vsnprintf(out, (size_t)len + 1, fmt, ap);
+	char *out = wr_vasprintf(fmt, ap);
 	va_end(ap);
 	return out;
 }

@@ -6,6 +6,7 @@
 #ifndef WR_UTIL_ALLOC_H
 #define WR_UTIL_ALLOC_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 void *wr_malloc(size_t size);
@@ -14,6 +15,7 @@ void *wr_realloc(void *ptr, size_t size);
 char *wr_strdup(const char *s);
 char *wr_strndup(const char *s, size_t n);
 /* printf into a new string; NULL on failure. */
+char *wr_vasprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 char *wr_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Test hook: make the Nth allocation from now fail (0 disables). */

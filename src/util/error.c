@@ -13,27 +13,13 @@
  * errno and a fixed message instead of a crash. */
 static struct wr_error oom_error = { ENOMEM, (char *)"out of memory", false };
 
-static char *vformat(const char *fmt, va_list ap)
-{
-	va_list copy;
-	va_copy(copy, ap);
-	int len = vsnprintf(NULL, 0, fmt, copy);
-	va_end(copy);
-	if (len < 0)
-		return NULL;
-	char *out = wr_malloc((size_t)len + 1);
-	if (out)
-		vsnprintf(out, (size_t)len + 1, fmt, ap);
-	return out;
-}
-
 static int error_setv(struct wr_error **err, int errnum, bool bad_input,
 		      const char *fmt, va_list ap)
 {
 	int ret = errnum > 0 ? -errnum : -EINVAL;
 	if (!err || *err)
 		return ret;
-	char *text = vformat(fmt, ap);
+	char *text = wr_vasprintf(fmt, ap);
 	struct wr_error *e = wr_malloc(sizeof(*e));
 	char *msg = NULL;
 	if (text && e) {
@@ -84,7 +70,7 @@ int wr_error_wrap(struct wr_error **err, const char *fmt, ...)
 		return ret;
 	va_list ap;
 	va_start(ap, fmt);
-	char *prefix = vformat(fmt, ap);
+	char *prefix = wr_vasprintf(fmt, ap);
 	va_end(ap);
 	if (!prefix)
 		return ret;

@@ -215,6 +215,21 @@ char *wr_self_dir(void)
 	return wr_strdup(buf[0] ? buf : "/");
 }
 
+/* A directory stream on a duplicate of dirfd (the caller keeps dirfd). */
+static DIR *opendir_at(int dirfd)
+{
+	int dup_fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+	if (dup_fd < 0)
+		return NULL;
+	DIR *dir = fdopendir(dup_fd);
+	if (!dir) {
+		int e = errno;
+		close(dup_fd);
+		errno = e;
+	}
+	return dir;
+}
+
 static int copy_file(int src_dir, const char *name, int dst_dir, mode_t mode)
 {
 	_cleanup_close_ int in = openat(src_dir, name,
@@ -251,14 +266,9 @@ static int copy_children(int src_dir, int dst_dir, dev_t dev, int depth)
 {
 	if (depth > 64)
 		return -ELOOP;
-	int dup_fd = dup(src_dir);
-	if (dup_fd < 0)
+	DIR *dir = opendir_at(src_dir);
+	if (!dir)
 		return -errno;
-	DIR *dir = fdopendir(dup_fd);
-	if (!dir) {
-		close(dup_fd);
-		return -errno;
-	}
 	int ret = 0;
 	struct dirent *de;
 	while (ret == 0 && (de = readdir(dir))) {
@@ -353,14 +363,9 @@ static int chown_children(int dirfd, uid_t uid, gid_t gid, int depth)
 {
 	if (depth > 512)
 		return -ELOOP;
-	int dup_fd = dup(dirfd);
-	if (dup_fd < 0)
+	DIR *dir = opendir_at(dirfd);
+	if (!dir)
 		return -errno;
-	DIR *dir = fdopendir(dup_fd);
-	if (!dir) {
-		close(dup_fd);
-		return -errno;
-	}
 	int ret = 0;
 	struct dirent *de;
 	while ((de = readdir(dir))) {
