@@ -23,7 +23,7 @@ int cli_parse_sandbox_opts(int argc, char **argv, struct cli_sandbox_opts *o,
 			   bool allow_name);
 void cli_error(const char *verb, struct wr_error *err);
 void cli_usage_error(const char *verb, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 int cmd_sandbox(int argc, char **argv);
 int cmd_sandbox_run(int argc, char **argv);

@@ -10,18 +10,21 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"usage: warren <command> [args]\n"
-		"\n"
-		"commands:\n"
-		"  sandbox run [options] -- CMD [ARGS...]   run CMD in a new sandbox\n"
-		"  sandbox create --name NAME [options]     start a long-lived sandbox\n"
-		"  sandbox exec NAME [opts] -- CMD...       run CMD in a sandbox\n"
-		"  sandbox ls [--json]                      list sandboxes\n"
-		"  sandbox rm NAME...                       remove sandboxes\n"
-		"  version                                  print the version\n"
-		"\n"
-		"See `warren sandbox --help` and docs/ for details.\n");
+	fprintf(
+	    out,
+	    "usage: warren <command> [args]\n"
+	    "\n"
+	    "commands:\n"
+	    "  sandbox run [options] -- CMD [ARGS...]   run CMD in a new "
+	    "sandbox\n"
+	    "  sandbox create --name NAME [options]     start a long-lived "
+	    "sandbox\n"
+	    "  sandbox exec NAME [opts] -- CMD...       run CMD in a sandbox\n"
+	    "  sandbox ls [--json]                      list sandboxes\n"
+	    "  sandbox rm NAME...                       remove sandboxes\n"
+	    "  version                                  print the version\n"
+	    "\n"
+	    "See `warren sandbox --help` and docs/ for details.\n");
 }
 
 int main(int argc, char **argv)

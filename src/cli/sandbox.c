@@ -12,28 +12,32 @@
 #include <string.h>
 
 static const char sandbox_usage[] =
-	"usage: warren sandbox run [options] -- CMD [ARGS...]\n"
-	"       warren sandbox create --name NAME [options]\n"
-	"       warren sandbox exec NAME [--cwd DIR] [--env K=V]... [--tty] -- CMD [ARGS...]\n"
-	"       warren sandbox ls [--json]\n"
-	"       warren sandbox rm NAME...\n"
-	"\n"
-	"options for run and create:\n"
-	"  --rootfs DIR          root image (default: host mode, the host's /usr read-only)\n"
-	"  --layer DIR           read-only lower layer, repeatable, last on top\n"
-	"  --upper DIR           writable layer kept after exit (default: scratch)\n"
-	"  --bind SRC:DST[:ro]   bind a host path inside\n"
-	"  --env K=V             environment variable, repeatable\n"
-	"  --cwd DIR             working directory inside (default /workspace)\n"
-	"  --hostname NAME       hostname inside\n"
-	"  --memory SIZE         memory limit (default 4G)\n"
-	"  --cpus N              CPU limit, fractional allowed (default: none)\n"
-	"  --pids N              process limit (default 4096)\n"
-	"  --disk SIZE           size cap of the scratch writable layer (default 10G)\n"
-	"  --timeout DURATION    wall-clock limit: 90s, 5m, 1h30m (default: none)\n"
-	"  --net none            network: loopback only (the only mode for now)\n"
-	"  --allow-userns        let the sandbox create user namespaces\n"
-	"  --json                print a machine-readable result\n";
+    "usage: warren sandbox run [options] -- CMD [ARGS...]\n"
+    "       warren sandbox create --name NAME [options]\n"
+    "       warren sandbox exec NAME [--cwd DIR] [--env K=V]... [--tty] -- CMD "
+    "[ARGS...]\n"
+    "       warren sandbox ls [--json]\n"
+    "       warren sandbox rm NAME...\n"
+    "\n"
+    "options for run and create:\n"
+    "  --rootfs DIR          root image (default: host mode, the host's /usr "
+    "read-only)\n"
+    "  --layer DIR           read-only lower layer, repeatable, last on top\n"
+    "  --upper DIR           writable layer kept after exit (default: "
+    "scratch)\n"
+    "  --bind SRC:DST[:ro]   bind a host path inside\n"
+    "  --env K=V             environment variable, repeatable\n"
+    "  --cwd DIR             working directory inside (default /workspace)\n"
+    "  --hostname NAME       hostname inside\n"
+    "  --memory SIZE         memory limit (default 4G)\n"
+    "  --cpus N              CPU limit, fractional allowed (default: none)\n"
+    "  --pids N              process limit (default 4096)\n"
+    "  --disk SIZE           size cap of the scratch writable layer (default "
+    "10G)\n"
+    "  --timeout DURATION    wall-clock limit: 90s, 5m, 1h30m (default: none)\n"
+    "  --net none            network: loopback only (the only mode for now)\n"
+    "  --allow-userns        let the sandbox create user namespaces\n"
+    "  --json                print a machine-readable result\n";
 
 void cli_error(const char *verb, struct wr_error *err)
 {
@@ -71,24 +75,24 @@ enum {
 };
 
 static const struct option sandbox_options[] = {
-	{ "rootfs", required_argument, NULL, OPT_ROOTFS },
-	{ "layer", required_argument, NULL, OPT_LAYER },
-	{ "upper", required_argument, NULL, OPT_UPPER },
-	{ "bind", required_argument, NULL, OPT_BIND },
-	{ "env", required_argument, NULL, OPT_ENV },
-	{ "cwd", required_argument, NULL, OPT_CWD },
-	{ "hostname", required_argument, NULL, OPT_HOSTNAME },
-	{ "memory", required_argument, NULL, OPT_MEMORY },
-	{ "cpus", required_argument, NULL, OPT_CPUS },
-	{ "pids", required_argument, NULL, OPT_PIDS },
-	{ "disk", required_argument, NULL, OPT_DISK },
-	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
-	{ "net", required_argument, NULL, OPT_NET },
-	{ "json", no_argument, NULL, OPT_JSON },
-	{ "name", required_argument, NULL, OPT_NAME },
-	{ "allow-userns", no_argument, NULL, OPT_ALLOW_USERNS },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 },
+    {"rootfs", required_argument, NULL, OPT_ROOTFS},
+    {"layer", required_argument, NULL, OPT_LAYER},
+    {"upper", required_argument, NULL, OPT_UPPER},
+    {"bind", required_argument, NULL, OPT_BIND},
+    {"env", required_argument, NULL, OPT_ENV},
+    {"cwd", required_argument, NULL, OPT_CWD},
+    {"hostname", required_argument, NULL, OPT_HOSTNAME},
+    {"memory", required_argument, NULL, OPT_MEMORY},
+    {"cpus", required_argument, NULL, OPT_CPUS},
+    {"pids", required_argument, NULL, OPT_PIDS},
+    {"disk", required_argument, NULL, OPT_DISK},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"net", required_argument, NULL, OPT_NET},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"name", required_argument, NULL, OPT_NAME},
+    {"allow-userns", no_argument, NULL, OPT_ALLOW_USERNS},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
 };
 
 static int push(void **array, size_t *n, size_t elem, const void *value)
@@ -133,7 +137,8 @@ int cli_parse_sandbox_opts(int argc, char **argv, struct cli_sandbox_opts *o,
 	opterr = 0;
 	int c;
 	/* "+": stop at the first non-option, the command is not ours */
-	while ((c = getopt_long(argc, argv, "+:h", sandbox_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:h", sandbox_options, NULL)) !=
+	       -1) {
 		int r = 0;
 		uint64_t v;
 		switch (c) {
@@ -158,9 +163,9 @@ int cli_parse_sandbox_opts(int argc, char **argv, struct cli_sandbox_opts *o,
 		case OPT_BIND: {
 			struct sandbox_bind b;
 			if (parse_bind(optarg, &b) < 0) {
-				cli_usage_error(verb,
-						"--bind '%s': expected SRC:DST[:ro]",
-						optarg);
+				cli_usage_error(
+				    verb, "--bind '%s': expected SRC:DST[:ro]",
+				    optarg);
 				return -1;
 			}
 			r = push((void **)&o->cfg.binds, &o->cfg.n_binds,
@@ -169,20 +174,18 @@ int cli_parse_sandbox_opts(int argc, char **argv, struct cli_sandbox_opts *o,
 		}
 		case OPT_ENV:
 			if (!strchr(optarg, '=') || optarg[0] == '=') {
-				cli_usage_error(verb, "--env '%s': expected K=V",
-						optarg);
+				cli_usage_error(
+				    verb, "--env '%s': expected K=V", optarg);
 				return -1;
 			}
 			r = push((void **)&o->cfg.env, &o->cfg.n_env,
 				 sizeof(char *), &optarg);
 			break;
-		case OPT_CWD:
-			o->cfg.cwd = optarg;
-			break;
+		case OPT_CWD: o->cfg.cwd = optarg; break;
 		case OPT_HOSTNAME:
 			if (wr_validate_name(optarg) < 0) {
-				cli_usage_error(verb, "--hostname '%s': invalid",
-						optarg);
+				cli_usage_error(
+				    verb, "--hostname '%s': invalid", optarg);
 				return -1;
 			}
 			o->cfg.hostname = optarg;
@@ -190,10 +193,11 @@ int cli_parse_sandbox_opts(int argc, char **argv, struct cli_sandbox_opts *o,
 		case OPT_MEMORY:
 			if (wr_parse_size(optarg, &o->cfg.memory_bytes) < 0 ||
 			    o->cfg.memory_bytes == 0) {
-				cli_usage_error(verb,
-						"--memory '%s': expected a size "
-						"like 512M or 2G",
-						optarg);
+				cli_usage_error(
+				    verb,
+				    "--memory '%s': expected a size "
+				    "like 512M or 2G",
+				    optarg);
 				return -1;
 			}
 			break;
@@ -209,19 +213,21 @@ int cli_parse_sandbox_opts(int argc, char **argv, struct cli_sandbox_opts *o,
 			break;
 		case OPT_CPUS:
 			if (wr_parse_cpus(optarg, &o->cfg.millicpus) < 0) {
-				cli_usage_error(verb,
-						"--cpus '%s': expected a number "
-						"like 2 or 0.5",
-						optarg);
+				cli_usage_error(
+				    verb,
+				    "--cpus '%s': expected a number "
+				    "like 2 or 0.5",
+				    optarg);
 				return -1;
 			}
 			break;
 		case OPT_PIDS:
 			if (wr_parse_uint(optarg, 1, 4194304, &v) < 0) {
-				cli_usage_error(verb,
-						"--pids '%s': expected a number "
-						"from 1 to 4194304",
-						optarg);
+				cli_usage_error(
+				    verb,
+				    "--pids '%s': expected a number "
+				    "from 1 to 4194304",
+				    optarg);
 				return -1;
 			}
 			o->cfg.pids = v;
@@ -246,29 +252,24 @@ int cli_parse_sandbox_opts(int argc, char **argv, struct cli_sandbox_opts *o,
 			}
 			o->cfg.net = SANDBOX_NET_NONE;
 			break;
-		case OPT_JSON:
-			o->json = true;
-			break;
+		case OPT_JSON: o->json = true; break;
 		case OPT_NAME:
 			if (!allow_name) {
 				cli_usage_error(verb, "--name is for 'create'");
 				return -1;
 			}
 			if (wr_validate_name(optarg) < 0) {
-				cli_usage_error(verb,
-						"--name '%s': use 1-63 letters, "
-						"digits, '_', '.', '-'",
-						optarg);
+				cli_usage_error(
+				    verb,
+				    "--name '%s': use 1-63 letters, "
+				    "digits, '_', '.', '-'",
+				    optarg);
 				return -1;
 			}
 			o->cfg.name = optarg;
 			break;
-		case OPT_ALLOW_USERNS:
-			o->cfg.allow_userns = true;
-			break;
-		case 'h':
-			fputs(sandbox_usage, stdout);
-			exit(0);
+		case OPT_ALLOW_USERNS: o->cfg.allow_userns = true; break;
+		case 'h': fputs(sandbox_usage, stdout); exit(0);
 		case ':':
 			cli_usage_error(verb, "option '%s' needs a value",
 					argv[optind - 1]);

@@ -17,7 +17,8 @@ int cmd_sandbox_create(int argc, char **argv)
 		goto out;
 	}
 	if (first < argc) {
-		cli_usage_error("create", "unexpected argument '%s'", argv[first]);
+		cli_usage_error("create", "unexpected argument '%s'",
+				argv[first]);
 		ret = WR_EXIT_USAGE;
 		goto out;
 	}
@@ -40,8 +41,9 @@ int cmd_sandbox_create(int argc, char **argv)
 		json_t *j = json_pack("{s:s, s:i, s:f}", "name", o.cfg.name,
 				      "init_pid", (int)sandbox_get_init_pid(sb),
 				      "start_ms", t->total_us / 1000.0);
-		char *text = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(6))
-			       : NULL;
+		char *text =
+		    j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(6))
+		      : NULL;
 		if (text)
 			printf("%s\n", text);
 		free(text);

@@ -11,15 +11,14 @@
 #include <string.h>
 #include <unistd.h>
 
-
 int cmd_sandbox_exec(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "cwd", required_argument, NULL, 'c' },
-		{ "env", required_argument, NULL, 'e' },
-		{ "tty", no_argument, NULL, 't' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"cwd", required_argument, NULL, 'c'},
+	    {"env", required_argument, NULL, 'e'},
+	    {"tty", no_argument, NULL, 't'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *cwd = NULL;
 	bool tty = false;
@@ -49,7 +48,8 @@ int cmd_sandbox_exec(int argc, char **argv)
 		switch (c) {
 		case 'c':
 			if (optarg[0] != '/') {
-				cli_usage_error("exec", "--cwd '%s': must be absolute",
+				cli_usage_error("exec",
+						"--cwd '%s': must be absolute",
 						optarg);
 				ret = WR_EXIT_USAGE;
 				goto out;
@@ -59,8 +59,8 @@ int cmd_sandbox_exec(int argc, char **argv)
 		case 'e': {
 			char *eq = strchr(optarg, '=');
 			if (!eq || eq == optarg) {
-				cli_usage_error("exec", "--env '%s': expected K=V",
-						optarg);
+				cli_usage_error(
+				    "exec", "--env '%s': expected K=V", optarg);
 				ret = WR_EXIT_USAGE;
 				goto out;
 			}
@@ -74,9 +74,7 @@ int cmd_sandbox_exec(int argc, char **argv)
 				n_env++;
 			break;
 		}
-		case 't':
-			tty = true;
-			break;
+		case 't': tty = true; break;
 		case 'h':
 			printf("usage: warren sandbox exec NAME [--cwd DIR] "
 			       "[--env K=V]... [--tty] -- CMD [ARGS...]\n");
@@ -94,13 +92,15 @@ int cmd_sandbox_exec(int argc, char **argv)
 		}
 	}
 	if (!name) {
-		cli_usage_error("exec", "usage: warren sandbox exec NAME [--cwd DIR] "
-					"[--env K=V]... [--tty] -- CMD [ARGS...]");
+		cli_usage_error("exec",
+				"usage: warren sandbox exec NAME [--cwd DIR] "
+				"[--env K=V]... [--tty] -- CMD [ARGS...]");
 		ret = WR_EXIT_USAGE;
 		goto out;
 	}
 	if (optind >= argc) {
-		cli_usage_error("exec", "no command given (use -- CMD [ARGS...])");
+		cli_usage_error("exec",
+				"no command given (use -- CMD [ARGS...])");
 		ret = WR_EXIT_USAGE;
 		goto out;
 	}
@@ -113,11 +113,11 @@ int cmd_sandbox_exec(int argc, char **argv)
 	}
 	env[n_env] = NULL;
 	struct sandbox_exec_request req = {
-		.argv = argv + optind,
-		.env = env,
-		.cwd = cwd,
-		.tty = tty,
-		.stdio = { STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO },
+	    .argv = argv + optind,
+	    .env = env,
+	    .cwd = cwd,
+	    .tty = tty,
+	    .stdio = {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO},
 	};
 	struct wr_error *err = NULL;
 	int code = sandbox_exec(name, &req, &err);

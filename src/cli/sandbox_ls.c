@@ -27,7 +27,8 @@ int cmd_sandbox_ls(int argc, char **argv)
 		wr_error_free(err);
 		err = NULL;
 	} else if (cleaned > 0 && !json) {
-		fprintf(stderr, "warren sandbox ls: cleaned up %d stale sandbox%s\n",
+		fprintf(stderr,
+			"warren sandbox ls: cleaned up %d stale sandbox%s\n",
 			cleaned, cleaned == 1 ? "" : "es");
 	}
 	struct sandbox_info *infos;
@@ -44,16 +45,16 @@ int cmd_sandbox_ls(int argc, char **argv)
 		json_t *arr = json_array();
 		for (size_t i = 0; i < n; i++) {
 			json_t *o = json_pack(
-				"{s:s, s:i, s:i, s:I, s:I, s:s, s:I}", "name",
-				infos[i].name, "init_pid", (int)infos[i].init_pid,
-				"slot", infos[i].slot, "host_uid_base",
-				(json_int_t)infos[i].host_uid_base, "created_ms",
-				(json_int_t)infos[i].created_ms, "state",
-				infos[i].alive ? "running" : "stopped",
-				"deadline_ms", (json_int_t)infos[i].deadline_ms);
+			    "{s:s, s:i, s:i, s:I, s:I, s:s, s:I}", "name",
+			    infos[i].name, "init_pid", (int)infos[i].init_pid,
+			    "slot", infos[i].slot, "host_uid_base",
+			    (json_int_t)infos[i].host_uid_base, "created_ms",
+			    (json_int_t)infos[i].created_ms, "state",
+			    infos[i].alive ? "running" : "stopped",
+			    "deadline_ms", (json_int_t)infos[i].deadline_ms);
 			if (o && infos[i].upper)
-				json_object_set_new(o, "upper",
-						    json_string(infos[i].upper));
+				json_object_set_new(
+				    o, "upper", json_string(infos[i].upper));
 			json_array_append_new(arr, o);
 		}
 		char *text = json_dumps(arr, JSON_INDENT(2));
@@ -62,15 +63,17 @@ int cmd_sandbox_ls(int argc, char **argv)
 		free(text);
 		json_decref(arr);
 	} else {
-		printf("%-24s %-8s %-8s %-6s %-12s %s\n", "NAME", "STATE", "PID",
-		       "SLOT", "AGE", "UPPER");
+		printf("%-24s %-8s %-8s %-6s %-12s %s\n", "NAME", "STATE",
+		       "PID", "SLOT", "AGE", "UPPER");
 		for (size_t i = 0; i < n; i++) {
 			char age[32];
 			int64_t s = (now_ms - infos[i].created_ms) / 1000;
 			if (s < 120)
-				snprintf(age, sizeof(age), "%llds", (long long)s);
+				snprintf(age, sizeof(age), "%llds",
+					 (long long)s);
 			else if (s < 7200)
-				snprintf(age, sizeof(age), "%lldm", (long long)s / 60);
+				snprintf(age, sizeof(age), "%lldm",
+					 (long long)s / 60);
 			else
 				snprintf(age, sizeof(age), "%lldh",
 					 (long long)s / 3600);

@@ -18,7 +18,8 @@ int cmd_sandbox_rm(int argc, char **argv)
 		if (r < 0) {
 			cli_error("rm", err);
 			wr_error_free(err);
-			int code = r == -ENOENT || r == -EINVAL ? 1 : WR_EXIT_FAILURE;
+			int code =
+			    r == -ENOENT || r == -EINVAL ? 1 : WR_EXIT_FAILURE;
 			if (code > ret)
 				ret = code;
 		}

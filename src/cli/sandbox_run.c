@@ -12,15 +12,15 @@ static void print_json(const char *name, const struct sandbox_result *res)
 {
 	const struct sandbox_timings *t = &res->timings;
 	json_t *o = json_pack(
-		"{s:s, s:i, s:b, s:b, s:{s:f, s:f, s:f, s:f, s:f, s:f, s:f}}",
-		"name", name, "exit_code", res->exit_code, "timed_out",
-		res->timed_out, "oom_killed", res->oom_killed, "timings_ms",
-		"cgroup", t->cgroup_us / 1000.0, "prepare", t->prepare_us / 1000.0,
-		"clone", t->clone_us / 1000.0, "setup", t->setup_us / 1000.0,
-		"start_total", t->total_us / 1000.0, "run", res->run_us / 1000.0,
-		"destroy", res->destroy_us / 1000.0);
-	char *text = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6))
-		       : NULL;
+	    "{s:s, s:i, s:b, s:b, s:{s:f, s:f, s:f, s:f, s:f, s:f, s:f}}",
+	    "name", name, "exit_code", res->exit_code, "timed_out",
+	    res->timed_out, "oom_killed", res->oom_killed, "timings_ms",
+	    "cgroup", t->cgroup_us / 1000.0, "prepare", t->prepare_us / 1000.0,
+	    "clone", t->clone_us / 1000.0, "setup", t->setup_us / 1000.0,
+	    "start_total", t->total_us / 1000.0, "run", res->run_us / 1000.0,
+	    "destroy", res->destroy_us / 1000.0);
+	char *text =
+	    o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
 	if (text) {
 		fflush(stdout);
 		printf("%s\n", text);
@@ -38,17 +38,20 @@ int cmd_sandbox_run(int argc, char **argv)
 		return WR_EXIT_USAGE;
 	}
 	if (first >= argc) {
-		cli_usage_error("run", "no command given (use -- CMD [ARGS...])");
+		cli_usage_error("run",
+				"no command given (use -- CMD [ARGS...])");
 		sandbox_config_clear(&o.cfg);
 		return WR_EXIT_USAGE;
 	}
 	struct wr_error *err = NULL;
 	struct sandbox *sb = NULL;
-	int r = sandbox_create(&o.cfg, SANDBOX_MODE_RUN, argv + first, &sb, &err);
+	int r =
+	    sandbox_create(&o.cfg, SANDBOX_MODE_RUN, argv + first, &sb, &err);
 	if (r < 0) {
 		cli_error("run", err);
 		/* bad input caught by validation is a usage error */
-		int code = err && err->bad_input ? WR_EXIT_USAGE : WR_EXIT_FAILURE;
+		int code =
+		    err && err->bad_input ? WR_EXIT_USAGE : WR_EXIT_FAILURE;
 		wr_error_free(err);
 		sandbox_config_clear(&o.cfg);
 		return code;
@@ -62,11 +65,13 @@ int cmd_sandbox_run(int argc, char **argv)
 		wr_error_free(err);
 	}
 	if (res.timed_out)
-		fprintf(stderr, "warren sandbox run: timed out, sandbox killed\n");
-	if (res.oom_killed)
 		fprintf(stderr,
-			"warren sandbox run: a process was killed by the memory "
-			"limit\n");
+			"warren sandbox run: timed out, sandbox killed\n");
+	if (res.oom_killed)
+		fprintf(
+		    stderr,
+		    "warren sandbox run: a process was killed by the memory "
+		    "limit\n");
 	if (o.json)
 		print_json(name, &res);
 	sandbox_config_clear(&o.cfg);

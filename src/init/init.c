@@ -37,8 +37,8 @@
 #define TERM_GRACE_MS 2000
 
 /* Signals init handles itself (via signalfd) rather than by default action. */
-static const int handled_signals[] = { SIGCHLD, SIGTERM, SIGINT,  SIGHUP,
-				       SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH };
+static const int handled_signals[] = {SIGCHLD, SIGTERM, SIGINT,	 SIGHUP,
+				      SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH};
 
 struct client {
 	int conn;   /* -1: free slot */
@@ -85,7 +85,7 @@ static int setup_timer(long long timeout_ms)
 	int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (fd < 0)
 		die("timerfd_create");
-	struct itimerspec its = { 0 };
+	struct itimerspec its = {0};
 	its.it_value.tv_sec = timeout_ms / 1000;
 	its.it_value.tv_nsec = (timeout_ms % 1000) * 1000000L;
 	if (timerfd_settime(fd, 0, &its, NULL) < 0)
@@ -138,8 +138,8 @@ static int run_mode(char **argv, long long timeout_ms)
 	sigset_t none;
 	sigemptyset(&none);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP |
-						POSIX_SPAWN_SETSIGMASK |
-						POSIX_SPAWN_SETSIGDEF);
+					    POSIX_SPAWN_SETSIGMASK |
+					    POSIX_SPAWN_SETSIGDEF);
 	posix_spawnattr_setpgroup(&attr, 0);
 	posix_spawnattr_setsigmask(&attr, &none);
 	posix_spawnattr_setsigdefault(&attr, &handled_set);
@@ -152,7 +152,7 @@ static int run_mode(char **argv, long long timeout_ms)
 	}
 	int cmd_code = -1;
 	for (;;) {
-		struct pollfd pfd[2] = { { sfd, POLLIN, 0 }, { tfd, POLLIN, 0 } };
+		struct pollfd pfd[2] = {{sfd, POLLIN, 0}, {tfd, POLLIN, 0}};
 		int n = poll(pfd, tfd >= 0 ? 2 : 1, -1);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -187,15 +187,15 @@ static int run_mode(char **argv, long long timeout_ms)
 static void send_msg(int conn, uint32_t type, int32_t value, const char *text,
 		     int fd)
 {
-	struct wr_proto_msg msg = { .type = type, .value = value };
+	struct wr_proto_msg msg = {.type = type, .value = value};
 	if (text)
 		snprintf(msg.text, sizeof(msg.text), "%s", text);
-	struct iovec iov = { &msg, sizeof(msg) };
+	struct iovec iov = {&msg, sizeof(msg)};
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} control;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 	if (fd >= 0) {
 		memset(&control, 0, sizeof(control));
 		mh.msg_control = control.buf;
@@ -235,7 +235,7 @@ static int open_pty(int *master_out, char *slave_name, size_t len,
 		return r;
 	}
 	if (rows && cols) {
-		struct winsize ws = { .ws_row = rows, .ws_col = cols };
+		struct winsize ws = {.ws_row = rows, .ws_col = cols};
 		ioctl(master, TIOCSWINSZ, &ws);
 	}
 	*master_out = master;
@@ -246,17 +246,17 @@ static int open_pty(int *master_out, char *slave_name, size_t len,
 static void client_start(struct client *c)
 {
 	static char buf[WR_PROTO_MAX_REQUEST];
-	int fds[3] = { -1, -1, -1 };
+	int fds[3] = {-1, -1, -1};
 	size_t nfds = 0;
 	union {
 		char buf[CMSG_SPACE(3 * sizeof(int))];
 		struct cmsghdr align;
 	} control;
-	struct iovec iov = { buf, sizeof(buf) };
-	struct msghdr mh = { .msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = control.buf,
-			     .msg_controllen = sizeof(control.buf) };
+	struct iovec iov = {buf, sizeof(buf)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = control.buf,
+			    .msg_controllen = sizeof(control.buf)};
 	ssize_t n = recvmsg(c->conn, &mh, MSG_CMSG_CLOEXEC);
 	if (n <= 0) {
 		client_close(c);
@@ -269,14 +269,15 @@ static void client_start(struct client *c)
 		size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		for (size_t i = 0; i < k; i++) {
 			int fd;
-			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int),
+			       sizeof(int));
 			if (nfds < 3)
 				fds[nfds++] = fd;
 			else
 				close(fd);
 		}
 	}
-	struct wr_proto_request req = { 0 };
+	struct wr_proto_request req = {0};
 	int r = wr_proto_parse_request(buf, (size_t)n, &req);
 	bool tty = r == 0 && (req.flags & WR_PROTO_FLAG_TTY);
 	if (r == 0 && (mh.msg_flags & MSG_CTRUNC))
@@ -284,12 +285,14 @@ static void client_start(struct client *c)
 	if (r == 0 && !tty && nfds != 3)
 		r = -EBADMSG;
 	if (r < 0) {
-		send_msg(c->conn, WR_MSG_ERROR, -r, "malformed exec request", -1);
+		send_msg(c->conn, WR_MSG_ERROR, -r, "malformed exec request",
+			 -1);
 		goto fail;
 	}
 	char slave[64];
 	if (tty) {
-		r = open_pty(&c->master, slave, sizeof(slave), req.rows, req.cols);
+		r = open_pty(&c->master, slave, sizeof(slave), req.rows,
+			     req.cols);
 		if (r < 0) {
 			send_msg(c->conn, WR_MSG_ERROR, -r, "open pty", -1);
 			goto fail;
@@ -344,7 +347,8 @@ static void client_start(struct client *c)
 				 strerror(e));
 		send_msg(c->conn, WR_MSG_ERROR, e < 0 ? -e : e, text, -1);
 	} else {
-		send_msg(c->conn, WR_MSG_STARTED, pid, NULL, tty ? c->master : -1);
+		send_msg(c->conn, WR_MSG_STARTED, pid, NULL,
+			 tty ? c->master : -1);
 	}
 	for (size_t i = 0; i < nfds; i++)
 		close(fds[i]);
@@ -399,17 +403,17 @@ static int serve_mode(int listen_fd, long long timeout_ms)
 	if (fcntl(listen_fd, F_SETFD, FD_CLOEXEC) < 0)
 		die("fcntl");
 	for (int i = 0; i < MAX_CLIENTS; i++)
-		clients[i] = (struct client){ .conn = -1, .master = -1 };
+		clients[i] = (struct client){.conn = -1, .master = -1};
 	long long term_deadline = -1; /* remaining grace after SIGTERM */
 	struct pollfd pfd[MAX_CLIENTS + 3];
 	for (;;) {
 		int np = 0;
-		pfd[np++] = (struct pollfd){ sfd, POLLIN, 0 };
-		pfd[np++] = (struct pollfd){ tfd, POLLIN, 0 };
-		pfd[np++] = (struct pollfd){ term_deadline < 0 ? listen_fd : -1,
-					     POLLIN, 0 };
+		pfd[np++] = (struct pollfd){sfd, POLLIN, 0};
+		pfd[np++] = (struct pollfd){tfd, POLLIN, 0};
+		pfd[np++] = (struct pollfd){term_deadline < 0 ? listen_fd : -1,
+					    POLLIN, 0};
 		for (int i = 0; i < MAX_CLIENTS; i++)
-			pfd[np++] = (struct pollfd){ clients[i].conn, POLLIN, 0 };
+			pfd[np++] = (struct pollfd){clients[i].conn, POLLIN, 0};
 		int n = poll(pfd, (nfds_t)np,
 			     term_deadline < 0 ? -1 : (int)term_deadline);
 		if (n < 0) {
@@ -452,7 +456,8 @@ static int serve_mode(int listen_fd, long long timeout_ms)
 				}
 				if (slot < 0) {
 					send_msg(conn, WR_MSG_ERROR, EAGAIN,
-						 "too many concurrent execs", -1);
+						 "too many concurrent execs",
+						 -1);
 					close(conn);
 				} else {
 					clients[slot].conn = conn;
@@ -460,7 +465,8 @@ static int serve_mode(int listen_fd, long long timeout_ms)
 			}
 		}
 		for (int i = 0; i < MAX_CLIENTS; i++) {
-			if (!(pfd[3 + i].revents & (POLLIN | POLLHUP | POLLERR)))
+			if (!(pfd[3 + i].revents &
+			      (POLLIN | POLLHUP | POLLERR)))
 				continue;
 			struct client *c = &clients[i];
 			if (c->conn < 0)
@@ -475,8 +481,9 @@ static int serve_mode(int listen_fd, long long timeout_ms)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: warren-init run [--timeout-ms N] -- CMD...\n"
-			"       warren-init serve --socket FD [--timeout-ms N]\n");
+	fprintf(stderr,
+		"usage: warren-init run [--timeout-ms N] -- CMD...\n"
+		"       warren-init serve --socket FD [--timeout-ms N]\n");
 	exit(2);
 }
 

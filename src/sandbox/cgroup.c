@@ -93,11 +93,11 @@ static bool v1_oom_killed(const char *dir)
 }
 
 static const struct cg_backend cg_v1 = {
-	.name = "v1",
-	.set_memory = v1_set_memory,
-	.set_cpu = v1_set_cpu,
-	.set_pids = v1_set_pids,
-	.oom_killed = v1_oom_killed,
+    .name = "v1",
+    .set_memory = v1_set_memory,
+    .set_cpu = v1_set_cpu,
+    .set_pids = v1_set_pids,
+    .oom_killed = v1_oom_killed,
 };
 
 /* ---- v2 */
@@ -128,11 +128,11 @@ static bool v2_oom_killed(const char *dir)
 }
 
 static const struct cg_backend cg_v2 = {
-	.name = "v2",
-	.set_memory = v2_set_memory,
-	.set_cpu = v2_set_cpu,
-	.set_pids = v1_set_pids, /* same file name: pids.max */
-	.oom_killed = v2_oom_killed,
+    .name = "v2",
+    .set_memory = v2_set_memory,
+    .set_cpu = v2_set_cpu,
+    .set_pids = v1_set_pids, /* same file name: pids.max */
+    .oom_killed = v2_oom_killed,
 };
 
 /* ---- detection */
@@ -143,15 +143,16 @@ struct cg_layout {
 };
 static struct cg_layout layout;
 
-static const char *const controller_names[CG_MAX] = { "memory", "cpu", "pids",
-						      NULL };
+static const char *const controller_names[CG_MAX] = {"memory", "cpu", "pids",
+						     NULL};
 
 static bool has_word(const char *list, const char *word, char sep)
 {
 	size_t len = strlen(word);
 	for (const char *p = list; p && *p;) {
-		if (!strncmp(p, word, len) && (p[len] == sep || p[len] == '\0' ||
-					       p[len] == '\n' || p[len] == ' '))
+		if (!strncmp(p, word, len) &&
+		    (p[len] == sep || p[len] == '\0' || p[len] == '\n' ||
+		     p[len] == ' '))
 			return true;
 		p = strchr(p, sep);
 		if (p)
@@ -170,14 +171,16 @@ static int detect_layout(void)
 	char line[4096];
 	char *v2_mount = NULL;
 	while (fgets(line, sizeof(line), f)) {
-		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE SRC SUPER */
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE SRC SUPER
+		 */
 		char *sep = strstr(line, " - ");
 		if (!sep)
 			continue;
 		char mnt[1024], fstype[64], src[256], super[1024];
 		if (sscanf(line, "%*s %*s %*s %*s %1023s", mnt) != 1)
 			continue;
-		if (sscanf(sep + 3, "%63s %255s %1023s", fstype, src, super) != 3)
+		if (sscanf(sep + 3, "%63s %255s %1023s", fstype, src, super) !=
+		    3)
 			continue;
 		if (!strcmp(fstype, "cgroup2") && !v2_mount) {
 			v2_mount = wr_strdup(mnt);
@@ -200,7 +203,8 @@ static int detect_layout(void)
 		_cleanup_free_ char *ctrls = NULL;
 		wr_read_file(path, 4096, &ctrls, NULL);
 		for (int c = 0; c < CG_UNIFIED; c++) {
-			if (ctrls && has_word(ctrls, controller_names[c], ' ')) {
+			if (ctrls &&
+			    has_word(ctrls, controller_names[c], ' ')) {
 				free(layout.mount[c]);
 				layout.mount[c] = wr_strdup(v2_mount);
 				layout.v2[c] = true;
@@ -235,7 +239,7 @@ static int detect_layout(void)
 static void v2_enable_controllers(const char *mount)
 {
 	char path[1100];
-	const char *dirs[2] = { mount, NULL };
+	const char *dirs[2] = {mount, NULL};
 	char parent[1100];
 	snprintf(parent, sizeof(parent), "%s/" CG_PARENT, mount);
 	dirs[1] = parent;
@@ -243,10 +247,11 @@ static void v2_enable_controllers(const char *mount)
 		for (int c = 0; c < CG_UNIFIED; c++) {
 			if (!layout.v2[c])
 				continue;
-			snprintf(path, sizeof(path), "%s/cgroup.subtree_control",
-				 dirs[d]);
+			snprintf(path, sizeof(path),
+				 "%s/cgroup.subtree_control", dirs[d]);
 			char text[32];
-			snprintf(text, sizeof(text), "+%s", controller_names[c]);
+			snprintf(text, sizeof(text), "+%s",
+				 controller_names[c]);
 			wr_write_file(path, text); /* already on: fine */
 		}
 	}
@@ -265,7 +270,7 @@ int cgroup_paths_for(const char *name, struct sandbox_cgroup *cg)
 		if (c != CG_UNIFIED && layout.v2[c])
 			continue;
 		cg->path[c] =
-			wr_asprintf("%s/" CG_PARENT "/%s", layout.mount[c], name);
+		    wr_asprintf("%s/" CG_PARENT "/%s", layout.mount[c], name);
 		if (!cg->path[c]) {
 			cgroup_clear(cg);
 			return -ENOMEM;
@@ -293,10 +298,10 @@ int cgroup_create(const char *name, const struct sandbox_limits *limits,
 	if (r < 0)
 		return wr_error_set(err, -r, "cgroup: detect hierarchies");
 	if (!cg->path[CG_MEMORY] && !layout.v2[CG_MEMORY])
-		return wr_error_set(err, ENOTSUP,
-				    "cgroup: no memory controller on this host");
-	if (cg->path[CG_UNIFIED] && (layout.v2[CG_MEMORY] || layout.v2[CG_CPU] ||
-				     layout.v2[CG_PIDS])) {
+		return wr_error_set(
+		    err, ENOTSUP, "cgroup: no memory controller on this host");
+	if (cg->path[CG_UNIFIED] &&
+	    (layout.v2[CG_MEMORY] || layout.v2[CG_CPU] || layout.v2[CG_PIDS])) {
 		char parent[1100];
 		snprintf(parent, sizeof(parent), "%s/" CG_PARENT,
 			 layout.mount[CG_UNIFIED]);
@@ -393,7 +398,7 @@ static int procs_signal(const char *dir, int sig)
 
 static void sleep_ms(int ms)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 	nanosleep(&ts, NULL);
 }
 

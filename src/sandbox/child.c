@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 static __attribute__((noreturn)) void child_fail(struct child_plan *plan,
-						  struct child_report *report)
+						 struct child_report *report)
 {
 	if (report->err == 0)
 		report->err = EINVAL;
@@ -35,13 +35,14 @@ static __attribute__((noreturn)) void child_fail(struct child_plan *plan,
 	_exit(125);
 }
 
-#define CHILD_CHECK(cond, ...)                                                 \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			report.err = errno;                                    \
-			snprintf(report.step, sizeof(report.step), __VA_ARGS__); \
-			child_fail(plan, &report);                             \
-		}                                                              \
+#define CHILD_CHECK(cond, ...)                                     \
+	do {                                                       \
+		if (!(cond)) {                                     \
+			report.err = errno;                        \
+			snprintf(report.step, sizeof(report.step), \
+				 __VA_ARGS__);                     \
+			child_fail(plan, &report);                 \
+		}                                                  \
 	} while (0)
 
 /* A new network namespace starts with lo down: services bound to 127.0.0.1
@@ -75,7 +76,7 @@ static void wait_for_parent(struct child_plan *plan)
 
 void child_main(struct child_plan *plan)
 {
-	struct child_report report = { 0 };
+	struct child_report report = {0};
 	const struct sandbox_config *cfg = plan->cfg;
 
 	/* No descriptor of the caller's may leak inside: everything from 3 up
@@ -90,7 +91,7 @@ void child_main(struct child_plan *plan)
 
 	/* Become root of the user namespace (host uid = slot base). */
 	CHILD_CHECK(setresgid(0, 0, 0) == 0 && setgroups(0, NULL) == 0 &&
-			    setresuid(0, 0, 0) == 0,
+			setresuid(0, 0, 0) == 0,
 		    "switch to root of the user namespace");
 	/* A one-off sandbox dies with the warren that runs it. Set after the
 	 * uid change, which clears it; if the parent is already gone, the
@@ -139,8 +140,8 @@ void child_main(struct child_plan *plan)
 	if (plan->mode == SANDBOX_MODE_RUN) {
 		init_argv[a++] = (char *)"run";
 		init_argv[a++] = (char *)"--";
-		for (size_t i = 0; plan->argv[i] && a + 1 < WR_PROTO_INIT_ARGS_MAX;
-		     i++)
+		for (size_t i = 0;
+		     plan->argv[i] && a + 1 < WR_PROTO_INIT_ARGS_MAX; i++)
 			init_argv[a++] = plan->argv[i];
 	} else {
 		snprintf(sock_arg, sizeof(sock_arg), "%d", plan->listen_fd);

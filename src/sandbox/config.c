@@ -43,16 +43,19 @@ static int check_inside_path(const char *opt, const char *path,
 			     struct wr_error **err)
 {
 	if (!path || path[0] != '/')
-		return wr_error_input(err, EINVAL, "%s %s: must be an absolute path",
-				    opt, path ? path : "(null)");
+		return wr_error_input(err, EINVAL,
+				      "%s %s: must be an absolute path", opt,
+				      path ? path : "(null)");
 	if (strlen(path) >= 1024)
 		return wr_error_input(err, ENAMETOOLONG, "%s", opt);
 	/* ".." would be resolved inside the root anyway; refuse it so the
 	 * user's intent is unambiguous */
 	for (const char *p = path; (p = strstr(p, "..")); p += 2) {
-		if ((p == path || p[-1] == '/') && (p[2] == '/' || p[2] == '\0'))
+		if ((p == path || p[-1] == '/') &&
+		    (p[2] == '/' || p[2] == '\0'))
 			return wr_error_input(err, EINVAL,
-					    "%s %s: '..' is not allowed", opt, path);
+					      "%s %s: '..' is not allowed", opt,
+					      path);
 	}
 	return 0;
 }
@@ -72,7 +75,8 @@ static int resolve_maybe_missing(const char *path, char out[PATH_MAX])
 	char *slash = strrchr(copy, '/');
 	const char *base = slash ? slash + 1 : copy;
 	char parent[PATH_MAX];
-	if (!realpath(slash ? (slash == copy ? "/" : (*slash = '\0', copy)) : ".",
+	if (!realpath(slash ? (slash == copy ? "/" : (*slash = '\0', copy))
+			    : ".",
 		      parent))
 		return -errno;
 	if (strlen(parent) + strlen(base) + 2 > PATH_MAX)
@@ -87,39 +91,40 @@ int sandbox_config_validate(const struct sandbox_config *cfg,
 {
 	int r;
 	if (cfg->name && wr_validate_name(cfg->name) < 0)
-		return wr_error_input(err, EINVAL,
-				    "--name '%s': use 1-63 letters, digits, '_', "
-				    "'.', '-', starting with a letter or digit",
-				    cfg->name);
+		return wr_error_input(
+		    err, EINVAL,
+		    "--name '%s': use 1-63 letters, digits, '_', "
+		    "'.', '-', starting with a letter or digit",
+		    cfg->name);
 	if (cfg->hostname && (wr_validate_name(cfg->hostname) < 0))
 		return wr_error_input(err, EINVAL, "--hostname '%s': invalid",
-				    cfg->hostname);
+				      cfg->hostname);
 	if (cfg->net >= SANDBOX_NET_MAX)
 		return wr_error_input(err, EINVAL, "--net: unsupported mode");
 	if (cfg->rootfs && (r = check_dir("--rootfs", cfg->rootfs, err)) < 0)
 		return r;
 	if (cfg->n_layers + (cfg->rootfs ? 1 : 0) > WR_MAX_LAYERS)
 		return wr_error_input(err, E2BIG, "--layer: at most %d layers",
-				    WR_MAX_LAYERS);
+				      WR_MAX_LAYERS);
 	for (size_t i = 0; i < cfg->n_layers; i++) {
 		if ((r = check_dir("--layer", cfg->layers[i], err)) < 0)
 			return r;
 	}
 	if (cfg->n_binds > WR_MAX_BINDS)
 		return wr_error_input(err, E2BIG, "--bind: at most %d binds",
-				    WR_MAX_BINDS);
+				      WR_MAX_BINDS);
 	for (size_t i = 0; i < cfg->n_binds; i++) {
 		struct stat st;
 		if (stat(cfg->binds[i].source, &st) < 0)
 			return wr_error_input(err, errno, "--bind %s",
-					    cfg->binds[i].source);
+					      cfg->binds[i].source);
 		r = check_inside_path("--bind destination", cfg->binds[i].dest,
 				      err);
 		if (r < 0)
 			return r;
 		if (!strcmp(cfg->binds[i].dest, "/"))
 			return wr_error_input(err, EINVAL,
-					    "--bind: cannot bind over /");
+					      "--bind: cannot bind over /");
 	}
 	if (cfg->cwd && (r = check_inside_path("--cwd", cfg->cwd, err)) < 0)
 		return r;
@@ -127,16 +132,16 @@ int sandbox_config_validate(const struct sandbox_config *cfg,
 		const char *eq = strchr(cfg->env[i], '=');
 		if (!eq || eq == cfg->env[i])
 			return wr_error_input(err, EINVAL,
-					    "--env '%s': expected KEY=VALUE",
-					    cfg->env[i]);
+					      "--env '%s': expected KEY=VALUE",
+					      cfg->env[i]);
 	}
 	if (cfg->upper) {
 		if (cfg->disk_bytes)
 			return wr_error_input(
-				err, ENOTSUP,
-				"--disk with --upper: a persistent upper "
-				"directory has no size cap yet; --disk caps "
-				"the scratch layer");
+			    err, ENOTSUP,
+			    "--disk with --upper: a persistent upper "
+			    "directory has no size cap yet; --disk caps "
+			    "the scratch layer");
 		char upper[PATH_MAX], other[PATH_MAX];
 		/* a not-yet-existing upper is created: resolve its parent */
 		if (resolve_maybe_missing(cfg->upper, upper) == 0) {
@@ -152,10 +157,10 @@ int sandbox_config_validate(const struct sandbox_config *cfg,
 				if (path_within(upper, other) ||
 				    path_within(other, upper))
 					return wr_error_input(
-						err, EINVAL,
-						"--upper %s overlaps layer %s "
-						"(overlayfs needs them apart)",
-						cfg->upper, lowers[i]);
+					    err, EINVAL,
+					    "--upper %s overlaps layer %s "
+					    "(overlayfs needs them apart)",
+					    cfg->upper, lowers[i]);
 			}
 		}
 	}

@@ -47,7 +47,7 @@ struct sandbox {
 	int pidfd;
 	pid_t init_pid;
 	char *upper_real; /* persistent upper (realpath) or NULL */
-	char *work_dir;   /* its overlay work dir, ours to remove */
+	char *work_dir;	  /* its overlay work dir, ours to remove */
 	uint64_t timeout_ms;
 	uint64_t started_us;
 	struct sandbox_timings timings;
@@ -83,7 +83,7 @@ pid_t sandbox_get_init_pid(const struct sandbox *sb)
 
 static char *generate_name(void)
 {
-	unsigned char rnd[4] = { 0 };
+	unsigned char rnd[4] = {0};
 	if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd)) {
 		uint64_t t = wr_mono_us();
 		memcpy(rnd, &t, sizeof(rnd));
@@ -117,7 +117,8 @@ static int make_store_dir(const char *path, mode_t mode)
 {
 	if (mkdir(path, mode) < 0 && errno != EEXIST)
 		return -errno;
-	if (chown(path, WR_STORE_UID, WR_STORE_UID) < 0 || chmod(path, mode) < 0)
+	if (chown(path, WR_STORE_UID, WR_STORE_UID) < 0 ||
+	    chmod(path, mode) < 0)
 		return -errno;
 	return 0;
 }
@@ -163,10 +164,10 @@ static int prepare_upper(struct sandbox *sb, const char *upper,
 		/* an empty directory can become one; a populated one that is
 		 * not ours is not ours to take over */
 		return wr_error_input(
-			err, EINVAL,
-			"--upper %s is not empty and not a Warren layer "
-			"directory; use a new or empty directory",
-			upper);
+		    err, EINVAL,
+		    "--upper %s is not empty and not a Warren layer "
+		    "directory; use a new or empty directory",
+		    upper);
 	}
 	char real[PATH_MAX];
 	if (!realpath(upper, real))
@@ -176,8 +177,8 @@ static int prepare_upper(struct sandbox *sb, const char *upper,
 	_cleanup_free_ char *user = runtime_upper_in_use(real);
 	if (user)
 		return wr_error_input(err, EBUSY,
-				      "--upper %s is in use by sandbox %s", real,
-				      user);
+				      "--upper %s is in use by sandbox %s",
+				      real, user);
 	sb->upper_real = wr_strdup(real);
 	sb->work_dir = wr_asprintf("%s/work", real);
 	_cleanup_free_ char *layer = wr_asprintf("%s/upper", real);
@@ -207,8 +208,13 @@ struct prepared {
 
 static void prepared_clear(struct prepared *p)
 {
-	int *fds[] = { &p->store_ns, &p->zero_ns, &p->init_fd, &p->listen_fd,
-		       &p->sync[0],  &p->sync[1],  &p->plan.upper_parent_fd };
+	int *fds[] = {&p->store_ns,
+		      &p->zero_ns,
+		      &p->init_fd,
+		      &p->listen_fd,
+		      &p->sync[0],
+		      &p->sync[1],
+		      &p->plan.upper_parent_fd};
 	for (size_t i = 0; i < ARRAY_SIZE(fds); i++) {
 		if (*fds[i] >= 0)
 			close(*fds[i]);
@@ -254,7 +260,8 @@ static int open_layer(struct prepared *p, const char *path, int slot,
 	if (ns < 0)
 		return wr_error_set(err, -ns, "%s %s: idmap user namespace",
 				    what, path);
-	int fd = idmap_mount_open(path, ns, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV);
+	int fd =
+	    idmap_mount_open(path, ns, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV);
 	if (fd < 0)
 		return wr_error_set(err, -fd, "%s %s: idmapped mount", what,
 				    path);
@@ -263,11 +270,11 @@ static int open_layer(struct prepared *p, const char *path, int slot,
 }
 
 const char *const sandbox_default_env[] = {
-	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-	"HOME=/root",
-	"LANG=C.UTF-8",
-	"USER=root",
-	NULL,
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME=/root",
+    "LANG=C.UTF-8",
+    "USER=root",
+    NULL,
 };
 
 /* The command's environment: a fixed default plus --env, never the
@@ -302,10 +309,11 @@ static char **build_env(const struct sandbox_config *cfg)
 
 static int open_listen_socket(const char *name, struct wr_error **err)
 {
-	_cleanup_free_ char *path = runtime_path("sandboxes/%s/exec.sock", name);
+	_cleanup_free_ char *path =
+	    runtime_path("sandboxes/%s/exec.sock", name);
 	if (!path)
 		return wr_error_set(err, ENOMEM, "socket path");
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	if (strlen(path) >= sizeof(addr.sun_path))
 		return wr_error_set(err, ENAMETOOLONG, "exec socket %s", path);
 	strcpy(addr.sun_path, path);
@@ -384,7 +392,8 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 	if (mode == SANDBOX_MODE_RUN && (!argv || !argv[0]))
 		return wr_error_set(err, EINVAL, "no command to run");
 	if (mode == SANDBOX_MODE_SERVE && !cfg->name)
-		return wr_error_input(err, EINVAL, "a long-lived sandbox needs --name");
+		return wr_error_input(err, EINVAL,
+				      "a long-lived sandbox needs --name");
 	size_t argc = 0;
 	while (argv && argv[argc])
 		argc++;
@@ -403,8 +412,11 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 	sb->mode = mode;
 	sb->timeout_ms = cfg->timeout_ms;
 	sb->name = cfg->name ? wr_strdup(cfg->name) : generate_name();
-	struct prepared prep = { .store_ns = -1, .zero_ns = -1, .init_fd = -1,
-				 .listen_fd = -1, .sync = { -1, -1 } };
+	struct prepared prep = {.store_ns = -1,
+				.zero_ns = -1,
+				.init_fd = -1,
+				.listen_fd = -1,
+				.sync = {-1, -1}};
 	prep.plan.upper_parent_fd = -1;
 	for (size_t i = 0; i < WR_MAX_BINDS; i++)
 		prep.plan.bind_fds[i] = -1;
@@ -418,14 +430,14 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 		goto fail_early;
 	sb->slot = slot;
 	struct sandbox_record rec = {
-		.name = sb->name,
-		.slot = slot,
-		.mode = mode,
-		.owner_pid = getpid(),
-		.owner_start = proc_start_time(getpid()),
-		.created_ms = wr_now_ms(),
-		.deadline_ms = cfg->timeout_ms ? wr_now_ms() + (int64_t)cfg->timeout_ms
-					       : 0,
+	    .name = sb->name,
+	    .slot = slot,
+	    .mode = mode,
+	    .owner_pid = getpid(),
+	    .owner_start = proc_start_time(getpid()),
+	    .created_ms = wr_now_ms(),
+	    .deadline_ms =
+		cfg->timeout_ms ? wr_now_ms() + (int64_t)cfg->timeout_ms : 0,
 	};
 	r = runtime_record_write(&rec, err);
 	if (r < 0)
@@ -523,7 +535,8 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 			goto fail;
 		}
 	}
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, prep.sync) < 0) {
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, prep.sync) <
+	    0) {
 		r = wr_error_set(err, errno, "sync socket");
 		goto fail;
 	}
@@ -544,8 +557,8 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 	/* raw clone, no new stack: the child continues here like fork() */
 	pid_t pid = (pid_t)syscall(SYS_clone,
 				   CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
-					   CLONE_NEWUTS | CLONE_NEWIPC |
-					   CLONE_NEWNET | CLONE_PIDFD | SIGCHLD,
+				       CLONE_NEWUTS | CLONE_NEWIPC |
+				       CLONE_NEWNET | CLONE_PIDFD | SIGCHLD,
 				   NULL, &pidfd, NULL, NULL);
 	if (pid < 0) {
 		if (errno == EPERM || errno == ENOSPC || errno == EUSERS)
@@ -571,7 +584,7 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 		r = wr_error_set(err, -r, "write uid/gid maps");
 		goto fail;
 	}
-	struct child_report report = { 0 };
+	struct child_report report = {0};
 	if (send(prep.sync[0], &report, sizeof(report), MSG_NOSIGNAL) < 0) {
 		r = wr_error_set(err, errno, "release sandbox child");
 		goto fail;
@@ -581,10 +594,10 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 	/* The child builds its root filesystem meanwhile; it waits for the
 	 * second release before running anything but our own set-up code. */
 	struct sandbox_limits limits = {
-		.memory_bytes = cfg->memory_bytes ? cfg->memory_bytes
-						  : SANDBOX_DEFAULT_MEMORY,
-		.millicpus = cfg->millicpus,
-		.pids = cfg->pids ? cfg->pids : SANDBOX_DEFAULT_PIDS,
+	    .memory_bytes =
+		cfg->memory_bytes ? cfg->memory_bytes : SANDBOX_DEFAULT_MEMORY,
+	    .millicpus = cfg->millicpus,
+	    .pids = cfg->pids ? cfg->pids : SANDBOX_DEFAULT_PIDS,
 	};
 	r = cgroup_create(sb->name, &limits, &sb->cg, err);
 	if (r < 0)
@@ -609,7 +622,8 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 			r = wr_error_set(err, report.err, "sandbox setup: %.*s",
 					 (int)sizeof(report.step), report.step);
 		else
-			r = wr_error_set(err, EPROTO, "sandbox setup: child died");
+			r = wr_error_set(err, EPROTO,
+					 "sandbox setup: child died");
 		goto fail;
 	}
 	sb->started_us = wr_mono_us();
@@ -658,23 +672,25 @@ int sandbox_run_wait(struct sandbox *sb, struct sandbox_result *res,
 	res->timings = sb->timings;
 	sigset_t set, old;
 	sigemptyset(&set);
-	int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+	int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 	for (size_t i = 0; i < ARRAY_SIZE(forwarded); i++)
 		sigaddset(&set, forwarded[i]);
 	sigprocmask(SIG_BLOCK, &set, &old);
-	_cleanup_close_ int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-	uint64_t deadline = sb->timeout_ms ? sb->started_us + sb->timeout_ms * 1000
-					   : 0;
+	_cleanup_close_ int sfd =
+	    signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	uint64_t deadline =
+	    sb->timeout_ms ? sb->started_us + sb->timeout_ms * 1000 : 0;
 	int ret = 0;
 	for (;;) {
 		int wait_ms = -1;
 		if (deadline) {
 			uint64_t now = wr_mono_us();
-			wait_ms = now >= deadline ? 0
-						  : (int)((deadline - now + 999) / 1000);
+			wait_ms = now >= deadline
+				      ? 0
+				      : (int)((deadline - now + 999) / 1000);
 		}
-		struct pollfd pfd[2] = { { sb->pidfd, POLLIN, 0 },
-					 { sfd, POLLIN, 0 } };
+		struct pollfd pfd[2] = {{sb->pidfd, POLLIN, 0},
+					{sfd, POLLIN, 0}};
 		int n = poll(pfd, 2, wait_ms);
 		if (n < 0 && errno != EINTR) {
 			ret = wr_error_set(err, errno, "wait for sandbox");
@@ -692,8 +708,9 @@ int sandbox_run_wait(struct sandbox *sb, struct sandbox_result *res,
 					(int)si.ssi_signo, NULL, 0);
 		}
 		if (pfd[0].revents & POLLIN) {
-			siginfo_t info = { 0 };
-			if (waitid(P_PIDFD, (id_t)sb->pidfd, &info, WEXITED) == 0) {
+			siginfo_t info = {0};
+			if (waitid(P_PIDFD, (id_t)sb->pidfd, &info, WEXITED) ==
+			    0) {
 				res->exit_code = exit_code_of(&info);
 				close(sb->pidfd);
 				sb->pidfd = -1;

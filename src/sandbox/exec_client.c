@@ -26,12 +26,12 @@
 static int send_request(int sock, const void *buf, size_t len, const int *fds,
 			size_t nfds)
 {
-	struct iovec iov = { (void *)buf, len };
+	struct iovec iov = {(void *)buf, len};
 	union {
 		char buf[CMSG_SPACE(3 * sizeof(int))];
 		struct cmsghdr align;
 	} control;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 	if (nfds) {
 		memset(&control, 0, sizeof(control));
 		mh.msg_control = control.buf;
@@ -52,11 +52,11 @@ static int recv_msg(int sock, struct wr_proto_msg *msg, int *fd_out)
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} control;
-	struct iovec iov = { msg, sizeof(*msg) };
-	struct msghdr mh = { .msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = control.buf,
-			     .msg_controllen = sizeof(control.buf) };
+	struct iovec iov = {msg, sizeof(*msg)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = control.buf,
+			    .msg_controllen = sizeof(control.buf)};
 	ssize_t n;
 	do {
 		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
@@ -68,7 +68,8 @@ static int recv_msg(int sock, struct wr_proto_msg *msg, int *fd_out)
 	if (n != (ssize_t)sizeof(*msg) || msg->type >= WR_MSG_MAX)
 		return -EBADMSG;
 	msg->text[sizeof(msg->text) - 1] = '\0';
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c;
+	     c = CMSG_NXTHDR(&mh, c)) {
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
 			int fd;
 			memcpy(&fd, CMSG_DATA(c), sizeof(int));
@@ -83,7 +84,7 @@ static int recv_msg(int sock, struct wr_proto_msg *msg, int *fd_out)
 
 static void send_signal(int sock, int sig)
 {
-	struct wr_proto_msg msg = { .type = WR_MSG_SIGNAL, .value = sig };
+	struct wr_proto_msg msg = {.type = WR_MSG_SIGNAL, .value = sig};
 	send(sock, &msg, sizeof(msg), MSG_NOSIGNAL);
 }
 
@@ -116,7 +117,8 @@ static int wait_exit(int sock, int master, struct wr_error **err)
 	sigaddset(&set, SIGQUIT);
 	sigaddset(&set, SIGWINCH);
 	sigprocmask(SIG_BLOCK, &set, &old);
-	_cleanup_close_ int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	_cleanup_close_ int sfd =
+	    signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	struct termios saved;
 	bool raw = false;
 	if (master >= 0 && isatty(STDIN_FILENO) &&
@@ -129,10 +131,10 @@ static int wait_exit(int sock, int master, struct wr_error **err)
 	int ret = -1;
 	for (;;) {
 		struct pollfd pfd[4] = {
-			{ sock, POLLIN, 0 },
-			{ sfd, POLLIN, 0 },
-			{ master, POLLIN, 0 },
-			{ stdin_open ? STDIN_FILENO : -1, POLLIN, 0 },
+		    {sock, POLLIN, 0},
+		    {sfd, POLLIN, 0},
+		    {master, POLLIN, 0},
+		    {stdin_open ? STDIN_FILENO : -1, POLLIN, 0},
 		};
 		if (poll(pfd, 4, -1) < 0) {
 			if (errno == EINTR)
@@ -155,7 +157,8 @@ static int wait_exit(int sock, int master, struct wr_error **err)
 				if (si.ssi_signo == SIGWINCH) {
 					struct winsize ws;
 					if (master >= 0 &&
-					    ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) == 0)
+					    ioctl(STDIN_FILENO, TIOCGWINSZ,
+						  &ws) == 0)
 						ioctl(master, TIOCSWINSZ, &ws);
 				} else {
 					send_signal(sock, (int)si.ssi_signo);
@@ -166,8 +169,8 @@ static int wait_exit(int sock, int master, struct wr_error **err)
 			struct wr_proto_msg msg;
 			int r = recv_msg(sock, &msg, NULL);
 			if (r < 0) {
-				ret = wr_error_set(err, -r,
-						   "exec: connection to init lost");
+				ret = wr_error_set(
+				    err, -r, "exec: connection to init lost");
 				break;
 			}
 			if (msg.type == WR_MSG_EXIT) {
@@ -189,21 +192,24 @@ int sandbox_exec(const char *name, const struct sandbox_exec_request *req,
 		 struct wr_error **err)
 {
 	if (wr_validate_name(name) < 0)
-		return wr_error_set(err, EINVAL, "invalid sandbox name '%s'", name);
-	_cleanup_free_ char *path = runtime_path("sandboxes/%s/exec.sock", name);
+		return wr_error_set(err, EINVAL, "invalid sandbox name '%s'",
+				    name);
+	_cleanup_free_ char *path =
+	    runtime_path("sandboxes/%s/exec.sock", name);
 	if (!path)
 		return wr_error_set(err, ENOMEM, "exec");
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	if (strlen(path) >= sizeof(addr.sun_path))
 		return wr_error_set(err, ENAMETOOLONG, "exec socket %s", path);
 	strcpy(addr.sun_path, path);
-	_cleanup_close_ int sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	_cleanup_close_ int sock =
+	    socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (sock < 0)
 		return wr_error_set(err, errno, "exec: socket");
 	if (connect(sock, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
 		if (errno == ENOENT || errno == ECONNREFUSED)
-			return wr_error_set(err, ENOENT,
-					    "no running sandbox named %s", name);
+			return wr_error_set(
+			    err, ENOENT, "no running sandbox named %s", name);
 		return wr_error_set(err, errno, "exec: connect to %s", name);
 	}
 	uint16_t rows = 0, cols = 0;
@@ -216,10 +222,9 @@ int sandbox_exec(const char *name, const struct sandbox_exec_request *req,
 	}
 	_cleanup_free_ void *buf = NULL;
 	size_t len;
-	int r = wr_proto_build_request(req->cwd ? req->cwd : SANDBOX_DEFAULT_CWD,
-				       req->argv, req->env,
-				       req->tty ? WR_PROTO_FLAG_TTY : 0, rows,
-				       cols, &buf, &len);
+	int r = wr_proto_build_request(
+	    req->cwd ? req->cwd : SANDBOX_DEFAULT_CWD, req->argv, req->env,
+	    req->tty ? WR_PROTO_FLAG_TTY : 0, rows, cols, &buf, &len);
 	if (r < 0)
 		return wr_error_set(err, -r, "exec: build request");
 	r = send_request(sock, buf, len, req->stdio, req->tty ? 0 : 3);

@@ -28,28 +28,49 @@
 
 #define HOSTBASE_VERSION "hostbase-1"
 
-const char *const hostbase_top_entries[] = { "bin",   "sbin",  "lib",
-					     "lib32", "lib64", "libx32" };
+const char *const hostbase_top_entries[] = {"bin",   "sbin",  "lib",
+					    "lib32", "lib64", "libx32"};
 const size_t hostbase_n_top_entries = ARRAY_SIZE(hostbase_top_entries);
 
 static const char *const etc_copies[] = {
-	"ld.so.cache", "ld.so.conf",     "ld.so.conf.d", "localtime",
-	"nsswitch.conf", "bash.bashrc",  "profile",      "profile.d",
-	"inputrc",     "alternatives",   "ssl",          "ca-certificates",
-	"ca-certificates.conf", "os-release", "debian_version", "shells",
-	"login.defs",  "environment",    "mime.types",   "timezone",
-	"gai.conf",    "protocols",      "services",     "host.conf",
-	"mailcap",     "magic",          "adduser.conf", "skel",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "nsswitch.conf",
+    "bash.bashrc",
+    "profile",
+    "profile.d",
+    "inputrc",
+    "alternatives",
+    "ssl",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "os-release",
+    "debian_version",
+    "shells",
+    "login.defs",
+    "environment",
+    "mime.types",
+    "timezone",
+    "gai.conf",
+    "protocols",
+    "services",
+    "host.conf",
+    "mailcap",
+    "magic",
+    "adduser.conf",
+    "skel",
 };
 
 static const char *const empty_dirs[] = {
-	"usr", "proc", "dev", "tmp", "run", "workspace", "home", "mnt",
-	"opt", "srv", "var", "var/tmp", "var/cache", "var/lib", "var/log",
+    "usr", "proc", "dev", "tmp",     "run",	  "workspace", "home",	  "mnt",
+    "opt", "srv",  "var", "var/tmp", "var/cache", "var/lib",   "var/log",
 };
 
 static const char passwd_text[] =
-	"root:x:0:0:root:/root:/bin/bash\n"
-	"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+    "root:x:0:0:root:/root:/bin/bash\n"
+    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
 static const char group_text[] = "root:x:0:\ntty:x:5:\nusers:x:100:\n"
 				 "nogroup:x:65534:\n";
 static const char hosts_text[] = "127.0.0.1\tlocalhost warren\n"
@@ -71,9 +92,9 @@ static void fingerprint_path(uint64_t *h, const char *path)
 	fnv(h, path, strlen(path) + 1);
 	if (lstat(path, &st) < 0)
 		return;
-	uint64_t v[4] = { (uint64_t)st.st_ino, (uint64_t)st.st_size,
-			  (uint64_t)st.st_mtim.tv_sec,
-			  (uint64_t)st.st_mtim.tv_nsec };
+	uint64_t v[4] = {(uint64_t)st.st_ino, (uint64_t)st.st_size,
+			 (uint64_t)st.st_mtim.tv_sec,
+			 (uint64_t)st.st_mtim.tv_nsec};
 	fnv(h, v, sizeof(v));
 	if (S_ISLNK(st.st_mode)) {
 		char target[4096];
@@ -129,7 +150,8 @@ static int build_base(const char *dir)
 	for (size_t i = 0; i < ARRAY_SIZE(hostbase_top_entries); i++) {
 		char host[64];
 		snprintf(host, sizeof(host), "/%s", hostbase_top_entries[i]);
-		snprintf(path, sizeof(path), "%s/%s", dir, hostbase_top_entries[i]);
+		snprintf(path, sizeof(path), "%s/%s", dir,
+			 hostbase_top_entries[i]);
 		struct stat st;
 		if (lstat(host, &st) < 0)
 			continue;
@@ -182,7 +204,8 @@ char *hostbase_ensure(struct wr_error **err)
 	if (stat(path, &st) == 0)
 		return path;
 	_cleanup_free_ char *parent = runtime_path("base");
-	_cleanup_free_ char *tmp = runtime_path("base/.build-%d", (int)getpid());
+	_cleanup_free_ char *tmp =
+	    runtime_path("base/.build-%d", (int)getpid());
 	if (!parent || !tmp) {
 		free(path);
 		wr_error_set(err, ENOMEM, "host base layer");
@@ -202,7 +225,8 @@ char *hostbase_ensure(struct wr_error **err)
 		int e = errno;
 		wr_rm_rf(tmp);
 		if (e != EEXIST && e != ENOTEMPTY) {
-			wr_error_set(err, e, "publish host base layer %s", path);
+			wr_error_set(err, e, "publish host base layer %s",
+				     path);
 			free(path);
 			return NULL;
 		}

@@ -53,7 +53,7 @@ int idmap_userns_open(uid_t inside, uid_t outside, uint32_t count)
 	int hold[2];
 	if (pipe2(hold, O_CLOEXEC) < 0)
 		return -errno;
-	struct helper_args args = { .hold_fd = hold[0], .other_fd = hold[1] };
+	struct helper_args args = {.hold_fd = hold[0], .other_fd = hold[1]};
 	pid_t pid = clone(helper_main, helper_stack + sizeof(helper_stack),
 			  CLONE_VM | CLONE_NEWUSER | SIGCHLD, &args);
 	if (pid < 0) {
@@ -87,18 +87,17 @@ int idmap_mount_open(const char *path, int userns_fd, uint64_t attr_set)
 {
 	/* a private, non-recursive clone: no submounts (overlayfs refuses
 	 * lower layers with submounts) and nothing propagates back */
-	_cleanup_close_ int fd = (int)syscall(SYS_open_tree, AT_FDCWD, path,
-					      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	_cleanup_close_ int fd = (int)syscall(
+	    SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	struct mount_attr attr = { .attr_set = attr_set };
+	struct mount_attr attr = {.attr_set = attr_set};
 	if (userns_fd >= 0) {
 		attr.attr_set |= MOUNT_ATTR_IDMAP;
 		attr.userns_fd = (uint64_t)userns_fd;
 	}
-	if (attr.attr_set &&
-	    syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr,
-		    sizeof(attr)) < 0)
+	if (attr.attr_set && syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH,
+				     &attr, sizeof(attr)) < 0)
 		return -errno;
 	return TAKE_FD(fd);
 }

@@ -32,7 +32,8 @@ static inline bool wr_in_store_range(uid_t uid)
 	return uid >= WR_STORE_UID && uid < WR_STORE_UID + WR_IDS_PER_SLOT;
 }
 
-/* ---- cgroups (cgroup.c) --------------------------------------------------- */
+/* ---- cgroups (cgroup.c) ---------------------------------------------------
+ */
 enum cg_controller {
 	CG_MEMORY,
 	CG_CPU,
@@ -94,10 +95,10 @@ struct child_plan {
 	enum sandbox_mode mode;
 	char *const *argv;
 	int slot;
-	int sync_fd;        /* SOCK_SEQPACKET to the parent */
-	int init_fd;        /* O_PATH fd of warren-init */
-	int listen_fd;      /* serve mode: exec socket */
-	int stage_dirfd;    /* empty host directory used as mount staging point */
+	int sync_fd;	 /* SOCK_SEQPACKET to the parent */
+	int init_fd;	 /* O_PATH fd of warren-init */
+	int listen_fd;	 /* serve mode: exec socket */
+	int stage_dirfd; /* empty host directory used as mount staging point */
 	const char *stage_path;
 	int layer_fds[WR_MAX_LAYERS + 1]; /* detached mounts, bottom first */
 	size_t n_layer_fds;
@@ -105,14 +106,14 @@ struct child_plan {
 	const char *upper_name;
 	const char *work_name;
 	int bind_fds[WR_MAX_BINDS];
-	char **init_env;    /* environment for init (run mode: the command's) */
+	char **init_env; /* environment for init (run mode: the command's) */
 	struct seccomp_program seccomp;
 	bool host_mode;
 };
 
 /* Report of a failed child step, sent over sync_fd. */
 struct child_report {
-	int32_t err;       /* positive errno; 0 = release/ok */
+	int32_t err; /* positive errno; 0 = release/ok */
 	char step[200];
 };
 

@@ -49,7 +49,7 @@ static int kill_init(const struct sandbox_record *rec)
 	if (rec->init_pid <= 0)
 		return 0;
 	_cleanup_close_ int pidfd =
-		(int)syscall(SYS_pidfd_open, rec->init_pid, 0);
+	    (int)syscall(SYS_pidfd_open, rec->init_pid, 0);
 	if (pidfd < 0)
 		return errno == ESRCH ? 0 : -errno;
 	/* the pid may have been recycled between record and pidfd_open */
@@ -57,7 +57,7 @@ static int kill_init(const struct sandbox_record *rec)
 		return 0;
 	if (syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) < 0)
 		return errno == ESRCH ? 0 : -errno;
-	struct pollfd pfd = { pidfd, POLLIN, 0 };
+	struct pollfd pfd = {pidfd, POLLIN, 0};
 	/* pidfd becomes readable once the process has exited */
 	if (poll(&pfd, 1, 5000) <= 0)
 		return -ETIMEDOUT;
@@ -85,7 +85,8 @@ static int remove_record(const struct sandbox_record *rec)
 int sandbox_remove(const char *name, struct wr_error **err)
 {
 	if (wr_validate_name(name) < 0)
-		return wr_error_set(err, EINVAL, "invalid sandbox name '%s'", name);
+		return wr_error_set(err, EINVAL, "invalid sandbox name '%s'",
+				    name);
 	_cleanup_close_ int lock = lock_record(name);
 	if (lock < 0) {
 		if (lock == -ENOENT)
@@ -120,7 +121,8 @@ int sandbox_reap_stale(struct wr_error **err)
 		return wr_error_set(err, ENOMEM, "runtime path");
 	DIR *d = opendir(dir);
 	if (!d)
-		return errno == ENOENT ? 0 : wr_error_set(err, errno, "%s", dir);
+		return errno == ENOENT ? 0
+				       : wr_error_set(err, errno, "%s", dir);
 	int cleaned = 0;
 	struct dirent *de;
 	while ((de = readdir(d))) {
@@ -131,8 +133,8 @@ int sandbox_reap_stale(struct wr_error **err)
 		if (r < 0) {
 			/* no record yet: stale only if old (a creator may be
 			 * between claim and first write) */
-			_cleanup_free_ char *p = runtime_path("sandboxes/%s",
-							      de->d_name);
+			_cleanup_free_ char *p =
+			    runtime_path("sandboxes/%s", de->d_name);
 			struct stat st;
 			if (p && stat(p, &st) == 0 &&
 			    time(NULL) - st.st_mtime > 60) {
@@ -146,7 +148,8 @@ int sandbox_reap_stale(struct wr_error **err)
 			/* re-check under the lock: another warren may have
 			 * finished the job */
 			struct sandbox_record again;
-			if (lock >= 0 && runtime_record_read(rec.name, &again) == 0) {
+			if (lock >= 0 &&
+			    runtime_record_read(rec.name, &again) == 0) {
 				remove_record(&again);
 				runtime_record_clear(&again);
 				cleaned++;
@@ -171,8 +174,9 @@ int sandbox_reap_stale(struct wr_error **err)
 		fclose(f);
 		struct stat st;
 		_cleanup_free_ char *rdir = runtime_path("sandboxes/%s", owner);
-		if (rdir && owner[0] && stat(rdir, &st) < 0 && errno == ENOENT &&
-		    stat(path, &st) == 0 && time(NULL) - st.st_mtime > 60) {
+		if (rdir && owner[0] && stat(rdir, &st) < 0 &&
+		    errno == ENOENT && stat(path, &st) == 0 &&
+		    time(NULL) - st.st_mtime > 60) {
 			unlink(path);
 			cleaned++;
 		}
@@ -192,7 +196,8 @@ int sandbox_list(struct sandbox_info **out, size_t *n_out,
 	*n_out = 0;
 	DIR *d = opendir(dir);
 	if (!d)
-		return errno == ENOENT ? 0 : wr_error_set(err, errno, "%s", dir);
+		return errno == ENOENT ? 0
+				       : wr_error_set(err, errno, "%s", dir);
 	struct sandbox_info *infos = NULL;
 	size_t n = 0, cap = 0;
 	struct dirent *de;
@@ -206,24 +211,25 @@ int sandbox_list(struct sandbox_info **out, size_t *n_out,
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 8;
 			struct sandbox_info *grown =
-				wr_realloc(infos, ncap * sizeof(*infos));
+			    wr_realloc(infos, ncap * sizeof(*infos));
 			if (!grown) {
 				runtime_record_clear(&rec);
-				ret = wr_error_set(err, ENOMEM, "list sandboxes");
+				ret =
+				    wr_error_set(err, ENOMEM, "list sandboxes");
 				break;
 			}
 			infos = grown;
 			cap = ncap;
 		}
 		infos[n++] = (struct sandbox_info){
-			.name = TAKE_PTR(rec.name),
-			.init_pid = rec.init_pid,
-			.slot = rec.slot,
-			.host_uid_base = wr_slot_uid(rec.slot),
-			.created_ms = rec.created_ms,
-			.deadline_ms = rec.deadline_ms,
-			.alive = runtime_record_alive(&rec),
-			.upper = TAKE_PTR(rec.upper),
+		    .name = TAKE_PTR(rec.name),
+		    .init_pid = rec.init_pid,
+		    .slot = rec.slot,
+		    .host_uid_base = wr_slot_uid(rec.slot),
+		    .created_ms = rec.created_ms,
+		    .deadline_ms = rec.deadline_ms,
+		    .alive = runtime_record_alive(&rec),
+		    .upper = TAKE_PTR(rec.upper),
 		};
 		runtime_record_clear(&rec);
 	}

@@ -42,14 +42,14 @@ int wr_proto_build_request(const char *cwd, char *const argv[],
 	if (!buf)
 		return -ENOMEM;
 	struct wr_proto_request_hdr hdr = {
-		.magic = WR_PROTO_MAGIC,
-		.version = WR_PROTO_VERSION,
-		.flags = flags,
-		.argc = (uint32_t)argc,
-		.envc = (uint32_t)envc,
-		.strings_len = (uint32_t)bytes,
-		.rows = rows,
-		.cols = cols,
+	    .magic = WR_PROTO_MAGIC,
+	    .version = WR_PROTO_VERSION,
+	    .flags = flags,
+	    .argc = (uint32_t)argc,
+	    .envc = (uint32_t)envc,
+	    .strings_len = (uint32_t)bytes,
+	    .rows = rows,
+	    .cols = cols,
 	};
 	memcpy(buf, &hdr, sizeof(hdr));
 	char *p = buf + sizeof(hdr);

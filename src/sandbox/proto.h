@@ -34,9 +34,9 @@ struct wr_proto_request_hdr {
 
 enum wr_proto_msg_type {
 	WR_MSG_STARTED = 1, /* value: pid inside the sandbox */
-	WR_MSG_EXIT,        /* value: exit code (128+N if killed by signal N) */
-	WR_MSG_ERROR,       /* value: errno; text: what failed */
-	WR_MSG_SIGNAL,      /* client -> init; value: signal number */
+	WR_MSG_EXIT,	    /* value: exit code (128+N if killed by signal N) */
+	WR_MSG_ERROR,	    /* value: errno; text: what failed */
+	WR_MSG_SIGNAL,	    /* client -> init; value: signal number */
 	WR_MSG_MAX,
 };
 

@@ -25,8 +25,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define STEP_FAIL(report, fmt, ...)                                            \
-	step_fail(report, errno, fmt, ##__VA_ARGS__)
+#define STEP_FAIL(report, fmt, ...) step_fail(report, errno, fmt, ##__VA_ARGS__)
 
 static int step_fail(struct child_report *report, int errnum, const char *fmt,
 		     ...) __attribute__((format(printf, 3, 4)));
@@ -44,8 +43,8 @@ static int step_fail(struct child_report *report, int errnum, const char *fmt,
 static int openat2_in_root(int root_fd, const char *path, int flags)
 {
 	struct open_how how = {
-		.flags = (uint64_t)(flags | O_CLOEXEC),
-		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+	    .flags = (uint64_t)(flags | O_CLOEXEC),
+	    .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
 	};
 	while (*path == '/')
 		path++;
@@ -85,9 +84,9 @@ static int make_in_root(int root_fd, const char *path, bool is_file)
 	if (parent < 0)
 		return parent;
 	if (is_file) {
-		int f = openat(parent, leaf,
-			       O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
-			       0644);
+		int f = openat(
+		    parent, leaf,
+		    O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
 		if (f < 0 && errno != EEXIST)
 			return -errno;
 		if (f >= 0)
@@ -135,15 +134,15 @@ static int remount_in_root(int root_fd, const char *dest, unsigned long flags)
 static int write_in_root(int root_fd, const char *dir, const char *name,
 			 const char *text)
 {
-	_cleanup_close_ int dfd = openat2_in_root(root_fd, dir, O_PATH | O_DIRECTORY);
+	_cleanup_close_ int dfd =
+	    openat2_in_root(root_fd, dir, O_PATH | O_DIRECTORY);
 	if (dfd < 0) {
 		errno = -dfd;
 		return -1;
 	}
-	_cleanup_close_ int fd = openat(dfd, name,
-					O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW |
-						O_CLOEXEC,
-					0644);
+	_cleanup_close_ int fd =
+	    openat(dfd, name,
+		   O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -1;
 	size_t len = strlen(text);
@@ -153,7 +152,8 @@ static int write_in_root(int root_fd, const char *dir, const char *name,
 static int symlink_in_root(int root_fd, const char *target, const char *dir,
 			   const char *name)
 {
-	_cleanup_close_ int dfd = openat2_in_root(root_fd, dir, O_PATH | O_DIRECTORY);
+	_cleanup_close_ int dfd =
+	    openat2_in_root(root_fd, dir, O_PATH | O_DIRECTORY);
 	if (dfd < 0) {
 		errno = -dfd;
 		return -1;
@@ -171,8 +171,8 @@ static int symlink_in_root(int root_fd, const char *target, const char *dir,
 static int setup_host_mode(int root_fd, const struct sandbox_config *cfg,
 			   struct child_report *report)
 {
-	if (mount_in_root(root_fd, "/usr", false, "/usr", NULL, MS_BIND | MS_REC,
-			  NULL) < 0 ||
+	if (mount_in_root(root_fd, "/usr", false, "/usr", NULL,
+			  MS_BIND | MS_REC, NULL) < 0 ||
 	    remount_in_root(root_fd, "/usr", RO_BIND) < 0)
 		return STEP_FAIL(report, "bind host /usr read-only");
 	for (size_t i = 0; i < hostbase_n_top_entries; i++) {
@@ -188,9 +188,10 @@ static int setup_host_mode(int root_fd, const struct sandbox_config *cfg,
 	}
 	if (cfg->hostname) {
 		char hosts[512], line[128];
-		snprintf(hosts, sizeof(hosts),
-			 "127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost\n",
-			 cfg->hostname);
+		snprintf(
+		    hosts, sizeof(hosts),
+		    "127.0.0.1\tlocalhost %s\n::1\tlocalhost ip6-localhost\n",
+		    cfg->hostname);
 		snprintf(line, sizeof(line), "%s\n", cfg->hostname);
 		if (write_in_root(root_fd, "/etc", "hosts", hosts) < 0 ||
 		    write_in_root(root_fd, "/etc", "hostname", line) < 0)
@@ -199,8 +200,8 @@ static int setup_host_mode(int root_fd, const struct sandbox_config *cfg,
 	return 0;
 }
 
-static const char *const dev_nodes[] = { "null",   "zero",    "full",
-					 "random", "urandom", "tty" };
+static const char *const dev_nodes[] = {"null",	  "zero",    "full",
+					"random", "urandom", "tty"};
 
 /* A minimal /dev: the harmless character devices bound from the host (a user
  * namespace cannot mknod), a private devpts instance, and /dev/shm. */
@@ -231,7 +232,8 @@ static int setup_dev(int root_fd, struct child_report *report)
 	    symlink_in_root(root_fd, "/proc/self/fd/2", "/dev", "stderr") < 0)
 		return STEP_FAIL(report, "create /dev symlinks");
 	/* nothing may add device files later */
-	if (remount_in_root(root_fd, "/dev", MS_RDONLY | MS_NOSUID | MS_NOEXEC) < 0)
+	if (remount_in_root(root_fd, "/dev",
+			    MS_RDONLY | MS_NOSUID | MS_NOEXEC) < 0)
 		return STEP_FAIL(report, "remount /dev read-only");
 	return 0;
 }
@@ -252,7 +254,7 @@ static int attach_binds(struct child_plan *plan, int root_fd,
 			return STEP_FAIL(report, "stat bind %s",
 					 cfg->binds[i].source);
 		_cleanup_close_ int target = make_in_root(
-			root_fd, cfg->binds[i].dest, !S_ISDIR(st.st_mode));
+		    root_fd, cfg->binds[i].dest, !S_ISDIR(st.st_mode));
 		if (target < 0)
 			return step_fail(report, -target,
 					 "create bind target %s",
@@ -261,7 +263,8 @@ static int attach_binds(struct child_plan *plan, int root_fd,
 		fd_path(target, tpath, sizeof(tpath));
 		if (attach_fd(plan->bind_fds[i], tpath) < 0)
 			return STEP_FAIL(report, "bind %s on %s",
-					 cfg->binds[i].source, cfg->binds[i].dest);
+					 cfg->binds[i].source,
+					 cfg->binds[i].dest);
 	}
 	return 0;
 }
@@ -278,10 +281,12 @@ int rootfs_setup(struct child_plan *plan, struct child_report *report)
 	/* The staging tmpfs holds the mount points of the layers and, for a
 	 * scratch sandbox, the writable layer itself: its size is the disk
 	 * cap, and it vanishes with the mount namespace. */
-	uint64_t disk = cfg->disk_bytes ? cfg->disk_bytes : SANDBOX_DEFAULT_DISK;
+	uint64_t disk =
+	    cfg->disk_bytes ? cfg->disk_bytes : SANDBOX_DEFAULT_DISK;
 	snprintf(opts, sizeof(opts), "mode=0755,size=%llu",
 		 (unsigned long long)disk);
-	if (mount("warren-stage", stage, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+	if (mount("warren-stage", stage, "tmpfs", MS_NOSUID | MS_NODEV, opts) <
+	    0)
 		return STEP_FAIL(report, "mount staging tmpfs on %s", stage);
 	if (chdir(stage) < 0)
 		return STEP_FAIL(report, "chdir %s", stage);
@@ -299,10 +304,9 @@ int rootfs_setup(struct child_plan *plan, struct child_report *report)
 			return STEP_FAIL(report, "attach layer %zu", i);
 	}
 	for (size_t i = plan->n_layer_fds; i-- > 0;) {
-		used += (size_t)snprintf(opts + used, sizeof(opts) - used,
-					 "%s%s/lower%zu",
-					 i + 1 == plan->n_layer_fds ? "" : ":",
-					 stage, i);
+		used += (size_t)snprintf(
+		    opts + used, sizeof(opts) - used, "%s%s/lower%zu",
+		    i + 1 == plan->n_layer_fds ? "" : ":", stage, i);
 	}
 	if (plan->n_layer_fds == 0)
 		used += (size_t)snprintf(opts + used, sizeof(opts) - used,
@@ -313,37 +317,39 @@ int rootfs_setup(struct child_plan *plan, struct child_report *report)
 			return STEP_FAIL(report, "attach upper directory %s",
 					 cfg->upper);
 		used += (size_t)snprintf(
-			opts + used, sizeof(opts) - used,
-			",upperdir=%s/upperp/%s,workdir=%s/upperp/%s", stage,
-			plan->upper_name, stage, plan->work_name);
+		    opts + used, sizeof(opts) - used,
+		    ",upperdir=%s/upperp/%s,workdir=%s/upperp/%s", stage,
+		    plan->upper_name, stage, plan->work_name);
 	} else {
 		if (mkdir("upper", 0755) < 0 || mkdir("work", 0755) < 0)
 			return STEP_FAIL(report, "create scratch upper");
 		/* volatile: a scratch layer is never synced to disk */
 		used += (size_t)snprintf(
-			opts + used, sizeof(opts) - used,
-			",upperdir=%s/upper,workdir=%s/work,volatile", stage,
-			stage);
+		    opts + used, sizeof(opts) - used,
+		    ",upperdir=%s/upper,workdir=%s/work,volatile", stage,
+		    stage);
 	}
 	/* userxattr: overlay mounted in a user namespace keeps its metadata
 	 * in user.overlay.* (trusted.* needs init-namespace privilege) */
-	used += (size_t)snprintf(opts + used, sizeof(opts) - used, ",userxattr");
+	used +=
+	    (size_t)snprintf(opts + used, sizeof(opts) - used, ",userxattr");
 	if (used >= sizeof(opts))
 		return step_fail(report, E2BIG, "overlay options too long");
 	snprintf(path, sizeof(path), "%s/root", stage);
 	if (mount("overlay", path, "overlay", MS_NODEV, opts) < 0)
 		return STEP_FAIL(report, "mount overlay root (%s)", opts);
 	_cleanup_close_ int root_fd =
-		open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	    open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root_fd < 0)
 		return STEP_FAIL(report, "open new root");
 
-	static const char *const base_dirs[] = { "/workspace", "/root", "/tmp",
-						 "/proc", "/run" };
+	static const char *const base_dirs[] = {"/workspace", "/root", "/tmp",
+						"/proc", "/run"};
 	for (size_t i = 0; i < ARRAY_SIZE(base_dirs); i++) {
 		int fd = make_in_root(root_fd, base_dirs[i], false);
 		if (fd < 0)
-			return step_fail(report, -fd, "create %s", base_dirs[i]);
+			return step_fail(report, -fd, "create %s",
+					 base_dirs[i]);
 		close(fd);
 	}
 	if (plan->host_mode) {
@@ -367,7 +373,8 @@ int rootfs_setup(struct child_plan *plan, struct child_report *report)
 				  MS_NOSUID | MS_NODEV, opts) < 0)
 			return STEP_FAIL(report, "mount tmpfs on /tmp");
 		if (mount_in_root(root_fd, "/run", false, "warren-run", "tmpfs",
-				  MS_NOSUID | MS_NODEV, "mode=0755,size=16m") < 0)
+				  MS_NOSUID | MS_NODEV,
+				  "mode=0755,size=16m") < 0)
 			return STEP_FAIL(report, "mount tmpfs on /run");
 	} else {
 		_cleanup_close_ int tmp = make_in_root(root_fd, "/tmp", false);

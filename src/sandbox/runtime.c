@@ -77,11 +77,12 @@ char *runtime_path(const char *fmt, ...)
 
 int runtime_ensure_dirs(struct wr_error **err)
 {
-	static const char *const subdirs[] = { "sandboxes", "slots", "stage" };
+	static const char *const subdirs[] = {"sandboxes", "slots", "stage"};
 	const char *base = sandbox_runtime_dir();
 	int r = wr_mkdir_p(base, 0755);
 	if (r < 0)
-		return wr_error_set(err, -r, "create runtime directory %s", base);
+		return wr_error_set(err, -r, "create runtime directory %s",
+				    base);
 	/* in a world-writable parent (/dev/shm) someone else could have made
 	 * it first, or planted a symlink: it must be a directory of ours */
 	struct stat st;
@@ -120,8 +121,9 @@ uint64_t proc_start_time(pid_t pid)
 	/* field 3 (state) is the first after ')'; starttime is field 22 */
 	char state = 0;
 	unsigned long long start = 0;
-	if (sscanf(p, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
-		      "%*d %*d %*d %*d %*d %*d %llu",
+	if (sscanf(p,
+		   " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
+		   "%*d %*d %*d %*d %*d %*d %llu",
 		   &state, &start) != 2)
 		return 0;
 	if (state == 'Z' || state == 'X')
@@ -136,8 +138,8 @@ int runtime_claim(const char *name, int *slot_out, struct wr_error **err)
 		return wr_error_set(err, ENOMEM, "runtime path");
 	if (mkdir(dir, 0700) < 0) {
 		if (errno == EEXIST)
-			return wr_error_input(err, EEXIST,
-					      "a sandbox named %s exists", name);
+			return wr_error_input(
+			    err, EEXIST, "a sandbox named %s exists", name);
 		return wr_error_set(err, errno, "create %s", dir);
 	}
 	/* spread claims so concurrent creators rarely collide */
@@ -184,18 +186,18 @@ void runtime_release(const char *name, int slot)
 int runtime_record_write(const struct sandbox_record *rec,
 			 struct wr_error **err)
 {
-	json_t *o = json_pack(
-		"{s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-		"name", rec->name, "slot", rec->slot, "mode",
-		rec->mode == SANDBOX_MODE_SERVE ? "serve" : "run", "init_pid",
-		(json_int_t)rec->init_pid, "init_start",
-		(json_int_t)rec->init_start, "owner_pid",
-		(json_int_t)rec->owner_pid, "owner_start",
-		(json_int_t)rec->owner_start, "created_ms",
-		(json_int_t)rec->created_ms, "deadline_ms",
-		(json_int_t)rec->deadline_ms, "host_uid_base",
-		(json_int_t)wr_slot_uid(rec->slot), "store_uid",
-		(json_int_t)WR_STORE_UID);
+	json_t *o =
+	    json_pack("{s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+		      "name", rec->name, "slot", rec->slot, "mode",
+		      rec->mode == SANDBOX_MODE_SERVE ? "serve" : "run",
+		      "init_pid", (json_int_t)rec->init_pid, "init_start",
+		      (json_int_t)rec->init_start, "owner_pid",
+		      (json_int_t)rec->owner_pid, "owner_start",
+		      (json_int_t)rec->owner_start, "created_ms",
+		      (json_int_t)rec->created_ms, "deadline_ms",
+		      (json_int_t)rec->deadline_ms, "host_uid_base",
+		      (json_int_t)wr_slot_uid(rec->slot), "store_uid",
+		      (json_int_t)WR_STORE_UID);
 	if (!o)
 		return wr_error_set(err, ENOMEM, "encode sandbox record");
 	if (rec->upper)
@@ -207,10 +209,10 @@ int runtime_record_write(const struct sandbox_record *rec,
 	if (!text)
 		return wr_error_set(err, ENOMEM, "encode sandbox record");
 	_cleanup_free_ char *path =
-		runtime_path("sandboxes/%s/state.json", rec->name);
-	int r = path ? wr_write_file_atomic(path, text, strlen(text), 0600,
-						 false)
-		     : -ENOMEM;
+	    runtime_path("sandboxes/%s/state.json", rec->name);
+	int r =
+	    path ? wr_write_file_atomic(path, text, strlen(text), 0600, false)
+		 : -ENOMEM;
 	free(text);
 	if (r < 0)
 		return wr_error_set(err, -r, "write sandbox record");
@@ -225,7 +227,8 @@ static char *dup_json_string(json_t *o, const char *key)
 
 int runtime_record_read(const char *name, struct sandbox_record *rec)
 {
-	_cleanup_free_ char *path = runtime_path("sandboxes/%s/state.json", name);
+	_cleanup_free_ char *path =
+	    runtime_path("sandboxes/%s/state.json", name);
 	if (!path)
 		return -ENOMEM;
 	_cleanup_free_ char *text = NULL;
@@ -244,15 +247,17 @@ int runtime_record_read(const char *name, struct sandbox_record *rec)
 	const char *mode = json_string_value(json_object_get(o, "mode"));
 	rec->mode = mode && !strcmp(mode, "serve") ? SANDBOX_MODE_SERVE
 						   : SANDBOX_MODE_RUN;
-	rec->init_pid = (pid_t)json_integer_value(json_object_get(o, "init_pid"));
+	rec->init_pid =
+	    (pid_t)json_integer_value(json_object_get(o, "init_pid"));
 	rec->init_start =
-		(uint64_t)json_integer_value(json_object_get(o, "init_start"));
+	    (uint64_t)json_integer_value(json_object_get(o, "init_start"));
 	rec->owner_pid =
-		(pid_t)json_integer_value(json_object_get(o, "owner_pid"));
+	    (pid_t)json_integer_value(json_object_get(o, "owner_pid"));
 	rec->owner_start =
-		(uint64_t)json_integer_value(json_object_get(o, "owner_start"));
+	    (uint64_t)json_integer_value(json_object_get(o, "owner_start"));
 	rec->created_ms = json_integer_value(json_object_get(o, "created_ms"));
-	rec->deadline_ms = json_integer_value(json_object_get(o, "deadline_ms"));
+	rec->deadline_ms =
+	    json_integer_value(json_object_get(o, "deadline_ms"));
 	rec->upper = dup_json_string(o, "upper");
 	rec->work_dir = dup_json_string(o, "work_dir");
 	json_decref(o);
@@ -276,8 +281,9 @@ bool runtime_record_alive(const struct sandbox_record *rec)
 	bool owner_alive = rec->owner_pid > 0 &&
 			   proc_start_time(rec->owner_pid) == rec->owner_start;
 	if (rec->init_pid > 0) {
-		bool init_alive = rec->init_start != 0 &&
-				  proc_start_time(rec->init_pid) == rec->init_start;
+		bool init_alive =
+		    rec->init_start != 0 &&
+		    proc_start_time(rec->init_pid) == rec->init_start;
 		/* a one-off sandbox lives only as long as its warren */
 		if (rec->mode == SANDBOX_MODE_RUN)
 			return init_alive && owner_alive;

@@ -45,26 +45,26 @@ struct sandbox_bind {
 /* Strings are borrowed (e.g. from argv); arrays are owned by the config and
  * released with sandbox_config_clear(). Zero limits mean "the default". */
 struct sandbox_config {
-	const char *name;     /* NULL: generated (one-off sandboxes) */
-	const char *rootfs;   /* NULL: host mode (host /usr + minimal /etc) */
-	const char **layers;  /* read-only lower layers, bottom first */
+	const char *name;    /* NULL: generated (one-off sandboxes) */
+	const char *rootfs;  /* NULL: host mode (host /usr + minimal /etc) */
+	const char **layers; /* read-only lower layers, bottom first */
 	size_t n_layers;
-	const char *upper;    /* NULL: scratch upper, discarded at exit;
-			       * else a layer directory: DIR/upper + DIR/work */
+	const char *upper; /* NULL: scratch upper, discarded at exit;
+			    * else a layer directory: DIR/upper + DIR/work */
 	struct sandbox_bind *binds;
 	size_t n_binds;
-	const char **env;     /* "K=V" */
+	const char **env; /* "K=V" */
 	size_t n_env;
 	const char *cwd;      /* default /workspace */
 	const char *hostname; /* default: the sandbox name */
 	uint64_t memory_bytes;
-	uint64_t millicpus;   /* 0: unlimited */
+	uint64_t millicpus; /* 0: unlimited */
 	uint64_t pids;
-	uint64_t disk_bytes;  /* size cap of the writable layer */
-	uint64_t timeout_ms;  /* 0: none */
+	uint64_t disk_bytes; /* size cap of the writable layer */
+	uint64_t timeout_ms; /* 0: none */
 	enum sandbox_net net;
-	bool allow_userns;    /* let the sandbox create user namespaces */
-	bool no_seccomp;      /* tests/debugging only; never the default */
+	bool allow_userns; /* let the sandbox create user namespaces */
+	bool no_seccomp;   /* tests/debugging only; never the default */
 };
 
 #define SANDBOX_DEFAULT_MEMORY (4ULL << 30)
@@ -88,8 +88,8 @@ struct sandbox_timings {
 	uint64_t cgroup_us;  /* cgroup create + limits */
 	uint64_t prepare_us; /* idmapped layer mounts */
 	uint64_t clone_us;   /* clone until the child is released */
-	uint64_t setup_us;   /* child: mounts, pivot, caps, seccomp, exec init */
-	uint64_t total_us;   /* request to init running */
+	uint64_t setup_us; /* child: mounts, pivot, caps, seccomp, exec init */
+	uint64_t total_us; /* request to init running */
 };
 
 struct sandbox;
@@ -101,10 +101,10 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 		   struct wr_error **err);
 
 struct sandbox_result {
-	int exit_code;    /* the command's status, 128+N if killed by signal N */
-	bool timed_out;   /* the wall-clock timeout fired */
-	bool oom_killed;  /* the memory limit killed a process */
-	uint64_t run_us;  /* init start to exit */
+	int exit_code;	 /* the command's status, 128+N if killed by signal N */
+	bool timed_out;	 /* the wall-clock timeout fired */
+	bool oom_killed; /* the memory limit killed a process */
+	uint64_t run_us; /* init start to exit */
 	uint64_t destroy_us;
 	struct sandbox_timings timings;
 };
@@ -127,7 +127,7 @@ struct sandbox_info {
 	pid_t init_pid;
 	int slot;
 	uid_t host_uid_base;
-	int64_t created_ms; /* unix epoch ms */
+	int64_t created_ms;  /* unix epoch ms */
 	int64_t deadline_ms; /* 0: no timeout */
 	bool alive;
 	char *upper; /* NULL: scratch */
@@ -147,7 +147,7 @@ struct sandbox_exec_request {
 	char *const *env; /* NULL-terminated "K=V"; NULL: default env */
 	const char *cwd;  /* NULL: /workspace */
 	bool tty;
-	int stdio[3];     /* fds handed to the command (ignored with tty) */
+	int stdio[3]; /* fds handed to the command (ignored with tty) */
 };
 /* Runs a command in a long-lived sandbox through its init's exec socket;
  * with tty, relays the caller's terminal. Returns the command's exit code

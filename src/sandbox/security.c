@@ -33,9 +33,9 @@
  * need); not enough to mount, trace, configure the network or load code into
  * the kernel. They only ever apply to objects the user namespace owns. */
 static const int kept_caps[] = {
-	CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_FOWNER,  CAP_FSETID,
-	CAP_KILL,   CAP_SETGID,       CAP_SETUID,  CAP_SETPCAP,
-	CAP_SETFCAP, CAP_NET_BIND_SERVICE, CAP_SYS_CHROOT,
+    CAP_CHOWN,	 CAP_DAC_OVERRIDE,     CAP_FOWNER,     CAP_FSETID,
+    CAP_KILL,	 CAP_SETGID,	       CAP_SETUID,     CAP_SETPCAP,
+    CAP_SETFCAP, CAP_NET_BIND_SERVICE, CAP_SYS_CHROOT,
 };
 
 static bool cap_kept(int cap)
@@ -65,14 +65,16 @@ static int drop_capabilities(struct child_report *report)
 	for (int cap = 0; cap <= last; cap++) {
 		if (cap_kept(cap))
 			continue;
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) {
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 &&
+		    errno != EINVAL) {
 			snprintf(report->step, sizeof(report->step),
-				 "drop capability %d from the bounding set", cap);
+				 "drop capability %d from the bounding set",
+				 cap);
 			return -(report->err = errno);
 		}
 	}
 	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
 	struct __user_cap_data_struct data[2];
 	memset(data, 0, sizeof(data));
 	for (size_t i = 0; i < ARRAY_SIZE(kept_caps); i++) {
@@ -89,24 +91,57 @@ static int drop_capabilities(struct child_report *report)
 
 /* System calls a coding sandbox never needs, refused with EPERM. */
 static const char *const denied_syscalls[] = {
-	/* loading code into the kernel, replacing it */
-	"init_module", "finit_module", "delete_module", "kexec_load",
-	"kexec_file_load", "bpf",
-	/* kernel attack surface with a long CVE history */
-	"perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
-	"io_uring_setup", "io_uring_enter", "io_uring_register",
-	/* filesystem topology: the sandbox's mounts are final */
-	"mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen",
-	"fsconfig", "fsmount", "fspick", "mount_setattr",
-	/* file handles bypass path checks (the "shocker" escape) */
-	"open_by_handle_at", "name_to_handle_at",
-	/* the machine, not the sandbox */
-	"reboot", "swapon", "swapoff", "settimeofday", "clock_settime",
-	"clock_adjtime", "adjtimex", "acct", "quotactl", "quotactl_fd",
-	"syslog", "iopl", "ioperm", "vhangup", "uselib", "nfsservctl",
-	"lookup_dcookie", "fanotify_init",
-	/* joining other namespaces */
-	"setns",
+    /* loading code into the kernel, replacing it */
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "kexec_file_load",
+    "bpf",
+    /* kernel attack surface with a long CVE history */
+    "perf_event_open",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    /* filesystem topology: the sandbox's mounts are final */
+    "mount",
+    "umount2",
+    "pivot_root",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+    /* file handles bypass path checks (the "shocker" escape) */
+    "open_by_handle_at",
+    "name_to_handle_at",
+    /* the machine, not the sandbox */
+    "reboot",
+    "swapon",
+    "swapoff",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "acct",
+    "quotactl",
+    "quotactl_fd",
+    "syslog",
+    "iopl",
+    "ioperm",
+    "vhangup",
+    "uselib",
+    "nfsservctl",
+    "lookup_dcookie",
+    "fanotify_init",
+    /* joining other namespaces */
+    "setns",
 };
 
 static int add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name,
@@ -125,9 +160,11 @@ static scmp_filter_ctx build_filter(bool allow_userns)
 		return NULL;
 	int r = 0;
 	/* foreign-ABI calls (int 0x80, x32) would bypass every rule below */
-	r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH,
+			     SCMP_ACT_KILL_PROCESS);
 	if (r == 0)
-		r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0); /* set already */
+		r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP,
+				     0); /* set already */
 	/* a binary tree of syscall numbers: fewer instructions per syscall,
 	 * which is also what the kernel walks for each syscall number when it
 	 * builds its action cache at load time */
@@ -139,19 +176,20 @@ static scmp_filter_ctx build_filter(bool allow_userns)
 	/* TIOCSTI/TIOCLINUX push input into a terminal we may share with
 	 * the caller (CVE-2017-5226). ioctl's command is an int: compare the
 	 * low 32 bits so high garbage bits cannot dodge the rule. */
-	struct scmp_arg_cmp tiocsti = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu,
-					      TIOCSTI);
-	struct scmp_arg_cmp tioclinux = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu,
-						TIOCLINUX);
+	struct scmp_arg_cmp tiocsti =
+	    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI);
+	struct scmp_arg_cmp tioclinux =
+	    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX);
 	if (r == 0)
 		r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, &tiocsti);
 	if (r == 0)
-		r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, &tioclinux);
+		r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1,
+			     &tioclinux);
 	if (!allow_userns) {
 		/* unprivileged user namespaces give back every capability
 		 * (over a nested namespace): a large kernel surface */
-		struct scmp_arg_cmp newuser = SCMP_A0(
-			SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER);
+		struct scmp_arg_cmp newuser =
+		    SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER);
 		if (r == 0)
 			r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "clone", 1,
 				     &newuser);
@@ -217,8 +255,9 @@ int seccomp_prepare(bool allow_userns, struct seccomp_program *out)
 {
 	memset(out, 0, sizeof(*out));
 	_cleanup_free_ char *dir = runtime_path("seccomp");
-	_cleanup_free_ char *path = runtime_path(
-		"seccomp/%016llx.bpf", (unsigned long long)filter_key(allow_userns));
+	_cleanup_free_ char *path =
+	    runtime_path("seccomp/%016llx.bpf",
+			 (unsigned long long)filter_key(allow_userns));
 	if (!dir || !path)
 		return -ENOMEM;
 	if (read_program(path, out) == 0)
@@ -230,7 +269,8 @@ int seccomp_prepare(bool allow_userns, struct seccomp_program *out)
 	_cleanup_free_ char *tmp = wr_asprintf("%s.%d", path, (int)getpid());
 	int r = -ENOMEM;
 	if (tmp) {
-		int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		int fd =
+		    open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		r = fd < 0 ? -errno : seccomp_export_bpf(ctx, fd);
 		if (fd >= 0)
 			close(fd);
@@ -260,14 +300,16 @@ int security_apply(const struct sandbox_config *cfg,
 	if (r < 0)
 		return r;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-		snprintf(report->step, sizeof(report->step), "set no_new_privs");
+		snprintf(report->step, sizeof(report->step),
+			 "set no_new_privs");
 		return -(report->err = errno);
 	}
 	if (cfg->no_seccomp)
 		return 0;
 	/* the program was compiled (or read from the cache) by the parent */
-	r = prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program->prog) < 0 ? -errno
-									 : 0;
+	r = prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program->prog) < 0
+		? -errno
+		: 0;
 	if (r < 0) {
 		snprintf(report->step, sizeof(report->step),
 			 "install seccomp filter");

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static unsigned long fail_at;   /* 0: never fail */
+static unsigned long fail_at;	/* 0: never fail */
 static unsigned long alloc_seq; /* allocations since fail_at was armed */
 static int env_checked;
 

@@ -1,7 +1,8 @@
 /* cleanup.h - scope-bound cleanup helpers (systemd/bubblewrap style).
  *
  * _cleanup_free_, _cleanup_close_, _cleanup_fclose_ release a resource when
- * the variable leaves scope; TAKE_PTR/TAKE_FD hand ownership over explicitly. */
+ * the variable leaves scope; TAKE_PTR/TAKE_FD hand ownership over explicitly.
+ */
 #ifndef WR_UTIL_CLEANUP_H
 #define WR_UTIL_CLEANUP_H
 
@@ -35,18 +36,18 @@ static inline void wr_fclosep(FILE **f)
 #define _cleanup_close_ _cleanup_(wr_closep)
 #define _cleanup_fclose_ _cleanup_(wr_fclosep)
 
-#define TAKE_PTR(p)                                                            \
-	({                                                                     \
-		__typeof__(p) _taken = (p);                                    \
-		(p) = NULL;                                                    \
-		_taken;                                                        \
+#define TAKE_PTR(p)                         \
+	({                                  \
+		__typeof__(p) _taken = (p); \
+		(p) = NULL;                 \
+		_taken;                     \
 	})
 
-#define TAKE_FD(fd)                                                            \
-	({                                                                     \
-		int _taken = (fd);                                             \
-		(fd) = -1;                                                     \
-		_taken;                                                        \
+#define TAKE_FD(fd)                \
+	({                         \
+		int _taken = (fd); \
+		(fd) = -1;         \
+		_taken;            \
 	})
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

@@ -11,7 +11,7 @@
 
 /* Used when the error itself cannot be allocated: the caller still sees the
  * errno and a fixed message instead of a crash. */
-static struct wr_error oom_error = { ENOMEM, (char *)"out of memory", false };
+static struct wr_error oom_error = {ENOMEM, (char *)"out of memory", false};
 
 static int error_setv(struct wr_error **err, int errnum, bool bad_input,
 		      const char *fmt, va_list ap)

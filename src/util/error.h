@@ -10,20 +10,20 @@
 #include <stdbool.h>
 
 struct wr_error {
-	int errnum;     /* positive errno, 0 if none applies */
-	char *msg;      /* full message including context */
+	int errnum;	/* positive errno, 0 if none applies */
+	char *msg;	/* full message including context */
 	bool bad_input; /* the caller's input was wrong (CLI: exit 2) */
 };
 
 /* Set *err (if err and *err is NULL) and return -errnum (or -EINVAL if 0). */
 int wr_error_set(struct wr_error **err, int errnum, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 /* Prefix the message of *err with "context: "; returns -errnum of *err. */
 int wr_error_wrap(struct wr_error **err, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 /* wr_error_set for errors in what the user gave us (options, paths). */
 int wr_error_input(struct wr_error **err, int errnum, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 void wr_error_free(struct wr_error *err);
 void wr_error_freep(struct wr_error **err);
 

@@ -69,7 +69,7 @@ static int rm_rf_children(int dirfd, dev_t dev, int depth)
 			}
 			int child = openat(dirfd, de->d_name,
 					   O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-						   O_CLOEXEC);
+					       O_CLOEXEC);
 			if (child < 0) {
 				if (ret == 0)
 					ret = -errno;
@@ -115,7 +115,7 @@ int wr_write_file_atomic(const char *path, const void *data, size_t len,
 	if (!tmp)
 		return -ENOMEM;
 	_cleanup_close_ int fd =
-		open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	    open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
 	if (fd < 0)
 		return -errno;
 	const char *p = data;
@@ -232,14 +232,13 @@ static DIR *opendir_at(int dirfd)
 
 static int copy_file(int src_dir, const char *name, int dst_dir, mode_t mode)
 {
-	_cleanup_close_ int in = openat(src_dir, name,
-					O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int in =
+	    openat(src_dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (in < 0)
 		return -errno;
-	_cleanup_close_ int out = openat(dst_dir, name,
-					 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-						 O_CLOEXEC,
-					 mode & 07777);
+	_cleanup_close_ int out = openat(
+	    dst_dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+	    mode & 07777);
 	if (out < 0)
 		return -errno;
 	char buf[65536];
@@ -278,7 +277,8 @@ static int copy_children(int src_dir, int dst_dir, dev_t dev, int depth)
 		if (fstatat(src_dir, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
 		if (S_ISREG(st.st_mode)) {
-			ret = copy_file(src_dir, de->d_name, dst_dir, st.st_mode);
+			ret =
+			    copy_file(src_dir, de->d_name, dst_dir, st.st_mode);
 		} else if (S_ISLNK(st.st_mode)) {
 			char target[4096];
 			ssize_t n = readlinkat(src_dir, de->d_name, target,
@@ -289,16 +289,17 @@ static int copy_children(int src_dir, int dst_dir, dev_t dev, int depth)
 			if (symlinkat(target, dst_dir, de->d_name) < 0)
 				ret = -errno;
 		} else if (S_ISDIR(st.st_mode) && st.st_dev == dev) {
-			if (mkdirat(dst_dir, de->d_name, st.st_mode & 07777) < 0) {
+			if (mkdirat(dst_dir, de->d_name, st.st_mode & 07777) <
+			    0) {
 				ret = -errno;
 				break;
 			}
-			_cleanup_close_ int s = openat(src_dir, de->d_name,
-						       O_RDONLY | O_DIRECTORY |
-							       O_NOFOLLOW | O_CLOEXEC);
-			_cleanup_close_ int d = openat(dst_dir, de->d_name,
-						       O_RDONLY | O_DIRECTORY |
-							       O_NOFOLLOW | O_CLOEXEC);
+			_cleanup_close_ int s = openat(
+			    src_dir, de->d_name,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			_cleanup_close_ int d = openat(
+			    dst_dir, de->d_name,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (s < 0 || d < 0)
 				continue; /* unreadable: skipped */
 			ret = copy_children(s, d, dev, depth + 1);
@@ -329,7 +330,7 @@ int wr_copy_tree(const char *src, const char *dst)
 		return -EINVAL;
 	*slash = '\0';
 	_cleanup_close_ int dst_parent =
-		open(parent[0] ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	    open(parent[0] ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dst_parent < 0)
 		return -errno;
 	if (S_ISREG(st.st_mode)) {
@@ -342,8 +343,9 @@ int wr_copy_tree(const char *src, const char *dst)
 		*s = '\0';
 		if (strcmp(s + 1, slash + 1))
 			return -EINVAL; /* same base name expected */
-		_cleanup_close_ int src_parent = open(
-			sparent[0] ? sparent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		_cleanup_close_ int src_parent =
+		    open(sparent[0] ? sparent : "/",
+			 O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (src_parent < 0)
 			return -errno;
 		return copy_file(src_parent, s + 1, dst_parent, st.st_mode);
@@ -371,15 +373,17 @@ static int chown_children(int dirfd, uid_t uid, gid_t gid, int depth)
 	while ((de = readdir(dir))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (fchownat(dirfd, de->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 &&
+		if (fchownat(dirfd, de->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) <
+			0 &&
 		    ret == 0)
 			ret = -errno;
 		if (de->d_type == DT_DIR) {
 			_cleanup_close_ int child = openat(
-				dirfd, de->d_name,
-				O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			    dirfd, de->d_name,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (child >= 0) {
-				int r = chown_children(child, uid, gid, depth + 1);
+				int r =
+				    chown_children(child, uid, gid, depth + 1);
 				if (r < 0 && ret == 0)
 					ret = r;
 			}
@@ -394,7 +398,7 @@ int wr_chown_tree(const char *path, uid_t uid, gid_t gid)
 	if (lchown(path, uid, gid) < 0)
 		return -errno;
 	_cleanup_close_ int fd =
-		open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	    open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOTDIR || errno == ELOOP ? 0 : -errno;
 	return chown_children(fd, uid, gid, 0);

@@ -74,7 +74,8 @@ int wr_parse_size(const char *text, uint64_t *out_bytes)
 		}
 		p++;
 		/* accept K, KB, KiB (all binary) */
-		if (unit > 1 && (strcasecmp(p, "ib") == 0 || strcasecmp(p, "b") == 0))
+		if (unit > 1 &&
+		    (strcasecmp(p, "ib") == 0 || strcasecmp(p, "b") == 0))
 			p += strlen(p);
 		if (*p)
 			return -EINVAL;

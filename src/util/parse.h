@@ -1,6 +1,7 @@
 /* parse.h - parsers for the values users type on command lines and in
  * configuration: sizes ("512M"), durations ("90s"), counts, names.
- * All reject trailing garbage, overflow and empty input with -EINVAL/-ERANGE. */
+ * All reject trailing garbage, overflow and empty input with -EINVAL/-ERANGE.
+ */
 #ifndef WR_UTIL_PARSE_H
 #define WR_UTIL_PARSE_H
 
