@@ -26,8 +26,6 @@ int cmd_sandbox_exec(int argc, char **argv)
 	char **env = wr_calloc((size_t)argc + 8, sizeof(char *));
 	if (!env)
 		return WR_EXIT_FAILURE;
-	for (size_t i = 0; sandbox_default_env[i]; i++)
-		env[n_env++] = (char *)sandbox_default_env[i];
 	int ret = 0;
 	/* NAME may come before or after the options (but before "--") */
 	const char *name = NULL;

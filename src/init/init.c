@@ -167,7 +167,9 @@ static int run_mode(char **argv, long long timeout_ms)
 		struct signalfd_siginfo si;
 		while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
 			if (si.ssi_signo != SIGCHLD) {
-				kill(cmd, (int)si.ssi_signo);
+				/* to the command's process group, as a
+				 * terminal would deliver it */
+				kill(-cmd, (int)si.ssi_signo);
 				continue;
 			}
 			int status;

@@ -258,7 +258,10 @@ static int open_layer(struct prepared *p, const char *path, int slot,
 		return wr_error_input(err, errno, "%s %s", what, path);
 	int ns = userns_for(p, st.st_uid, slot);
 	if (ns < 0)
-		return wr_error_set(err, -ns, "%s %s: idmap user namespace",
+		return wr_error_set(err, -ns,
+				    "%s %s: create a user namespace (are user "
+				    "namespaces disabled or restricted on this "
+				    "host? see docs/security.md)",
 				    what, path);
 	int fd =
 	    idmap_mount_open(path, ns, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV);
@@ -277,34 +280,57 @@ const char *const sandbox_default_env[] = {
     NULL,
 };
 
-/* The command's environment: a fixed default plus --env, never the
- * caller's (which may hold secrets). Later entries replace earlier ones. */
-static char **build_env(const struct sandbox_config *cfg)
+static size_t count_list(char *const *list)
 {
-	size_t n_default = 0;
-	while (sandbox_default_env[n_default])
-		n_default++;
-	size_t cap = n_default + cfg->n_env + 2;
-	char **env = wr_calloc(cap, sizeof(char *));
-	if (!env)
-		return NULL;
 	size_t n = 0;
-	for (size_t i = 0; i < n_default; i++)
-		env[n++] = (char *)sandbox_default_env[i];
-	for (size_t i = 0; i < cfg->n_env; i++) {
-		const char *kv = cfg->env[i];
-		size_t klen = (size_t)(strchr(kv, '=') - kv);
+	while (list && list[n])
+		n++;
+	return n;
+}
+
+/* Appends list to env (of n entries), a later key replacing an earlier. */
+static void merge_env(char **env, size_t *n, char *const *list)
+{
+	for (size_t i = 0; list && list[i]; i++) {
+		const char *kv = list[i];
+		const char *eq = strchr(kv, '=');
+		size_t klen = eq ? (size_t)(eq - kv) : strlen(kv);
 		size_t j;
-		for (j = 0; j < n; j++) {
+		for (j = 0; j < *n; j++) {
 			if (!strncmp(env[j], kv, klen + 1))
 				break;
 		}
 		env[j] = (char *)kv;
-		if (j == n)
-			n++;
+		if (j == *n)
+			(*n)++;
 	}
+}
+
+/* A command's environment: the fixed default plus what was asked for,
+ * never the caller's (which may hold secrets). */
+char **sandbox_compose_env(char *const *record_env, char *const *extra)
+{
+	size_t cap = count_list((char *const *)sandbox_default_env) +
+		     count_list(record_env) + count_list(extra) + 1;
+	char **env = wr_calloc(cap, sizeof(char *));
+	if (!env)
+		return NULL;
+	size_t n = 0;
+	merge_env(env, &n, (char *const *)sandbox_default_env);
+	merge_env(env, &n, record_env);
+	merge_env(env, &n, extra);
 	env[n] = NULL;
 	return env;
+}
+
+static char **build_env(const struct sandbox_config *cfg)
+{
+	_cleanup_free_ char **extra = wr_calloc(cfg->n_env + 1, sizeof(char *));
+	if (!extra)
+		return NULL;
+	for (size_t i = 0; i < cfg->n_env; i++)
+		extra[i] = (char *)cfg->env[i];
+	return sandbox_compose_env(NULL, extra);
 }
 
 static int open_listen_socket(const char *name, struct wr_error **err)
@@ -386,6 +412,7 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 	/* declared before the first goto: cleanup must never see garbage */
 	_cleanup_free_ char *init_path = NULL;
 	_cleanup_free_ char *stage = NULL;
+	_cleanup_free_ char **rec_env = NULL;
 	int r = sandbox_config_validate(cfg, err);
 	if (r < 0)
 		return r;
@@ -439,6 +466,18 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 	    .deadline_ms =
 		cfg->timeout_ms ? wr_now_ms() + (int64_t)cfg->timeout_ms : 0,
 	};
+	if (mode == SANDBOX_MODE_SERVE) {
+		/* exec uses create's --env and --cwd as its defaults */
+		rec_env = wr_calloc(cfg->n_env + 1, sizeof(char *));
+		if (!rec_env) {
+			r = wr_error_set(err, ENOMEM, "create sandbox");
+			goto fail;
+		}
+		for (size_t i = 0; i < cfg->n_env; i++)
+			rec_env[i] = (char *)cfg->env[i];
+		rec.env = rec_env;
+		rec.cwd = (char *)cfg->cwd;
+	}
 	r = runtime_record_write(&rec, err);
 	if (r < 0)
 		goto fail;

@@ -212,6 +212,16 @@ int sandbox_exec(const char *name, const struct sandbox_exec_request *req,
 			    err, ENOENT, "no running sandbox named %s", name);
 		return wr_error_set(err, errno, "exec: connect to %s", name);
 	}
+	/* create's --env and --cwd are the defaults */
+	struct sandbox_record rec;
+	int r = runtime_record_read(name, &rec);
+	if (r < 0)
+		return wr_error_input(err, ENOENT, "no running sandbox named %s",
+				      name);
+	/* env borrows the record's strings until the request is built */
+	char **env = sandbox_compose_env(rec.env, req->env);
+	const char *cwd =
+	    req->cwd ? req->cwd : rec.cwd ? rec.cwd : SANDBOX_DEFAULT_CWD;
 	uint16_t rows = 0, cols = 0;
 	if (req->tty) {
 		struct winsize ws;
@@ -222,9 +232,12 @@ int sandbox_exec(const char *name, const struct sandbox_exec_request *req,
 	}
 	_cleanup_free_ void *buf = NULL;
 	size_t len;
-	int r = wr_proto_build_request(
-	    req->cwd ? req->cwd : SANDBOX_DEFAULT_CWD, req->argv, req->env,
-	    req->tty ? WR_PROTO_FLAG_TTY : 0, rows, cols, &buf, &len);
+	r = env ? wr_proto_build_request(cwd, req->argv, env,
+					 req->tty ? WR_PROTO_FLAG_TTY : 0,
+					 rows, cols, &buf, &len)
+		: -ENOMEM;
+	free(env);
+	runtime_record_clear(&rec);
 	if (r < 0)
 		return wr_error_set(err, -r, "exec: build request");
 	r = send_request(sock, buf, len, req->stdio, req->tty ? 0 : 3);

@@ -149,6 +149,8 @@ struct sandbox_record {
 	int64_t deadline_ms;
 	char *upper;
 	char *work_dir; /* persistent upper's work dir, removed at destroy */
+	char **env;	/* serve mode: create's --env, defaults for exec */
+	char *cwd;	/* serve mode: create's --cwd, default for exec */
 };
 
 char *runtime_path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -164,6 +166,9 @@ uint64_t proc_start_time(pid_t pid); /* 0 if not running */
 bool runtime_record_alive(const struct sandbox_record *rec);
 /* Name of a live sandbox using upper dir (realpath), or NULL. */
 char *runtime_upper_in_use(const char *upper_real);
+/* env = defaults, then the record's, then extra; later keys replace
+ * earlier ones. NULL-terminated; the strings are borrowed. */
+char **sandbox_compose_env(char *const *record_env, char *const *extra);
 int64_t wr_now_ms(void);
 uint64_t wr_mono_us(void);
 

@@ -131,6 +131,23 @@ static int remount_in_root(int root_fd, const char *dest, unsigned long flags)
 	return mount(NULL, tpath, NULL, MS_REMOUNT | MS_BIND | flags, NULL);
 }
 
+/* Read-only, nosuid, nodev on a bind and every submount under it (a plain
+ * remount would change the top mount only). */
+static int make_readonly_recursive(int root_fd, const char *dest)
+{
+	_cleanup_close_ int target = openat2_in_root(root_fd, dest, O_PATH);
+	if (target < 0) {
+		errno = -target;
+		return -1;
+	}
+	struct mount_attr attr = {
+	    .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+			MOUNT_ATTR_NODEV,
+	};
+	return (int)syscall(SYS_mount_setattr, target, "",
+			    AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr));
+}
+
 static int write_in_root(int root_fd, const char *dir, const char *name,
 			 const char *text)
 {
@@ -166,14 +183,13 @@ static int symlink_in_root(int root_fd, const char *target, const char *dir,
 /* Host mode: the host's /usr read-only (and, on hosts without a merged /usr,
  * the real top-level library directories). The rest of the top level and
  * /etc come from the host base layer (hostbase.c). */
-#define RO_BIND (MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 static int setup_host_mode(int root_fd, const struct sandbox_config *cfg,
 			   struct child_report *report)
 {
 	if (mount_in_root(root_fd, "/usr", false, "/usr", NULL,
 			  MS_BIND | MS_REC, NULL) < 0 ||
-	    remount_in_root(root_fd, "/usr", RO_BIND) < 0)
+	    make_readonly_recursive(root_fd, "/usr") < 0)
 		return STEP_FAIL(report, "bind host /usr read-only");
 	for (size_t i = 0; i < hostbase_n_top_entries; i++) {
 		char host[64];
@@ -183,7 +199,7 @@ static int setup_host_mode(int root_fd, const struct sandbox_config *cfg,
 			continue; /* symlinks are in the base layer */
 		if (mount_in_root(root_fd, host, false, host, NULL,
 				  MS_BIND | MS_REC, NULL) < 0 ||
-		    remount_in_root(root_fd, host, RO_BIND) < 0)
+		    make_readonly_recursive(root_fd, host) < 0)
 			return STEP_FAIL(report, "bind host %s", host);
 	}
 	if (cfg->hostname) {
@@ -259,9 +275,10 @@ static int attach_binds(struct child_plan *plan, int root_fd,
 			return step_fail(report, -target,
 					 "create bind target %s",
 					 cfg->binds[i].dest);
-		char tpath[64];
-		fd_path(target, tpath, sizeof(tpath));
-		if (attach_fd(plan->bind_fds[i], tpath) < 0)
+		/* attach onto the fd itself: a /proc/self/fd path would be a
+		 * magic link, which move_mount does not follow */
+		if (syscall(SYS_move_mount, plan->bind_fds[i], "", target, "",
+			    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
 			return STEP_FAIL(report, "bind %s on %s",
 					 cfg->binds[i].source,
 					 cfg->binds[i].dest);
@@ -293,7 +310,9 @@ int rootfs_setup(struct child_plan *plan, struct child_report *report)
 	if (mkdir("root", 0755) < 0 || mkdir("empty", 0755) < 0)
 		return STEP_FAIL(report, "create staging directories");
 
-	/* lowerdir lists the top layer first */
+	/* lowerdir lists the top layer first. Paths are relative to the
+	 * staging directory (our cwd), so that /proc/self/mountinfo inside
+	 * shows nothing of the host's layout. */
 	size_t used = (size_t)snprintf(opts, sizeof(opts), "lowerdir=");
 	for (size_t i = 0; i < plan->n_layer_fds; i++) {
 		char name[32];
@@ -305,12 +324,12 @@ int rootfs_setup(struct child_plan *plan, struct child_report *report)
 	}
 	for (size_t i = plan->n_layer_fds; i-- > 0;) {
 		used += (size_t)snprintf(
-		    opts + used, sizeof(opts) - used, "%s%s/lower%zu",
-		    i + 1 == plan->n_layer_fds ? "" : ":", stage, i);
+		    opts + used, sizeof(opts) - used, "%slower%zu",
+		    i + 1 == plan->n_layer_fds ? "" : ":", i);
 	}
 	if (plan->n_layer_fds == 0)
 		used += (size_t)snprintf(opts + used, sizeof(opts) - used,
-					 "%s/empty", stage);
+					 "empty");
 	if (plan->upper_parent_fd >= 0) {
 		if (mkdir("upperp", 0755) < 0 ||
 		    attach_fd(plan->upper_parent_fd, "upperp") < 0)
@@ -318,16 +337,14 @@ int rootfs_setup(struct child_plan *plan, struct child_report *report)
 					 cfg->upper);
 		used += (size_t)snprintf(
 		    opts + used, sizeof(opts) - used,
-		    ",upperdir=%s/upperp/%s,workdir=%s/upperp/%s", stage,
-		    plan->upper_name, stage, plan->work_name);
+		    ",upperdir=upperp/%s,workdir=upperp/%s", plan->upper_name,
+		    plan->work_name);
 	} else {
 		if (mkdir("upper", 0755) < 0 || mkdir("work", 0755) < 0)
 			return STEP_FAIL(report, "create scratch upper");
 		/* volatile: a scratch layer is never synced to disk */
-		used += (size_t)snprintf(
-		    opts + used, sizeof(opts) - used,
-		    ",upperdir=%s/upper,workdir=%s/work,volatile", stage,
-		    stage);
+		used += (size_t)snprintf(opts + used, sizeof(opts) - used,
+					 ",upperdir=upper,workdir=work,volatile");
 	}
 	/* userxattr: overlay mounted in a user namespace keeps its metadata
 	 * in user.overlay.* (trusted.* needs init-namespace privilege) */

@@ -172,8 +172,13 @@ int runtime_claim(const char *name, int *slot_out, struct wr_error **err)
 void runtime_release(const char *name, int slot)
 {
 	if (slot >= 0) {
+		/* only our own claim: after `rm` of a one-off sandbox, its
+		 * owner's teardown releases again, and the slot may have
+		 * been claimed anew in between */
 		_cleanup_free_ char *p = runtime_path("slots/%d", slot);
-		if (p)
+		_cleanup_free_ char *owner = NULL;
+		if (p && wr_read_file(p, 256, &owner, NULL) == 0 &&
+		    (!name || strcmp(owner, name) == 0))
 			unlink(p);
 	}
 	if (name) {
@@ -204,6 +209,14 @@ int runtime_record_write(const struct sandbox_record *rec,
 		json_object_set_new(o, "upper", json_string(rec->upper));
 	if (rec->work_dir)
 		json_object_set_new(o, "work_dir", json_string(rec->work_dir));
+	if (rec->cwd)
+		json_object_set_new(o, "cwd", json_string(rec->cwd));
+	if (rec->env) {
+		json_t *env = json_array();
+		for (size_t i = 0; rec->env[i]; i++)
+			json_array_append_new(env, json_string(rec->env[i]));
+		json_object_set_new(o, "env", env);
+	}
 	char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS);
 	json_decref(o);
 	if (!text)
@@ -260,6 +273,16 @@ int runtime_record_read(const char *name, struct sandbox_record *rec)
 	    json_integer_value(json_object_get(o, "deadline_ms"));
 	rec->upper = dup_json_string(o, "upper");
 	rec->work_dir = dup_json_string(o, "work_dir");
+	rec->cwd = dup_json_string(o, "cwd");
+	json_t *env = json_object_get(o, "env");
+	if (json_is_array(env) && json_array_size(env) <= 4096) {
+		size_t n = json_array_size(env);
+		rec->env = wr_calloc(n + 1, sizeof(char *));
+		for (size_t i = 0; rec->env && i < n; i++) {
+			const char *kv = json_string_value(json_array_get(env, i));
+			rec->env[i] = wr_strdup(kv && strchr(kv, '=') ? kv : "_=");
+		}
+	}
 	json_decref(o);
 	if (!rec->name || rec->slot < 0 || rec->slot >= WR_MAX_SLOTS) {
 		runtime_record_clear(rec);
@@ -270,6 +293,10 @@ int runtime_record_read(const char *name, struct sandbox_record *rec)
 
 void runtime_record_clear(struct sandbox_record *rec)
 {
+	for (size_t i = 0; rec->env && rec->env[i]; i++)
+		free(rec->env[i]);
+	free(rec->env);
+	free(rec->cwd);
 	free(rec->name);
 	free(rec->upper);
 	free(rec->work_dir);

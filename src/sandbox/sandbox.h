@@ -12,7 +12,8 @@
  * (run mode) or serves exec requests on a unix socket (serve mode).
  *
  * Long-lived sandboxes are recorded under the runtime directory
- * ($WARREN_RUNTIME_DIR, default /run/warren) so that any later warren process
+ * ($WARREN_RUNTIME_DIR; default /run/warren where /run is a tmpfs, else
+ * /dev/shm/warren) so that any later warren process
  * can exec into them, list them, remove them, and clean up after a warren that
  * crashed. */
 #ifndef WR_SANDBOX_H
@@ -56,7 +57,7 @@ struct sandbox_config {
 	const char **env; /* "K=V" */
 	size_t n_env;
 	const char *cwd;      /* default /workspace */
-	const char *hostname; /* default: the sandbox name */
+	const char *hostname; /* default: "warren" */
 	uint64_t memory_bytes;
 	uint64_t millicpus; /* 0: unlimited */
 	uint64_t pids;
@@ -144,8 +145,9 @@ int sandbox_reap_stale(struct wr_error **err);
 
 struct sandbox_exec_request {
 	char *const *argv;
-	char *const *env; /* NULL-terminated "K=V"; NULL: default env */
-	const char *cwd;  /* NULL: /workspace */
+	char *const *env; /* NULL-terminated "K=V", on top of the default
+			   * environment and create's --env; may be NULL */
+	const char *cwd;  /* NULL: create's --cwd, else /workspace */
 	bool tty;
 	int stdio[3]; /* fds handed to the command (ignored with tty) */
 };
@@ -159,7 +161,8 @@ int sandbox_exec(const char *name, const struct sandbox_exec_request *req,
  * owned by the store range)? --layer accepts such a DIR for DIR/upper. */
 bool sandbox_is_upper_dir(const char *path);
 
-/* Runtime directory ($WARREN_RUNTIME_DIR or /run/warren). */
+/* Runtime directory: $WARREN_RUNTIME_DIR, else /run/warren where /run is
+ * a tmpfs, else /dev/shm/warren. */
 const char *sandbox_runtime_dir(void);
 
 #endif

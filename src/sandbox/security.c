@@ -89,118 +89,119 @@ static int drop_capabilities(struct child_report *report)
 	return 0;
 }
 
-/* System calls a coding sandbox never needs, refused with EPERM. */
-static const char *const denied_syscalls[] = {
-    /* loading code into the kernel, replacing it */
-    "init_module",
-    "finit_module",
-    "delete_module",
-    "kexec_load",
-    "kexec_file_load",
-    "bpf",
-    /* kernel attack surface with a long CVE history */
-    "perf_event_open",
-    "userfaultfd",
-    "keyctl",
-    "add_key",
-    "request_key",
-    "io_uring_setup",
-    "io_uring_enter",
-    "io_uring_register",
-    /* filesystem topology: the sandbox's mounts are final */
-    "mount",
-    "umount2",
-    "pivot_root",
-    "move_mount",
-    "open_tree",
-    "fsopen",
-    "fsconfig",
-    "fsmount",
-    "fspick",
-    "mount_setattr",
-    /* file handles bypass path checks (the "shocker" escape) */
-    "open_by_handle_at",
-    "name_to_handle_at",
-    /* the machine, not the sandbox */
-    "reboot",
-    "swapon",
-    "swapoff",
-    "settimeofday",
-    "clock_settime",
-    "clock_adjtime",
-    "adjtimex",
-    "acct",
-    "quotactl",
-    "quotactl_fd",
-    "syslog",
-    "iopl",
-    "ioperm",
-    "vhangup",
-    "uselib",
-    "nfsservctl",
-    "lookup_dcookie",
-    "fanotify_init",
-    /* joining other namespaces */
-    "setns",
+/* The filter, as data: the compiled program is cached under a key hashed
+ * from this table (and the attributes below), so any change to a rule
+ * changes the key. Default action: allow. */
+struct seccomp_rule {
+	const char *syscall;
+	int errnum;	 /* returned instead of running the call */
+	int arg;	 /* -1: unconditional; else the argument compared */
+	uint64_t mask;	 /* the rule matches when (arg & mask) == value */
+	uint64_t value;
+	bool unless_userns; /* dropped with --allow-userns */
 };
 
-static int add_rule(scmp_filter_ctx ctx, uint32_t action, const char *name,
-		    unsigned n_args, const struct scmp_arg_cmp *args)
-{
-	int nr = seccomp_syscall_resolve_name(name);
-	if (nr == __NR_SCMP_ERROR)
-		return 0; /* not on this architecture */
-	return seccomp_rule_add_array(ctx, action, nr, n_args, args);
-}
+#define DENY(name) {name, EPERM, -1, 0, 0, false}
+
+static const struct seccomp_rule seccomp_rules[] = {
+    /* loading code into the kernel, replacing it */
+    DENY("init_module"),
+    DENY("finit_module"),
+    DENY("delete_module"),
+    DENY("kexec_load"),
+    DENY("kexec_file_load"),
+    DENY("bpf"),
+    /* kernel attack surface with a long CVE history */
+    DENY("perf_event_open"),
+    DENY("userfaultfd"),
+    DENY("keyctl"),
+    DENY("add_key"),
+    DENY("request_key"),
+    DENY("io_uring_setup"),
+    DENY("io_uring_enter"),
+    DENY("io_uring_register"),
+    /* filesystem topology: the sandbox's mounts are final */
+    DENY("mount"),
+    DENY("umount2"),
+    DENY("pivot_root"),
+    DENY("move_mount"),
+    DENY("open_tree"),
+    DENY("fsopen"),
+    DENY("fsconfig"),
+    DENY("fsmount"),
+    DENY("fspick"),
+    DENY("mount_setattr"),
+    /* file handles bypass path checks (the "shocker" escape) */
+    DENY("open_by_handle_at"),
+    DENY("name_to_handle_at"),
+    /* the machine, not the sandbox */
+    DENY("reboot"),
+    DENY("swapon"),
+    DENY("swapoff"),
+    DENY("settimeofday"),
+    DENY("clock_settime"),
+    DENY("clock_adjtime"),
+    DENY("adjtimex"),
+    DENY("acct"),
+    DENY("quotactl"),
+    DENY("quotactl_fd"),
+    DENY("syslog"),
+    DENY("iopl"),
+    DENY("ioperm"),
+    DENY("vhangup"),
+    DENY("uselib"),
+    DENY("nfsservctl"),
+    DENY("lookup_dcookie"),
+    DENY("fanotify_init"),
+    /* joining other namespaces */
+    DENY("setns"),
+    /* TIOCSTI/TIOCLINUX push input into a terminal we may share with the
+     * caller (CVE-2017-5226). ioctl's command is an int: compare the low
+     * 32 bits so high garbage bits cannot dodge the rule. */
+    {"ioctl", EPERM, 1, 0xffffffffu, TIOCSTI, false},
+    {"ioctl", EPERM, 1, 0xffffffffu, TIOCLINUX, false},
+    /* unprivileged user namespaces give back every capability (over a
+     * nested namespace): a large kernel surface */
+    {"clone", EPERM, 0, CLONE_NEWUSER, CLONE_NEWUSER, true},
+    {"unshare", EPERM, 0, CLONE_NEWUSER, CLONE_NEWUSER, true},
+    /* clone3 passes its flags in memory a filter cannot read: ENOSYS
+     * makes libc fall back to clone(2), which is checked */
+    {"clone3", ENOSYS, -1, 0, 0, true},
+};
+
+/* Attributes, described for the cache key. Foreign-ABI calls (int 0x80,
+ * x32) would bypass every rule: a bad architecture kills the process. A
+ * binary tree of syscall numbers means fewer instructions per syscall,
+ * which is also what the kernel walks for every syscall number when it
+ * builds its action cache at load time (half the load cost). */
+#define FILTER_ATTRS "default=allow badarch=kill_process nnp=0 optimize=2"
 
 static scmp_filter_ctx build_filter(bool allow_userns)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx)
 		return NULL;
-	int r = 0;
-	/* foreign-ABI calls (int 0x80, x32) would bypass every rule below */
-	r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH,
-			     SCMP_ACT_KILL_PROCESS);
-	if (r == 0)
-		r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP,
-				     0); /* set already */
-	/* a binary tree of syscall numbers: fewer instructions per syscall,
-	 * which is also what the kernel walks for each syscall number when it
-	 * builds its action cache at load time */
+	int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH,
+				 SCMP_ACT_KILL_PROCESS);
+	if (r == 0) /* no_new_privs is set by us, before */
+		r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
 	if (r == 0)
 		r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
-	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(denied_syscalls); i++)
-		r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), denied_syscalls[i], 0,
-			     NULL);
-	/* TIOCSTI/TIOCLINUX push input into a terminal we may share with
-	 * the caller (CVE-2017-5226). ioctl's command is an int: compare the
-	 * low 32 bits so high garbage bits cannot dodge the rule. */
-	struct scmp_arg_cmp tiocsti =
-	    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI);
-	struct scmp_arg_cmp tioclinux =
-	    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX);
-	if (r == 0)
-		r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, &tiocsti);
-	if (r == 0)
-		r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1,
-			     &tioclinux);
-	if (!allow_userns) {
-		/* unprivileged user namespaces give back every capability
-		 * (over a nested namespace): a large kernel surface */
-		struct scmp_arg_cmp newuser =
-		    SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER);
-		if (r == 0)
-			r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "clone", 1,
-				     &newuser);
-		if (r == 0)
-			r = add_rule(ctx, SCMP_ACT_ERRNO(EPERM), "unshare", 1,
-				     &newuser);
-		/* clone3 passes flags in memory a filter cannot read: ENOSYS
-		 * makes libc fall back to clone(2), which is checked */
-		if (r == 0)
-			r = add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), "clone3", 0,
-				     NULL);
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(seccomp_rules); i++) {
+		const struct seccomp_rule *rule = &seccomp_rules[i];
+		if (rule->unless_userns && allow_userns)
+			continue;
+		int nr = seccomp_syscall_resolve_name(rule->syscall);
+		if (nr == __NR_SCMP_ERROR)
+			continue; /* not on this architecture */
+		struct scmp_arg_cmp cmp = {
+		    .arg = (unsigned)(rule->arg < 0 ? 0 : rule->arg),
+		    .op = SCMP_CMP_MASKED_EQ,
+		    .datum_a = rule->mask,
+		    .datum_b = rule->value,
+		};
+		r = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(rule->errnum),
+					   nr, rule->arg < 0 ? 0 : 1, &cmp);
 	}
 	if (r < 0) {
 		seccomp_release(ctx);
@@ -209,26 +210,33 @@ static scmp_filter_ctx build_filter(bool allow_userns)
 	return ctx;
 }
 
-/* FNV-1a over everything the compiled program depends on. */
+static void fnv(uint64_t *h, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	for (size_t i = 0; i < len; i++) {
+		*h ^= p[i];
+		*h *= 0x100000001b3ULL;
+	}
+}
+
+/* FNV-1a over everything the compiled program depends on: the rules, the
+ * attributes, the libseccomp version, the architecture. */
 static uint64_t filter_key(bool allow_userns)
 {
 	uint64_t h = 0xcbf29ce484222325ULL;
 	char buf[256];
 	const struct scmp_version *v = seccomp_version();
-	snprintf(buf, sizeof(buf), "v4 %u.%u.%u %d %u", v ? v->major : 0,
-		 v ? v->minor : 0, v ? v->micro : 0, allow_userns,
-		 seccomp_arch_native());
-	for (const char *p = buf; *p; p++) {
-		h ^= (unsigned char)*p;
-		h *= 0x100000001b3ULL;
-	}
-	for (size_t i = 0; i < ARRAY_SIZE(denied_syscalls); i++) {
-		for (const char *p = denied_syscalls[i]; *p; p++) {
-			h ^= (unsigned char)*p;
-			h *= 0x100000001b3ULL;
-		}
-		h ^= ',';
-		h *= 0x100000001b3ULL;
+	snprintf(buf, sizeof(buf), "%s %u.%u.%u %d %u", FILTER_ATTRS,
+		 v ? v->major : 0, v ? v->minor : 0, v ? v->micro : 0,
+		 allow_userns, seccomp_arch_native());
+	fnv(&h, buf, strlen(buf));
+	for (size_t i = 0; i < ARRAY_SIZE(seccomp_rules); i++) {
+		const struct seccomp_rule *rule = &seccomp_rules[i];
+		fnv(&h, rule->syscall, strlen(rule->syscall) + 1);
+		uint64_t fields[5] = {(uint64_t)rule->errnum,
+				      (uint64_t)(int64_t)rule->arg, rule->mask,
+				      rule->value, rule->unless_userns};
+		fnv(&h, fields, sizeof(fields));
 	}
 	return h;
 }
