@@ -45,6 +45,11 @@ echo "== 1. one-off sandbox: run /bin/true ($RUNS runs each, alternating)"
 "$B" -n "$RUNS" -- "$W" sandbox run --layer "$work/snap" --memory 1G --cpus 1 --pids 512 --net none -- /bin/true :: "${BWRAP[@]}"
 
 echo
+echo "== 1b. the same after an idle moment (50 ms pause before each run)"
+echo "   (cgroup v1 attach can wait for an RCU grace period; see docs/operations.md)"
+"$B" -n $((RUNS / 5)) -s 50 -- "$W" sandbox run --layer "$work/snap" --memory 1G --cpus 1 --pids 512 --net none -- /bin/true :: "${BWRAP[@]}"
+
+echo
 echo "== 2. long-lived sandbox: create, exec /bin/true, rm"
 cat >"$work/cer.sh" <<EOS
 #!/bin/sh

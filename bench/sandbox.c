@@ -2,7 +2,11 @@
  * in one process on the same machine, alternating the two so that noise from
  * other load hits both alike.
  *
- *   sandbox [-n RUNS] -- WARREN_CMD... :: BASELINE_CMD...
+ *   sandbox [-n RUNS] [-s PAUSE_MS] -- WARREN_CMD... :: BASELINE_CMD...
+ *
+ * -s pauses between runs: a sandbox started after an idle moment can pay
+ * costs (an RCU grace period in the kernel's cgroup attach) that
+ * back-to-back runs hide.
  *
  * Prints the median, p10 and p90 wall time of each command and the ratio of
  * the medians (warren / baseline). Exits non-zero if either command fails. */
@@ -64,13 +68,19 @@ static void report(const char *label, double *v, int n)
 
 int main(int argc, char **argv)
 {
-	int runs = 200, i = 1;
-	if (i + 1 < argc && !strcmp(argv[i], "-n")) {
-		runs = atoi(argv[i + 1]);
+	int runs = 200, pause_ms = 0, i = 1;
+	while (i + 1 < argc && argv[i][0] == '-' && argv[i][1] != '-') {
+		if (!strcmp(argv[i], "-n"))
+			runs = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "-s"))
+			pause_ms = atoi(argv[i + 1]);
+		else
+			break;
 		i += 2;
 	}
 	if (runs < 10 || i >= argc || strcmp(argv[i], "--")) {
-		fprintf(stderr, "usage: sandbox [-n RUNS>=10] -- WARREN_CMD... :: BASELINE_CMD...\n");
+		fprintf(stderr, "usage: sandbox [-n RUNS>=10] [-s PAUSE_MS] -- "
+				"WARREN_CMD... :: BASELINE_CMD...\n");
 		return 2;
 	}
 	char **a = argv + i + 1;
@@ -92,8 +102,13 @@ int main(int argc, char **argv)
 		run_once(a);
 		run_once(b);
 	}
+	struct timespec pause = { pause_ms / 1000, (long)(pause_ms % 1000) * 1000000L };
 	for (int k = 0; k < runs; k++) {
+		if (pause_ms)
+			nanosleep(&pause, NULL);
 		va[k] = run_once(a);
+		if (pause_ms)
+			nanosleep(&pause, NULL);
 		vb[k] = run_once(b);
 	}
 	report("warren", va, runs);
