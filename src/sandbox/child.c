@@ -74,6 +74,44 @@ static void wait_for_parent(struct child_plan *plan)
 		_exit(125);
 }
 
+/* The second release: a message with up to max descriptors attached. */
+static size_t wait_for_parent_fds(struct child_plan *plan, int *fds,
+				  size_t max)
+{
+	struct child_report go;
+	union {
+		char buf[CMSG_SPACE(CG_MAX * sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	struct iovec iov = {&go, sizeof(go)};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = control.buf,
+			    .msg_controllen = sizeof(control.buf)};
+	ssize_t n;
+	do {
+		n = recvmsg(plan->sync_fd, &mh, MSG_CMSG_CLOEXEC);
+	} while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof(go) || go.err != 0)
+		_exit(125);
+	size_t count = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c;
+	     c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (count < max)
+				fds[count++] = fd;
+			else
+				close(fd);
+		}
+	}
+	return count;
+}
+
 void child_main(struct child_plan *plan)
 {
 	struct child_report report = {0};
@@ -123,10 +161,19 @@ void child_main(struct child_plan *plan)
 		close(devnull);
 	}
 
-	/* The parent built the cgroup while we built the root; wait until it
-	 * has moved us in (limits in force before any sandbox code runs), so
-	 * that the cgroup namespace is rooted at the sandbox's cgroup. */
-	wait_for_parent(plan);
+	/* The parent built the cgroup while we built the root; the second
+	 * release hands us its v1 "tasks" files. We move in before running
+	 * anything but our own code, and only then make the cgroup namespace,
+	 * so that it is rooted at the sandbox's cgroup. */
+	int task_fds[CG_MAX];
+	size_t n_task_fds = wait_for_parent_fds(plan, task_fds, CG_MAX);
+	r = cgroup_enter_self(task_fds, n_task_fds);
+	for (size_t i = 0; i < n_task_fds; i++)
+		close(task_fds[i]);
+	if (r < 0) {
+		errno = -r;
+		CHILD_CHECK(0, "enter the sandbox's cgroup");
+	}
 	CHILD_CHECK(unshare(CLONE_NEWCGROUP) == 0, "new cgroup namespace");
 
 	if (security_apply(cfg, &plan->seccomp, &report) < 0)

@@ -356,6 +356,35 @@ static int open_listen_socket(const char *name, struct wr_error **err)
 	return fd;
 }
 
+/* clone3's arguments (linux/sched.h clashes with glibc's sched.h). */
+struct wr_clone_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack,
+	    stack_size, tls, set_tid, set_tid_size, cgroup;
+};
+#define WR_CLONE_INTO_CGROUP 0x200000000ULL
+
+static int send_with_fds(int sock, const void *data, size_t len,
+			 const int *fds, size_t n_fds)
+{
+	struct iovec iov = {(void *)data, len};
+	union {
+		char buf[CMSG_SPACE(CG_MAX * sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (n_fds) {
+		memset(&control, 0, sizeof(control));
+		mh.msg_control = control.buf;
+		mh.msg_controllen = CMSG_SPACE(n_fds * sizeof(int));
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(n_fds * sizeof(int));
+		memcpy(CMSG_DATA(c), fds, n_fds * sizeof(int));
+	}
+	return sendmsg(sock, &mh, MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
 static int write_id_maps(pid_t pid, int slot)
 {
 	char path[64], map[64];
@@ -413,6 +442,7 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 	_cleanup_free_ char *init_path = NULL;
 	_cleanup_free_ char *stage = NULL;
 	_cleanup_free_ char **rec_env = NULL;
+	_cleanup_close_ int v2_dir = -1;
 	int r = sandbox_config_validate(cfg, err);
 	if (r < 0)
 		return r;
@@ -590,15 +620,48 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 	prep.plan.init_env = prep.env;
 	prep.plan.host_mode = cfg->rootfs == NULL;
 
+	struct sandbox_limits limits = {
+	    .memory_bytes =
+		cfg->memory_bytes ? cfg->memory_bytes : SANDBOX_DEFAULT_MEMORY,
+	    .millicpus = cfg->millicpus,
+	    .pids = cfg->pids ? cfg->pids : SANDBOX_DEFAULT_PIDS,
+	};
+	/* On cgroup v2 the child is cloned straight into its cgroup
+	 * (CLONE_INTO_CGROUP), so the cgroup must exist first. Without v2,
+	 * the parent builds it while the child builds its root, and the child
+	 * moves itself in (see cgroup_enter_self). Either way no process runs
+	 * sandbox code before the limits are in force. */
+	struct sandbox_cgroup layout_probe;
+	bool cgroup_first = cgroup_paths_for(sb->name, &layout_probe) == 0 &&
+			    cgroup_has_v2(&layout_probe);
+	cgroup_clear(&layout_probe);
+	if (cgroup_first) {
+		uint64_t t = wr_mono_us();
+		r = cgroup_create(sb->name, &limits, &sb->cg, err);
+		if (r < 0)
+			goto fail;
+		v2_dir = cgroup_open_v2_dir(&sb->cg);
+		if (v2_dir < 0) {
+			r = wr_error_set(err, -v2_dir, "cgroup: open v2 directory");
+			goto fail;
+		}
+		sb->timings.cgroup_us = wr_mono_us() - t;
+	}
 	uint64_t t_clone = wr_mono_us();
 	sb->timings.prepare_us = t_clone - t_prep;
 	int pidfd = -1;
-	/* raw clone, no new stack: the child continues here like fork() */
-	pid_t pid = (pid_t)syscall(SYS_clone,
-				   CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
-				       CLONE_NEWUTS | CLONE_NEWIPC |
-				       CLONE_NEWNET | CLONE_PIDFD | SIGCHLD,
-				   NULL, &pidfd, NULL, NULL);
+	/* no new stack: the child continues here like fork() */
+	struct wr_clone_args args = {
+	    .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS |
+		     CLONE_NEWIPC | CLONE_NEWNET | CLONE_PIDFD,
+	    .pidfd = (uint64_t)(uintptr_t)&pidfd,
+	    .exit_signal = SIGCHLD,
+	};
+	if (v2_dir >= 0) {
+		args.flags |= WR_CLONE_INTO_CGROUP;
+		args.cgroup = (uint64_t)v2_dir;
+	}
+	pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
 	if (pid < 0) {
 		if (errno == EPERM || errno == ENOSPC || errno == EUSERS)
 			r = wr_error_set(err, errno,
@@ -631,26 +694,30 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 	uint64_t t_setup = wr_mono_us();
 	sb->timings.clone_us = t_setup - t_clone;
 	/* The child builds its root filesystem meanwhile; it waits for the
-	 * second release before running anything but our own set-up code. */
-	struct sandbox_limits limits = {
-	    .memory_bytes =
-		cfg->memory_bytes ? cfg->memory_bytes : SANDBOX_DEFAULT_MEMORY,
-	    .millicpus = cfg->millicpus,
-	    .pids = cfg->pids ? cfg->pids : SANDBOX_DEFAULT_PIDS,
-	};
-	r = cgroup_create(sb->name, &limits, &sb->cg, err);
-	if (r < 0)
-		goto fail;
-	r = cgroup_attach(&sb->cg, pid, err);
-	if (r < 0)
-		goto fail;
-	sb->timings.cgroup_us = wr_mono_us() - t_setup;
-	if (send(prep.sync[0], &report, sizeof(report), MSG_NOSIGNAL) < 0) {
-		/* the child failed a set-up step: its report explains */
-		if (errno != EPIPE && errno != ECONNRESET) {
-			r = wr_error_set(err, errno, "release sandbox child");
+	 * second release, which carries its v1 cgroup "tasks" files, before
+	 * running anything but our own set-up code. */
+	if (!cgroup_first) {
+		r = cgroup_create(sb->name, &limits, &sb->cg, err);
+		if (r < 0)
 			goto fail;
-		}
+	}
+	int task_fds[CG_MAX];
+	size_t n_task_fds = 0;
+	r = cgroup_open_v1_tasks(&sb->cg, task_fds, &n_task_fds);
+	if (r < 0) {
+		r = wr_error_set(err, -r, "cgroup: open tasks files");
+		goto fail;
+	}
+	if (!cgroup_first)
+		sb->timings.cgroup_us = wr_mono_us() - t_setup;
+	r = send_with_fds(prep.sync[0], &report, sizeof(report), task_fds,
+			  n_task_fds);
+	for (size_t i = 0; i < n_task_fds; i++)
+		close(task_fds[i]);
+	if (r < 0 && r != -EPIPE && r != -ECONNRESET) {
+		/* (a child that failed a step explains itself below) */
+		r = wr_error_set(err, -r, "release sandbox child");
+		goto fail;
 	}
 	ssize_t n;
 	do {

@@ -55,8 +55,15 @@ struct sandbox_limits {
 
 int cgroup_create(const char *name, const struct sandbox_limits *limits,
 		  struct sandbox_cgroup *cg, struct wr_error **err);
-int cgroup_attach(const struct sandbox_cgroup *cg, pid_t pid,
-		  struct wr_error **err);
+/* Is a v2 directory part of this sandbox's cgroup? (Then the child is
+ * cloned straight into it with CLONE_INTO_CGROUP.) */
+bool cgroup_has_v2(const struct sandbox_cgroup *cg);
+int cgroup_open_v2_dir(const struct sandbox_cgroup *cg);
+/* Opens the v1 "tasks" file of each v1 hierarchy (up to CG_MAX fds). */
+int cgroup_open_v1_tasks(const struct sandbox_cgroup *cg, int *fds,
+			 size_t *n_out);
+/* In the child: move the calling (single-threaded) process in. */
+int cgroup_enter_self(const int *fds, size_t n);
 /* Kills every process in the cgroup (repeatedly, until empty or timeout). */
 int cgroup_kill_all(const struct sandbox_cgroup *cg, int timeout_ms);
 bool cgroup_oom_killed(const struct sandbox_cgroup *cg);
