@@ -24,11 +24,17 @@ for t in "$BUILD"/tests/test_*; do
 	CMOCKA_MESSAGE_OUTPUT=stdout "$t" >"$out" 2>&1
 	# one result line per cmocka test case
 	grep -E '^\[       OK \]' "$out" | sed -E "s/^\[       OK \] (.*)/PASS unit $name: \1/" >>"$RESULTS"
-	grep -E '^\[  FAILED  \] [a-z_0-9]+$' "$out" | sed -E "s/^\[  FAILED  \] (.*)/FAIL unit $name: \1: see $out/" >>"$RESULTS"
+	# cmocka names a failed case twice (inline and in the summary)
+	grep -E '^\[  FAILED  \] [a-z_0-9]+$' "$out" | sort -u | sed -E "s/^\[  FAILED  \] (.*)/FAIL unit $name: \1: see $out/" >>"$RESULTS"
 	if ! grep -qE '^\[  PASSED  \]|^\[  FAILED  \]' "$out"; then
 		echo "FAIL unit $name: crashed, see $out" >>"$RESULTS"
 	fi
 done
+
+# the fuzz targets replayed over their seed corpora (gcc + ASan/UBSan)
+echo "== fuzz seeds" >&2
+BUILD="$BUILD" tests/fuzz/replay.sh >"$LOG_DIR/fuzz-replay.log" 2>&1 ||
+	grep -q '^FAIL fuzz' "$RESULTS" || echo "FAIL fuzz-replay: see $LOG_DIR/fuzz-replay.log" >>"$RESULTS"
 
 for f in tests/integration/*.sh tests/security/*.sh; do
 	[ -f "$f" ] || continue

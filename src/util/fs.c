@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,8 @@
 
 int wr_mkdir_p(const char *path, mode_t mode)
 {
+	if (!path || !*path)
+		return -ENOENT; /* as mkdir("") */
 	_cleanup_free_ char *copy = wr_strdup(path);
 	if (!copy)
 		return -ENOMEM;
@@ -37,12 +40,26 @@ int wr_mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
-/* Removes the contents of dirfd, staying on device dev. Depth is capped so
- * a hostile tree cannot exhaust the stack. */
-static int rm_rf_children(int dirfd, dev_t dev, int depth)
+/* The mount a directory entry belongs to (0 if unknown). A bind mount of
+ * the same filesystem has the same st_dev: the mount id is what tells. */
+static uint64_t mount_id_at(int dirfd, const char *name)
 {
-	if (depth > 512)
+	struct statx stx;
+	int flags = AT_SYMLINK_NOFOLLOW | (name[0] ? 0 : AT_EMPTY_PATH);
+	if (statx(dirfd, name, flags, STATX_MNT_ID, &stx) < 0 ||
+	    !(stx.stx_mask & STATX_MNT_ID))
+		return 0;
+	return stx.stx_mnt_id;
+}
+
+/* Removes the contents of dirfd (consumed), staying on the mount mnt_id.
+ * Depth is capped so a hostile tree cannot exhaust the stack. */
+static int rm_rf_children(int dirfd, dev_t dev, uint64_t mnt_id, int depth)
+{
+	if (depth > 512) {
+		close(dirfd);
 		return -ELOOP;
+	}
 	DIR *dir = fdopendir(dirfd);
 	if (!dir) {
 		int r = -errno;
@@ -61,7 +78,8 @@ static int rm_rf_children(int dirfd, dev_t dev, int depth)
 			continue;
 		}
 		if (S_ISDIR(st.st_mode)) {
-			if (st.st_dev != dev) {
+			if (st.st_dev != dev ||
+			    (mnt_id && mount_id_at(dirfd, de->d_name) != mnt_id)) {
 				/* a mount point: never descend into it */
 				if (ret == 0)
 					ret = -EBUSY;
@@ -77,7 +95,7 @@ static int rm_rf_children(int dirfd, dev_t dev, int depth)
 			}
 			/* overlay work dirs are created mode 000 */
 			fchmod(child, 0700);
-			int r = rm_rf_children(child, dev, depth + 1);
+			int r = rm_rf_children(child, dev, mnt_id, depth + 1);
 			if (r < 0 && ret == 0)
 				ret = r;
 			if (unlinkat(dirfd, de->d_name, AT_REMOVEDIR) < 0 &&
@@ -94,16 +112,28 @@ static int rm_rf_children(int dirfd, dev_t dev, int depth)
 
 int wr_rm_rf(const char *path)
 {
+	if (!path || !*path)
+		return -EINVAL;
+	/* "link/" would make lstat follow the link: drop trailing slashes */
+	_cleanup_free_ char *clean = wr_strdup(path);
+	if (!clean)
+		return -ENOMEM;
+	size_t len = strlen(clean);
+	while (len > 1 && clean[len - 1] == '/')
+		clean[--len] = '\0';
 	struct stat st;
-	if (lstat(path, &st) < 0)
+	if (lstat(clean, &st) < 0)
 		return errno == ENOENT ? 0 : -errno;
 	if (!S_ISDIR(st.st_mode))
-		return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		return unlink(clean) < 0 && errno != ENOENT ? -errno : 0;
+	int fd = open(clean, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	int r = rm_rf_children(fd, st.st_dev, 0);
-	if (rmdir(path) < 0 && errno != ENOENT && r == 0)
+	uint64_t mnt_id = mount_id_at(fd, "");
+	if (!mnt_id)
+		mnt_id = mount_id_at(AT_FDCWD, clean);
+	int r = rm_rf_children(fd, st.st_dev, mnt_id, 0);
+	if (rmdir(clean) < 0 && errno != ENOENT && r == 0)
 		r = -errno;
 	return r;
 }
@@ -156,6 +186,8 @@ int wr_write_file(const char *path, const char *text)
 
 int wr_read_file(const char *path, size_t max, char **out, size_t *out_len)
 {
+	if (max >= SIZE_MAX - 1) /* max + 1 must not wrap */
+		return -EINVAL;
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -302,6 +334,11 @@ static int copy_children(int src_dir, int dst_dir, dev_t dev, int depth)
 			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (s < 0 || d < 0)
 				continue; /* unreadable: skipped */
+			/* mkdir's mode went through the umask */
+			if (fchmod(d, st.st_mode & 07777) < 0) {
+				ret = -errno;
+				break;
+			}
 			ret = copy_children(s, d, dev, depth + 1);
 		}
 	}
@@ -357,6 +394,8 @@ int wr_copy_tree(const char *src, const char *dst)
 	_cleanup_close_ int s = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	_cleanup_close_ int d = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s < 0 || d < 0)
+		return -errno;
+	if (fchmod(d, st.st_mode & 07777) < 0)
 		return -errno;
 	return copy_children(s, d, st.st_dev, 0);
 }

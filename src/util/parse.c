@@ -6,18 +6,25 @@
 #include <string.h>
 #include <strings.h>
 
-/* Parses "123" or "1.25" into a value scaled by 1000 (milli-units), so that
- * fractional sizes and CPU counts need no floating point. */
-static int parse_decimal_milli(const char **p, uint64_t *out)
+/* A decimal number "123" or "1.25": the whole part and the fraction in
+ * thousandths (further digits are dropped), so that fractional sizes and
+ * CPU counts need no floating point. */
+struct decimal {
+	uint64_t whole;
+	uint64_t milli; /* 0..999 */
+};
+
+static int parse_decimal(const char **p, struct decimal *out)
 {
 	const char *s = *p;
 	uint64_t whole = 0, frac = 0, frac_scale = 1000;
 	int digits = 0;
 
 	while (isdigit((unsigned char)*s)) {
-		if (whole > (UINT64_MAX / 1000 - 9) / 10)
+		uint64_t d = (uint64_t)(*s - '0');
+		if (whole > (UINT64_MAX - d) / 10)
 			return -ERANGE;
-		whole = whole * 10 + (uint64_t)(*s - '0');
+		whole = whole * 10 + d;
 		s++;
 		digits++;
 	}
@@ -34,22 +41,20 @@ static int parse_decimal_milli(const char **p, uint64_t *out)
 	}
 	if (digits == 0)
 		return -EINVAL;
-	*out = whole * 1000 + frac;
+	out->whole = whole;
+	out->milli = frac;
 	*p = s;
 	return 0;
 }
 
-static int mul_div_checked(uint64_t milli, uint64_t unit, uint64_t *out)
+/* value * unit, exactly (to the unit's thousandth), or -ERANGE. */
+static int scale_checked(const struct decimal *v, uint64_t unit, uint64_t *out)
 {
-	/* value = milli * unit / 1000 without overflow for realistic inputs */
-	uint64_t whole = milli / 1000, frac = milli % 1000;
-	if (unit && whole > UINT64_MAX / unit)
+	unsigned __int128 total = (unsigned __int128)v->whole * unit +
+				  (unsigned __int128)v->milli * unit / 1000;
+	if (total > UINT64_MAX)
 		return -ERANGE;
-	uint64_t v = whole * unit;
-	uint64_t f = unit >= 1000 ? (unit / 1000) * frac : (frac * unit) / 1000;
-	if (v > UINT64_MAX - f)
-		return -ERANGE;
-	*out = v + f;
+	*out = (uint64_t)total;
 	return 0;
 }
 
@@ -58,8 +63,8 @@ int wr_parse_size(const char *text, uint64_t *out_bytes)
 	if (!text || !*text)
 		return -EINVAL;
 	const char *p = text;
-	uint64_t milli;
-	int r = parse_decimal_milli(&p, &milli);
+	struct decimal value;
+	int r = parse_decimal(&p, &value);
 	if (r < 0)
 		return r;
 	uint64_t unit = 1;
@@ -81,7 +86,7 @@ int wr_parse_size(const char *text, uint64_t *out_bytes)
 			return -EINVAL;
 	}
 	uint64_t bytes;
-	r = mul_div_checked(milli, unit, &bytes);
+	r = scale_checked(&value, unit, &bytes);
 	if (r < 0)
 		return r;
 	*out_bytes = bytes;
@@ -96,8 +101,8 @@ int wr_parse_duration(const char *text, uint64_t *out_ms)
 	uint64_t total = 0;
 	int parts = 0;
 	while (*p) {
-		uint64_t milli;
-		int r = parse_decimal_milli(&p, &milli);
+		struct decimal value;
+		int r = parse_decimal(&p, &value);
 		if (r < 0)
 			return r;
 		uint64_t unit_ms;
@@ -122,7 +127,7 @@ int wr_parse_duration(const char *text, uint64_t *out_ms)
 			return -EINVAL;
 		}
 		uint64_t ms;
-		r = mul_div_checked(milli, unit_ms, &ms);
+		r = scale_checked(&value, unit_ms, &ms);
 		if (r < 0)
 			return r;
 		if (total > UINT64_MAX - ms)
@@ -139,15 +144,16 @@ int wr_parse_cpus(const char *text, uint64_t *out_millicpus)
 	if (!text || !*text)
 		return -EINVAL;
 	const char *p = text;
-	uint64_t milli;
-	int r = parse_decimal_milli(&p, &milli);
+	struct decimal value;
+	int r = parse_decimal(&p, &value);
 	if (r < 0)
 		return r;
 	if (*p)
 		return -EINVAL;
-	if (milli == 0)
+	if (value.whole > 1024 || (value.whole == 1024 && value.milli > 0))
 		return -ERANGE;
-	if (milli > 1024 * 1000)
+	uint64_t milli = value.whole * 1000 + value.milli;
+	if (milli == 0)
 		return -ERANGE;
 	*out_millicpus = milli;
 	return 0;
@@ -161,9 +167,10 @@ int wr_parse_uint(const char *text, uint64_t min, uint64_t max, uint64_t *out)
 	for (const char *p = text; *p; p++) {
 		if (!isdigit((unsigned char)*p))
 			return -EINVAL;
-		if (v > (UINT64_MAX - 9) / 10)
+		uint64_t d = (uint64_t)(*p - '0');
+		if (v > (UINT64_MAX - d) / 10)
 			return -ERANGE;
-		v = v * 10 + (uint64_t)(*p - '0');
+		v = v * 10 + d;
 	}
 	if (v < min || v > max)
 		return -ERANGE;
