@@ -186,7 +186,10 @@ static int prepare_upper(struct sandbox *sb, const char *upper,
 		return wr_error_set(err, ENOMEM, "--upper");
 	/* a work dir left by a crash is stale by definition (not in use) */
 	wr_rm_rf(sb->work_dir);
-	int r = make_store_dir(real, 0755);
+	/* 0700: only the store uid (root inside) may enter. A setuid file
+	 * written inside is setuid to the store uid; no host user can reach
+	 * it to run it. */
+	int r = make_store_dir(real, 0700);
 	if (r == 0)
 		r = make_store_dir(layer, 0755);
 	if (r == 0)

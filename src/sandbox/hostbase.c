@@ -104,6 +104,24 @@ static void fingerprint_path(uint64_t *h, const char *path)
 	}
 }
 
+/* The directories directly under a copied directory too: a certificate
+ * added to /etc/ssl/certs changes certs/, not ssl/. */
+static void fingerprint_subdirs(uint64_t *h, const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_type != DT_DIR || de->d_name[0] == '.')
+			continue;
+		char path[512];
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		fingerprint_path(h, path);
+	}
+	closedir(d);
+}
+
 static uint64_t host_fingerprint(void)
 {
 	uint64_t h = 0xcbf29ce484222325ULL;
@@ -117,6 +135,7 @@ static uint64_t host_fingerprint(void)
 		char path[128];
 		snprintf(path, sizeof(path), "/etc/%s", etc_copies[i]);
 		fingerprint_path(&h, path);
+		fingerprint_subdirs(&h, path);
 	}
 	return h;
 }
@@ -179,7 +198,9 @@ static int build_base(const char *dir)
 			if (lstat(host, &st) < 0)
 				continue; /* absent on this host */
 		}
-		r = wr_copy_tree(host, path);
+		/* only what every host user may read: /etc/ssl/private and
+		 * other root-only files stay on the host */
+		r = wr_copy_tree_public(host, path);
 		if (r < 0 && r != -EACCES)
 			return r;
 	}

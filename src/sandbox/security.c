@@ -176,6 +176,8 @@ static const struct seccomp_rule seccomp_rules[] = {
  * builds its action cache at load time (half the load cost). */
 #define FILTER_ATTRS "default=allow badarch=kill_process nnp=0 optimize=2"
 
+/* The cache key covers seccomp_rules and FILTER_ATTRS, not this code:
+ * a change here that alters the program must change FILTER_ATTRS too. */
 static scmp_filter_ctx build_filter(bool allow_userns)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);

@@ -293,7 +293,16 @@ static int copy_file(int src_dir, const char *name, int dst_dir, mode_t mode)
 	return fchmod(out, mode & 07777) < 0 ? -errno : 0;
 }
 
-static int copy_children(int src_dir, int dst_dir, dev_t dev, int depth)
+/* Readable by every user (and searchable, for a directory)? */
+static bool is_public(const struct stat *st)
+{
+	if (!(st->st_mode & S_IROTH))
+		return false;
+	return !S_ISDIR(st->st_mode) || (st->st_mode & S_IXOTH);
+}
+
+static int copy_children(int src_dir, int dst_dir, dev_t dev, int depth,
+			 bool public_only)
 {
 	if (depth > 64)
 		return -ELOOP;
@@ -307,6 +316,8 @@ static int copy_children(int src_dir, int dst_dir, dev_t dev, int depth)
 			continue;
 		struct stat st;
 		if (fstatat(src_dir, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (public_only && !S_ISLNK(st.st_mode) && !is_public(&st))
 			continue;
 		if (S_ISREG(st.st_mode)) {
 			ret =
@@ -339,18 +350,20 @@ static int copy_children(int src_dir, int dst_dir, dev_t dev, int depth)
 				ret = -errno;
 				break;
 			}
-			ret = copy_children(s, d, dev, depth + 1);
+			ret = copy_children(s, d, dev, depth + 1, public_only);
 		}
 	}
 	closedir(dir);
 	return ret;
 }
 
-int wr_copy_tree(const char *src, const char *dst)
+static int copy_tree(const char *src, const char *dst, bool public_only)
 {
 	struct stat st;
 	if (lstat(src, &st) < 0)
 		return -errno;
+	if (public_only && !S_ISLNK(st.st_mode) && !is_public(&st))
+		return 0;
 	if (S_ISLNK(st.st_mode)) {
 		char target[4096];
 		ssize_t n = readlink(src, target, sizeof(target) - 1);
@@ -397,7 +410,17 @@ int wr_copy_tree(const char *src, const char *dst)
 		return -errno;
 	if (fchmod(d, st.st_mode & 07777) < 0)
 		return -errno;
-	return copy_children(s, d, st.st_dev, 0);
+	return copy_children(s, d, st.st_dev, 0, public_only);
+}
+
+int wr_copy_tree(const char *src, const char *dst)
+{
+	return copy_tree(src, dst, false);
+}
+
+int wr_copy_tree_public(const char *src, const char *dst)
+{
+	return copy_tree(src, dst, true);
 }
 
 static int chown_children(int dirfd, uid_t uid, gid_t gid, int depth)

@@ -26,6 +26,10 @@ int wr_is_mount_point(const char *path);
 /* cp -a for what a layer needs: directories, regular files and symlinks
  * (others skipped), without following symlinks or crossing mounts. */
 int wr_copy_tree(const char *src, const char *dst);
+/* The same, skipping every file and directory that is not readable by all
+ * users (mode o+r, and o+x for directories): what an unprivileged host
+ * user can read, and nothing more. */
+int wr_copy_tree_public(const char *src, const char *dst);
 /* lchown every entry under path (and path itself). */
 int wr_chown_tree(const char *path, uid_t uid, gid_t gid);
 /* Directory of the running executable (from /proc/self/exe). */
