@@ -104,23 +104,14 @@ static void fingerprint_path(uint64_t *h, const char *path)
 	}
 }
 
-/* The directories directly under a copied directory too: a certificate
- * added to /etc/ssl/certs changes certs/, not ssl/. */
-static void fingerprint_subdirs(uint64_t *h, const char *dir)
-{
-	DIR *d = opendir(dir);
-	if (!d)
-		return;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (de->d_type != DT_DIR || de->d_name[0] == '.')
-			continue;
-		char path[512];
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		fingerprint_path(h, path);
-	}
-	closedir(d);
-}
+/* Directories whose entries change without their parent's mtime changing
+ * (a certificate added to /etc/ssl/certs changes certs/, not ssl/). Listed
+ * rather than walked: the fingerprint is taken at every sandbox start. */
+static const char *const etc_nested_dirs[] = {
+    "/etc/ssl/certs",
+    "/etc/ca-certificates/update.d",
+    "/etc/skel/.config",
+};
 
 static uint64_t host_fingerprint(void)
 {
@@ -135,8 +126,9 @@ static uint64_t host_fingerprint(void)
 		char path[128];
 		snprintf(path, sizeof(path), "/etc/%s", etc_copies[i]);
 		fingerprint_path(&h, path);
-		fingerprint_subdirs(&h, path);
 	}
+	for (size_t i = 0; i < ARRAY_SIZE(etc_nested_dirs); i++)
+		fingerprint_path(&h, etc_nested_dirs[i]);
 	return h;
 }
 
