@@ -205,8 +205,53 @@ static int build_base(const char *dir)
 	return wr_chown_tree(dir, WR_STORE_UID, WR_STORE_UID);
 }
 
+/* base/current names the base whose fingerprint was checked last; for
+ * FINGERPRINT_TTL_S seconds after that, sandboxes use it without taking the
+ * fingerprint again (three syscalls instead of forty). A host change shows
+ * up in new sandboxes within that time. */
+#define FINGERPRINT_TTL_S 10
+
+static char *recent_base(void)
+{
+	_cleanup_free_ char *current = runtime_path("base/current");
+	struct stat st;
+	if (!current || lstat(current, &st) < 0 ||
+	    time(NULL) - st.st_mtime >= FINGERPRINT_TTL_S ||
+	    time(NULL) < st.st_mtime)
+		return NULL;
+	char target[64];
+	ssize_t n = readlink(current, target, sizeof(target) - 1);
+	if (n <= 0)
+		return NULL;
+	target[n] = '\0';
+	if (strchr(target, '/'))
+		return NULL;
+	char *path = runtime_path("base/%s", target);
+	if (path && access(path, F_OK) < 0) {
+		free(path);
+		return NULL;
+	}
+	return path;
+}
+
+static void mark_current(uint64_t fp)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "%016llx", (unsigned long long)fp);
+	_cleanup_free_ char *tmp = runtime_path("base/.current-%d", (int)getpid());
+	_cleanup_free_ char *current = runtime_path("base/current");
+	if (!tmp || !current)
+		return;
+	unlink(tmp);
+	if (symlink(name, tmp) == 0 && rename(tmp, current) < 0)
+		unlink(tmp);
+}
+
 char *hostbase_ensure(struct wr_error **err)
 {
+	char *recent = recent_base();
+	if (recent)
+		return recent;
 	uint64_t fp = host_fingerprint();
 	char *path = runtime_path("base/%016llx", (unsigned long long)fp);
 	if (!path) {
@@ -214,8 +259,10 @@ char *hostbase_ensure(struct wr_error **err)
 		return NULL;
 	}
 	struct stat st;
-	if (stat(path, &st) == 0)
+	if (stat(path, &st) == 0) {
+		mark_current(fp);
 		return path;
+	}
 	_cleanup_free_ char *parent = runtime_path("base");
 	_cleanup_free_ char *tmp =
 	    runtime_path("base/.build-%d", (int)getpid());
@@ -244,13 +291,14 @@ char *hostbase_ensure(struct wr_error **err)
 			return NULL;
 		}
 	}
+	mark_current(fp);
 	/* older bases (a host update changed the fingerprint) go when no
 	 * sandbox could still use them: a base is only ever the lowest layer
 	 * of running sandboxes, so keep the previous ones for an hour */
 	DIR *d = opendir(parent);
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
+		if (de->d_name[0] == '.' || !strcmp(de->d_name, "current"))
 			continue;
 		char old[4096];
 		snprintf(old, sizeof(old), "%s/%s", parent, de->d_name);
