@@ -462,11 +462,9 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 	r = runtime_ensure_dirs(err);
 	if (r < 0)
 		return r;
-	/* a long-lived sandbox's name may be held by the record of a dead
-	 * one; a one-off sandbox's generated name cannot be (ls, rm and
-	 * create do the cleaning) */
-	if (mode == SANDBOX_MODE_SERVE)
-		sandbox_reap_stale(NULL);
+	/* every start cleans what a crashed warren left (and frees a name
+	 * held by the record of a dead sandbox) */
+	sandbox_reap_stale(NULL);
 
 	struct sandbox *sb = wr_calloc(1, sizeof(*sb));
 	if (!sb)
