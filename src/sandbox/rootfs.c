@@ -353,8 +353,14 @@ int rootfs_setup(struct child_plan *plan, struct child_report *report)
 	if (used >= sizeof(opts))
 		return step_fail(report, E2BIG, "overlay options too long");
 	snprintf(path, sizeof(path), "%s/root", stage);
-	if (mount("overlay", path, "overlay", MS_NODEV, opts) < 0)
+	if (mount("overlay", path, "overlay", MS_NODEV, opts) < 0) {
+		if (errno == EOPNOTSUPP || errno == EINVAL)
+			return STEP_FAIL(report,
+					 "mount overlay root (%s; this needs "
+					 "Linux 6.6 or later, see README.md)",
+					 opts);
 		return STEP_FAIL(report, "mount overlay root (%s)", opts);
+	}
 	_cleanup_close_ int root_fd =
 	    open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root_fd < 0)
