@@ -33,7 +33,8 @@ CFLAGS  += $(CFLAGS_COMMON) $(SANFLAGS)
 LDFLAGS += $(SANFLAGS)
 LIBS    := -lseccomp -ljansson
 
-UTIL_SRC    := src/util/alloc.c src/util/error.c src/util/fs.c src/util/parse.c
+UTIL_SRC    := src/util/alloc.c src/util/error.c src/util/fdpass.c src/util/fs.c \
+               src/util/parse.c
 SANDBOX_SRC := $(wildcard src/sandbox/*.c)
 CLI_SRC     := $(wildcard src/cli/*.c)
 LIB_SRC     := $(UTIL_SRC) $(SANDBOX_SRC)
@@ -42,7 +43,8 @@ CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 
 # warren-init runs in every sandbox: static, libc only, as small as we can.
 INIT_CC     := $(shell command -v musl-gcc 2>/dev/null || echo $(CC))
-INIT_SRC    := src/init/init.c src/sandbox/proto.c src/util/alloc.c
+INIT_SRC    := src/init/init.c src/sandbox/proto.c src/util/alloc.c \
+               src/util/fdpass.c
 INIT_CFLAGS := -std=c17 -D_GNU_SOURCE -Isrc -Os -Wall -Wextra -static \
   -Werror=implicit-function-declaration -fno-asynchronous-unwind-tables
 
@@ -72,7 +74,8 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/warren: $(CLI_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $(STATIC) -o $@ $^ $(LIBS)
 
-$(BUILD)/warren-init: $(INIT_SRC) src/sandbox/proto.h src/util/alloc.h
+$(BUILD)/warren-init: $(INIT_SRC) src/sandbox/proto.h src/util/alloc.h \
+                      src/util/fdpass.h
 	@mkdir -p $(dir $@)
 	$(INIT_CC) $(INIT_CFLAGS) -o $@ $(INIT_SRC)
 	strip $@

@@ -13,6 +13,7 @@
  * It is started with an empty environment in serve mode: anything it holds
  * would be readable inside as /proc/1/environ. */
 #include "sandbox/proto.h"
+#include "util/fdpass.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -192,25 +193,8 @@ static void send_msg(int conn, uint32_t type, int32_t value, const char *text,
 	struct wr_proto_msg msg = {.type = type, .value = value};
 	if (text)
 		snprintf(msg.text, sizeof(msg.text), "%s", text);
-	struct iovec iov = {&msg, sizeof(msg)};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} control;
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (fd >= 0) {
-		memset(&control, 0, sizeof(control));
-		mh.msg_control = control.buf;
-		mh.msg_controllen = sizeof(control.buf);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
-	/* MSG_NOSIGNAL: a vanished client must not kill init */
-	while (sendmsg(conn, &mh, MSG_NOSIGNAL) < 0 && errno == EINTR)
-		;
+	/* MSG_NOSIGNAL inside: a vanished client must not kill init */
+	wr_send_fds(conn, &msg, sizeof(msg), &fd, fd >= 0 ? 1 : 0);
 }
 
 static void client_close(struct client *c)
@@ -250,39 +234,18 @@ static void client_start(struct client *c)
 	static char buf[WR_PROTO_MAX_REQUEST];
 	int fds[3] = {-1, -1, -1};
 	size_t nfds = 0;
-	union {
-		char buf[CMSG_SPACE(3 * sizeof(int))];
-		struct cmsghdr align;
-	} control;
-	struct iovec iov = {buf, sizeof(buf)};
-	struct msghdr mh = {.msg_iov = &iov,
-			    .msg_iovlen = 1,
-			    .msg_control = control.buf,
-			    .msg_controllen = sizeof(control.buf)};
-	ssize_t n = recvmsg(c->conn, &mh, MSG_CMSG_CLOEXEC);
-	if (n <= 0) {
+	ssize_t n = wr_recv_fds(c->conn, buf, sizeof(buf), fds, 3, &nfds);
+	bool truncated = n == -EMSGSIZE;
+	if (n <= 0 && !truncated) {
+		for (size_t i = 0; i < nfds; i++)
+			close(fds[i]);
 		client_close(c);
 		return;
-	}
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm;
-	     cm = CMSG_NXTHDR(&mh, cm)) {
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++) {
-			int fd;
-			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int),
-			       sizeof(int));
-			if (nfds < 3)
-				fds[nfds++] = fd;
-			else
-				close(fd);
-		}
 	}
 	struct wr_proto_request req = {0};
 	int r = wr_proto_parse_request(buf, (size_t)n, &req);
 	bool tty = r == 0 && (req.flags & WR_PROTO_FLAG_TTY);
-	if (r == 0 && (mh.msg_flags & MSG_CTRUNC))
+	if (r == 0 && truncated)
 		r = -EBADMSG;
 	if (r == 0 && !tty && nfds != 3)
 		r = -EBADMSG;

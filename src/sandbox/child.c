@@ -7,6 +7,7 @@
 #include "sandbox/internal.h"
 
 #include "util/cleanup.h"
+#include "util/fdpass.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -75,41 +76,15 @@ static void wait_for_parent(struct child_plan *plan)
 }
 
 /* The second release: a message with up to max descriptors attached. */
-static size_t wait_for_parent_fds(struct child_plan *plan, int *fds,
-				  size_t max)
+static size_t wait_for_parent_fds(struct child_plan *plan, int *fds, size_t max)
 {
 	struct child_report go;
-	union {
-		char buf[CMSG_SPACE(CG_MAX * sizeof(int))];
-		struct cmsghdr align;
-	} control;
-	struct iovec iov = {&go, sizeof(go)};
-	struct msghdr mh = {.msg_iov = &iov,
-			    .msg_iovlen = 1,
-			    .msg_control = control.buf,
-			    .msg_controllen = sizeof(control.buf)};
-	ssize_t n;
-	do {
-		n = recvmsg(plan->sync_fd, &mh, MSG_CMSG_CLOEXEC);
-	} while (n < 0 && errno == EINTR);
+	size_t n_fds;
+	ssize_t n =
+	    wr_recv_fds(plan->sync_fd, &go, sizeof(go), fds, max, &n_fds);
 	if (n != (ssize_t)sizeof(go) || go.err != 0)
 		_exit(125);
-	size_t count = 0;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c;
-	     c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++) {
-			int fd;
-			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (count < max)
-				fds[count++] = fd;
-			else
-				close(fd);
-		}
-	}
-	return count;
+	return n_fds;
 }
 
 void child_main(struct child_plan *plan)

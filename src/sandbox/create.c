@@ -16,6 +16,7 @@
 
 #include "util/alloc.h"
 #include "util/cleanup.h"
+#include "util/fdpass.h"
 #include "util/fs.h"
 
 #include <dirent.h>
@@ -366,28 +367,6 @@ struct wr_clone_args {
 };
 #define WR_CLONE_INTO_CGROUP 0x200000000ULL
 
-static int send_with_fds(int sock, const void *data, size_t len,
-			 const int *fds, size_t n_fds)
-{
-	struct iovec iov = {(void *)data, len};
-	union {
-		char buf[CMSG_SPACE(CG_MAX * sizeof(int))];
-		struct cmsghdr align;
-	} control;
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (n_fds) {
-		memset(&control, 0, sizeof(control));
-		mh.msg_control = control.buf;
-		mh.msg_controllen = CMSG_SPACE(n_fds * sizeof(int));
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(n_fds * sizeof(int));
-		memcpy(CMSG_DATA(c), fds, n_fds * sizeof(int));
-	}
-	return sendmsg(sock, &mh, MSG_NOSIGNAL) < 0 ? -errno : 0;
-}
-
 static int write_id_maps(pid_t pid, int slot)
 {
 	char path[64], map[64];
@@ -647,7 +626,8 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 			goto fail;
 		v2_dir = cgroup_open_v2_dir(&sb->cg);
 		if (v2_dir < 0) {
-			r = wr_error_set(err, -v2_dir, "cgroup: open v2 directory");
+			r = wr_error_set(err, -v2_dir,
+					 "cgroup: open v2 directory");
 			goto fail;
 		}
 		sb->timings.cgroup_us = wr_mono_us() - t;
@@ -715,8 +695,8 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 	}
 	if (!cgroup_first)
 		sb->timings.cgroup_us = wr_mono_us() - t_setup;
-	r = send_with_fds(prep.sync[0], &report, sizeof(report), task_fds,
-			  n_task_fds);
+	r = wr_send_fds(prep.sync[0], &report, sizeof(report), task_fds,
+			n_task_fds);
 	for (size_t i = 0; i < n_task_fds; i++)
 		close(task_fds[i]);
 	if (r < 0 && r != -EPIPE && r != -ECONNRESET) {

@@ -8,6 +8,7 @@
 
 #include "util/alloc.h"
 #include "util/cleanup.h"
+#include "util/fdpass.h"
 #include "util/parse.h"
 
 #include <errno.h>
@@ -23,61 +24,30 @@
 #include <termios.h>
 #include <unistd.h>
 
-static int send_request(int sock, const void *buf, size_t len, const int *fds,
-			size_t nfds)
-{
-	struct iovec iov = {(void *)buf, len};
-	union {
-		char buf[CMSG_SPACE(3 * sizeof(int))];
-		struct cmsghdr align;
-	} control;
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (nfds) {
-		memset(&control, 0, sizeof(control));
-		mh.msg_control = control.buf;
-		mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-		memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
-	}
-	return sendmsg(sock, &mh, MSG_NOSIGNAL) < 0 ? -errno : 0;
-}
-
 /* Receives one message, and a descriptor if one is attached. */
 static int recv_msg(int sock, struct wr_proto_msg *msg, int *fd_out)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} control;
-	struct iovec iov = {msg, sizeof(*msg)};
-	struct msghdr mh = {.msg_iov = &iov,
-			    .msg_iovlen = 1,
-			    .msg_control = control.buf,
-			    .msg_controllen = sizeof(control.buf)};
-	ssize_t n;
-	do {
-		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-	} while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
+	int fd = -1;
+	size_t n_fds;
+	ssize_t n = wr_recv_fds(sock, msg, sizeof(*msg), &fd, 1, &n_fds);
+	if (n < 0) {
+		if (n_fds)
+			close(fd);
+		return (int)n;
+	}
 	if (n == 0)
 		return -ECONNRESET;
-	if (n != (ssize_t)sizeof(*msg) || msg->type >= WR_MSG_MAX)
+	if (n != (ssize_t)sizeof(*msg) || msg->type >= WR_MSG_MAX) {
+		if (n_fds)
+			close(fd);
 		return -EBADMSG;
+	}
 	msg->text[sizeof(msg->text) - 1] = '\0';
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c;
-	     c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-			int fd;
-			memcpy(&fd, CMSG_DATA(c), sizeof(int));
-			if (fd_out && *fd_out < 0)
-				*fd_out = fd;
-			else
-				close(fd);
-		}
+	if (n_fds) {
+		if (fd_out && *fd_out < 0)
+			*fd_out = fd;
+		else
+			close(fd);
 	}
 	return 0;
 }
@@ -216,12 +186,13 @@ int sandbox_exec(const char *name, const struct sandbox_exec_request *req,
 	struct sandbox_record rec;
 	int r = runtime_record_read(name, &rec);
 	if (r < 0)
-		return wr_error_input(err, ENOENT, "no running sandbox named %s",
-				      name);
+		return wr_error_input(err, ENOENT,
+				      "no running sandbox named %s", name);
 	/* env borrows the record's strings until the request is built */
 	char **env = sandbox_compose_env(rec.env, req->env);
-	const char *cwd =
-	    req->cwd ? req->cwd : rec.cwd ? rec.cwd : SANDBOX_DEFAULT_CWD;
+	const char *cwd = req->cwd  ? req->cwd
+			  : rec.cwd ? rec.cwd
+				    : SANDBOX_DEFAULT_CWD;
 	uint16_t rows = 0, cols = 0;
 	if (req->tty) {
 		struct winsize ws;
@@ -233,14 +204,14 @@ int sandbox_exec(const char *name, const struct sandbox_exec_request *req,
 	_cleanup_free_ void *buf = NULL;
 	size_t len;
 	r = env ? wr_proto_build_request(cwd, req->argv, env,
-					 req->tty ? WR_PROTO_FLAG_TTY : 0,
-					 rows, cols, &buf, &len)
+					 req->tty ? WR_PROTO_FLAG_TTY : 0, rows,
+					 cols, &buf, &len)
 		: -ENOMEM;
 	free(env);
 	runtime_record_clear(&rec);
 	if (r < 0)
 		return wr_error_set(err, -r, "exec: build request");
-	r = send_request(sock, buf, len, req->stdio, req->tty ? 0 : 3);
+	r = wr_send_fds(sock, buf, len, req->stdio, req->tty ? 0 : 3);
 	if (r < 0)
 		return wr_error_set(err, -r, "exec: send request");
 	struct wr_proto_msg msg;

@@ -238,7 +238,8 @@ static void mark_current(uint64_t fp)
 {
 	char name[32];
 	snprintf(name, sizeof(name), "%016llx", (unsigned long long)fp);
-	_cleanup_free_ char *tmp = runtime_path("base/.current-%d", (int)getpid());
+	_cleanup_free_ char *tmp =
+	    runtime_path("base/.current-%d", (int)getpid());
 	_cleanup_free_ char *current = runtime_path("base/current");
 	if (!tmp || !current)
 		return;

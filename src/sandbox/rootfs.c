@@ -141,8 +141,8 @@ static int make_readonly_recursive(int root_fd, const char *dest)
 		return -1;
 	}
 	struct mount_attr attr = {
-	    .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-			MOUNT_ATTR_NODEV,
+	    .attr_set =
+		MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
 	};
 	return (int)syscall(SYS_mount_setattr, target, "",
 			    AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr));
@@ -278,7 +278,8 @@ static int attach_binds(struct child_plan *plan, int root_fd,
 		/* attach onto the fd itself: a /proc/self/fd path would be a
 		 * magic link, which move_mount does not follow */
 		if (syscall(SYS_move_mount, plan->bind_fds[i], "", target, "",
-			    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+			    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) <
+		    0)
 			return STEP_FAIL(report, "bind %s on %s",
 					 cfg->binds[i].source,
 					 cfg->binds[i].dest);
@@ -328,23 +329,24 @@ int rootfs_setup(struct child_plan *plan, struct child_report *report)
 		    i + 1 == plan->n_layer_fds ? "" : ":", i);
 	}
 	if (plan->n_layer_fds == 0)
-		used += (size_t)snprintf(opts + used, sizeof(opts) - used,
-					 "empty");
+		used +=
+		    (size_t)snprintf(opts + used, sizeof(opts) - used, "empty");
 	if (plan->upper_parent_fd >= 0) {
 		if (mkdir("upperp", 0755) < 0 ||
 		    attach_fd(plan->upper_parent_fd, "upperp") < 0)
 			return STEP_FAIL(report, "attach upper directory %s",
 					 cfg->upper);
-		used += (size_t)snprintf(
-		    opts + used, sizeof(opts) - used,
-		    ",upperdir=upperp/%s,workdir=upperp/%s", plan->upper_name,
-		    plan->work_name);
+		used +=
+		    (size_t)snprintf(opts + used, sizeof(opts) - used,
+				     ",upperdir=upperp/%s,workdir=upperp/%s",
+				     plan->upper_name, plan->work_name);
 	} else {
 		if (mkdir("upper", 0755) < 0 || mkdir("work", 0755) < 0)
 			return STEP_FAIL(report, "create scratch upper");
 		/* volatile: a scratch layer is never synced to disk */
-		used += (size_t)snprintf(opts + used, sizeof(opts) - used,
-					 ",upperdir=upper,workdir=work,volatile");
+		used +=
+		    (size_t)snprintf(opts + used, sizeof(opts) - used,
+				     ",upperdir=upper,workdir=work,volatile");
 	}
 	/* userxattr: overlay mounted in a user namespace keeps its metadata
 	 * in user.overlay.* (trusted.* needs init-namespace privilege) */

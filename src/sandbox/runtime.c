@@ -279,8 +279,10 @@ int runtime_record_read(const char *name, struct sandbox_record *rec)
 		size_t n = json_array_size(env);
 		rec->env = wr_calloc(n + 1, sizeof(char *));
 		for (size_t i = 0; rec->env && i < n; i++) {
-			const char *kv = json_string_value(json_array_get(env, i));
-			rec->env[i] = wr_strdup(kv && strchr(kv, '=') ? kv : "_=");
+			const char *kv =
+			    json_string_value(json_array_get(env, i));
+			rec->env[i] =
+			    wr_strdup(kv && strchr(kv, '=') ? kv : "_=");
 		}
 	}
 	json_decref(o);

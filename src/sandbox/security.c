@@ -94,14 +94,17 @@ static int drop_capabilities(struct child_report *report)
  * changes the key. Default action: allow. */
 struct seccomp_rule {
 	const char *syscall;
-	int errnum;	 /* returned instead of running the call */
-	int arg;	 /* -1: unconditional; else the argument compared */
-	uint64_t mask;	 /* the rule matches when (arg & mask) == value */
+	int errnum;    /* returned instead of running the call */
+	int arg;       /* -1: unconditional; else the argument compared */
+	uint64_t mask; /* the rule matches when (arg & mask) == value */
 	uint64_t value;
 	bool unless_userns; /* dropped with --allow-userns */
 };
 
-#define DENY(name) {name, EPERM, -1, 0, 0, false}
+#define DENY(name)                           \
+	{                                    \
+		name, EPERM, -1, 0, 0, false \
+	}
 
 static const struct seccomp_rule seccomp_rules[] = {
     /* loading code into the kernel, replacing it */
