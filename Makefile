@@ -13,7 +13,7 @@ CC      ?= cc
 BUILD   ?= build
 SAN     ?= 0
 DEBIAN_PACKAGES := gcc make pkg-config libseccomp-dev libjansson-dev \
-                   libcmocka-dev musl-tools
+                   libcmocka-dev musl-tools libsodium-dev git
 
 CFLAGS_COMMON := -std=c17 -D_GNU_SOURCE -Isrc -g -O2 -Wall -Wextra \
   -Werror=implicit-function-declaration -Werror=return-type \
@@ -31,13 +31,14 @@ ifeq ($(SAN),1)
 endif
 CFLAGS  += $(CFLAGS_COMMON) $(SANFLAGS)
 LDFLAGS += $(SANFLAGS)
-LIBS    := -lseccomp -ljansson
+LIBS    := -lseccomp -ljansson -lsodium
 
 UTIL_SRC    := src/util/alloc.c src/util/error.c src/util/fdpass.c src/util/fs.c \
                src/util/parse.c
 SANDBOX_SRC := $(wildcard src/sandbox/*.c)
+SNAPSHOT_SRC := $(wildcard src/snapshot/*.c)
 CLI_SRC     := $(wildcard src/cli/*.c)
-LIB_SRC     := $(UTIL_SRC) $(SANDBOX_SRC)
+LIB_SRC     := $(UTIL_SRC) $(SANDBOX_SRC) $(SNAPSHOT_SRC)
 LIB_OBJ     := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 
