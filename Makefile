@@ -15,6 +15,10 @@ SAN     ?= 0
 DEBIAN_PACKAGES := gcc make pkg-config libseccomp-dev libjansson-dev \
                    libcmocka-dev musl-tools libsodium-dev git
 
+# what the tests use besides the build (script, setpriv, pgrep, PostgreSQL
+# for the service fixture)
+TEST_PACKAGES := bsdutils util-linux procps git postgresql
+
 CFLAGS_COMMON := -std=c17 -D_GNU_SOURCE -Isrc -g -O2 -Wall -Wextra \
   -Werror=implicit-function-declaration -Werror=return-type \
   -Werror=incompatible-pointer-types -Werror=int-conversion \
@@ -52,12 +56,15 @@ INIT_CFLAGS := -std=c17 -D_GNU_SOURCE -Isrc -Os -Wall -Wextra -static \
 UNIT_TESTS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 PROBE       := $(BUILD)/tests/probe
 
-.PHONY: all deps check bench demo clean fuzz format
+.PHONY: all deps test-deps check bench demo clean fuzz format
 all: deps $(BUILD)/warren $(BUILD)/warren-init
 
-# Install what the build needs on a fresh Debian 12 machine (root only).
-deps:
-	@missing=""; for p in $(DEBIAN_PACKAGES); do \
+# Install what the build (or the tests) need on a fresh Debian 12 machine
+# (root only).
+deps: PACKAGES = $(DEBIAN_PACKAGES)
+test-deps: PACKAGES = $(TEST_PACKAGES)
+deps test-deps:
+	@missing=""; for p in $(PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -94,7 +101,7 @@ $(BUILD)/bench/sandbox: bench/sandbox.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c17 -D_GNU_SOURCE -O2 -Wall -Wextra -o $@ $<
 
-check: all $(UNIT_TESTS) $(PROBE)
+check: all test-deps $(UNIT_TESTS) $(PROBE)
 	@BUILD=$(BUILD) SAN=$(SAN) tests/run.sh
 
 bench: all $(BUILD)/bench/sandbox
