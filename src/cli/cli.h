@@ -14,7 +14,16 @@
 struct cli_sandbox_opts {
 	struct sandbox_config cfg;
 	bool json;
+	const char *snapshot; /* --snapshot ID */
+	const char *data;     /* --data DIR */
+	char **owned;	      /* strings cfg borrows from us (snapshot layers) */
+	size_t n_owned;
 };
+
+/* Resolves --snapshot into lower layers (below any --layer). Returns 0,
+ * or an exit code after printing the error. */
+int cli_resolve_snapshot(const char *verb, struct cli_sandbox_opts *o);
+void cli_sandbox_opts_clear(struct cli_sandbox_opts *o);
 
 /* Parses the sandbox options shared by `run` and `create`, stopping at "--"
  * or the first non-option. Returns the index of the first remaining
@@ -26,6 +35,7 @@ void cli_usage_error(const char *verb, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 int cmd_sandbox(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
 int cmd_sandbox_run(int argc, char **argv);
 int cmd_sandbox_create(int argc, char **argv);
 int cmd_sandbox_exec(int argc, char **argv);

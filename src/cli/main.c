@@ -22,6 +22,8 @@ static void usage(FILE *out)
 	    "  sandbox exec NAME [opts] -- CMD...       run CMD in a sandbox\n"
 	    "  sandbox ls [--json]                      list sandboxes\n"
 	    "  sandbox rm NAME...                       remove sandboxes\n"
+	    "  snapshot build REPO [--ref REF]          prepare a repository's environment\n"
+	    "  snapshot list|show|rm|gc|verify          manage snapshots\n"
 	    "  version                                  print the version\n"
 	    "\n"
 	    "See `warren sandbox --help` and docs/ for details.\n");
@@ -36,6 +38,8 @@ int main(int argc, char **argv)
 	const char *verb = argv[1];
 	if (!strcmp(verb, "sandbox"))
 		return cmd_sandbox(argc - 1, argv + 1);
+	if (!strcmp(verb, "snapshot"))
+		return cmd_snapshot(argc - 1, argv + 1);
 	if (!strcmp(verb, "version") || !strcmp(verb, "--version")) {
 		printf("warren %s\n", WARREN_VERSION);
 		return 0;

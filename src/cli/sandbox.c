@@ -1,6 +1,8 @@
 /* sandbox.c - `warren sandbox ...`: sub-verb dispatch and shared options. */
 #include "cli/cli.h"
 
+#include "snapshot/build.h"
+#include "snapshot/store.h"
 #include "util/alloc.h"
 #include "util/parse.h"
 
@@ -37,6 +39,10 @@ static const char sandbox_usage[] =
     "  --timeout DURATION    wall-clock limit: 90s, 5m, 1h30m (default: none)\n"
     "  --net none            network: loopback only (the only mode for now)\n"
     "  --allow-userns        let the sandbox create user namespaces\n"
+    "  --snapshot ID         start from a snapshot's layers (below any "
+    "--layer)\n"
+    "  --data DIR            data directory holding snapshots (default\n"
+    "                        $WARREN_HOME, else ./.warren)\n"
     "  --json                print a machine-readable result\n";
 
 void cli_error(const char *verb, struct wr_error *err)
@@ -72,6 +78,8 @@ enum {
 	OPT_JSON,
 	OPT_NAME,
 	OPT_ALLOW_USERNS,
+	OPT_SNAPSHOT,
+	OPT_DATA,
 };
 
 static const struct option sandbox_options[] = {
@@ -91,6 +99,8 @@ static const struct option sandbox_options[] = {
     {"json", no_argument, NULL, OPT_JSON},
     {"name", required_argument, NULL, OPT_NAME},
     {"allow-userns", no_argument, NULL, OPT_ALLOW_USERNS},
+    {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
+    {"data", required_argument, NULL, OPT_DATA},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -269,6 +279,8 @@ int cli_parse_sandbox_opts(int argc, char **argv, struct cli_sandbox_opts *o,
 			o->cfg.name = optarg;
 			break;
 		case OPT_ALLOW_USERNS: o->cfg.allow_userns = true; break;
+		case OPT_SNAPSHOT: o->snapshot = optarg; break;
+		case OPT_DATA: o->data = optarg; break;
 		case 'h': fputs(sandbox_usage, stdout); exit(0);
 		case ':':
 			cli_usage_error(verb, "option '%s' needs a value",
@@ -288,6 +300,76 @@ int cli_parse_sandbox_opts(int argc, char **argv, struct cli_sandbox_opts *o,
 		/* nothing: hostname defaults to "warren" */
 	}
 	return optind;
+}
+
+int cli_resolve_snapshot(const char *verb, struct cli_sandbox_opts *o)
+{
+	if (!o->snapshot)
+		return 0;
+	if (o->cfg.rootfs) {
+		cli_usage_error(verb,
+				"--snapshot and --rootfs exclude each other");
+		return WR_EXIT_USAGE;
+	}
+	char *data = NULL;
+	if (o->data) {
+		char real[4096];
+		data = wr_strdup(realpath(o->data, real) ? real : o->data);
+	} else {
+		data = snap_default_data_dir();
+	}
+	struct wr_error *err = NULL;
+	struct snap_store *store = NULL;
+	struct snap_manifest *m = NULL;
+	int r = data ? snap_store_open(data, &store, &err) : -ENOMEM;
+	free(data);
+	if (r == 0)
+		r = snap_store_get(store, o->snapshot, &m, &err);
+	size_t n = m ? m->n_layers : 0;
+	const char **layers =
+	    r == 0 ? wr_calloc(n + o->cfg.n_layers + 1, sizeof(char *)) : NULL;
+	o->owned = r == 0 ? wr_calloc(n + 1, sizeof(char *)) : NULL;
+	if (r == 0 && (!layers || !o->owned))
+		r = -ENOMEM;
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		char *p = snap_store_layer_path(store, m->layers[i].id);
+		if (!p) {
+			r = -ENOMEM;
+			break;
+		}
+		o->owned[o->n_owned++] = p;
+		layers[i] = p;
+	}
+	if (r == 0) {
+		for (size_t i = 0; i < o->cfg.n_layers; i++)
+			layers[n + i] = o->cfg.layers[i];
+		free(o->cfg.layers);
+		o->cfg.layers = layers;
+		o->cfg.n_layers += n;
+		layers = NULL;
+	}
+	free(layers);
+	snap_manifest_free(m);
+	snap_store_close(store);
+	if (r < 0) {
+		fprintf(stderr, "warren sandbox %s: --snapshot %s: %s\n", verb,
+			o->snapshot, err && err->msg ? err->msg : strerror(-r));
+		int code =
+		    err && err->bad_input ? WR_EXIT_USAGE : WR_EXIT_FAILURE;
+		wr_error_free(err);
+		return code;
+	}
+	return 0;
+}
+
+void cli_sandbox_opts_clear(struct cli_sandbox_opts *o)
+{
+	for (size_t i = 0; i < o->n_owned; i++)
+		free(o->owned[i]);
+	free(o->owned);
+	o->owned = NULL;
+	o->n_owned = 0;
+	sandbox_config_clear(&o->cfg);
 }
 
 int cmd_sandbox(int argc, char **argv)

@@ -27,6 +27,9 @@ int cmd_sandbox_create(int argc, char **argv)
 		ret = WR_EXIT_USAGE;
 		goto out;
 	}
+	ret = cli_resolve_snapshot("create", &o);
+	if (ret)
+		goto out;
 	struct wr_error *err = NULL;
 	struct sandbox *sb = NULL;
 	int r = sandbox_create(&o.cfg, SANDBOX_MODE_SERVE, NULL, &sb, &err);
@@ -53,6 +56,6 @@ int cmd_sandbox_create(int argc, char **argv)
 	}
 	sandbox_detach(sb);
 out:
-	sandbox_config_clear(&o.cfg);
+	cli_sandbox_opts_clear(&o);
 	return ret;
 }

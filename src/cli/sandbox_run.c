@@ -34,14 +34,19 @@ int cmd_sandbox_run(int argc, char **argv)
 	struct cli_sandbox_opts o;
 	int first = cli_parse_sandbox_opts(argc, argv, &o, false);
 	if (first < 0) {
-		sandbox_config_clear(&o.cfg);
+		cli_sandbox_opts_clear(&o);
 		return WR_EXIT_USAGE;
 	}
 	if (first >= argc) {
 		cli_usage_error("run",
 				"no command given (use -- CMD [ARGS...])");
-		sandbox_config_clear(&o.cfg);
+		cli_sandbox_opts_clear(&o);
 		return WR_EXIT_USAGE;
+	}
+	int code = cli_resolve_snapshot("run", &o);
+	if (code) {
+		cli_sandbox_opts_clear(&o);
+		return code;
 	}
 	struct wr_error *err = NULL;
 	struct sandbox *sb = NULL;
@@ -50,10 +55,9 @@ int cmd_sandbox_run(int argc, char **argv)
 	if (r < 0) {
 		cli_error("run", err);
 		/* bad input caught by validation is a usage error */
-		int code =
-		    err && err->bad_input ? WR_EXIT_USAGE : WR_EXIT_FAILURE;
+		code = err && err->bad_input ? WR_EXIT_USAGE : WR_EXIT_FAILURE;
 		wr_error_free(err);
-		sandbox_config_clear(&o.cfg);
+		cli_sandbox_opts_clear(&o);
 		return code;
 	}
 	char name[128];
@@ -74,6 +78,6 @@ int cmd_sandbox_run(int argc, char **argv)
 		    "limit\n");
 	if (o.json)
 		print_json(name, &res);
-	sandbox_config_clear(&o.cfg);
+	cli_sandbox_opts_clear(&o);
 	return r < 0 && res.exit_code == 0 ? WR_EXIT_FAILURE : res.exit_code;
 }

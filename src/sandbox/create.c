@@ -424,6 +424,7 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 	_cleanup_free_ char *init_path = NULL;
 	_cleanup_free_ char *stage = NULL;
 	_cleanup_free_ char **rec_env = NULL;
+	_cleanup_free_ char **rec_layers = NULL;
 	_cleanup_close_ int v2_dir = -1;
 	int r = sandbox_config_validate(cfg, err);
 	if (r < 0)
@@ -492,6 +493,14 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 		rec.env = rec_env;
 		rec.cwd = (char *)cfg->cwd;
 	}
+	rec_layers = wr_calloc(cfg->n_layers + 1, sizeof(char *));
+	if (!rec_layers) {
+		r = wr_error_set(err, ENOMEM, "create sandbox");
+		goto fail;
+	}
+	for (size_t i = 0; i < cfg->n_layers; i++)
+		rec_layers[i] = (char *)cfg->layers[i];
+	rec.layers = rec_layers;
 	r = runtime_record_write(&rec, err);
 	if (r < 0)
 		goto fail;

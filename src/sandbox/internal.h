@@ -158,6 +158,7 @@ struct sandbox_record {
 	char *work_dir; /* persistent upper's work dir, removed at destroy */
 	char **env;	/* serve mode: create's --env, defaults for exec */
 	char *cwd;	/* serve mode: create's --cwd, default for exec */
+	char **layers;	/* lower layers (paths), so gc keeps them */
 };
 
 char *runtime_path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -230,6 +230,7 @@ int sandbox_list(struct sandbox_info **out, size_t *n_out,
 		    .deadline_ms = rec.deadline_ms,
 		    .alive = runtime_record_alive(&rec),
 		    .upper = TAKE_PTR(rec.upper),
+		    .layers = TAKE_PTR(rec.layers),
 		};
 		runtime_record_clear(&rec);
 	}
@@ -248,6 +249,9 @@ void sandbox_info_free_array(struct sandbox_info *infos, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		free(infos[i].name);
 		free(infos[i].upper);
+		for (size_t k = 0; infos[i].layers && infos[i].layers[k]; k++)
+			free(infos[i].layers[k]);
+		free(infos[i].layers);
 	}
 	free(infos);
 }

@@ -211,6 +211,12 @@ int runtime_record_write(const struct sandbox_record *rec,
 		json_object_set_new(o, "work_dir", json_string(rec->work_dir));
 	if (rec->cwd)
 		json_object_set_new(o, "cwd", json_string(rec->cwd));
+	if (rec->layers) {
+		json_t *layers = json_array();
+		for (size_t i = 0; rec->layers[i]; i++)
+			json_array_append_new(layers, json_string(rec->layers[i]));
+		json_object_set_new(o, "layers", layers);
+	}
 	if (rec->env) {
 		json_t *env = json_array();
 		for (size_t i = 0; rec->env[i]; i++)
@@ -230,6 +236,19 @@ int runtime_record_write(const struct sandbox_record *rec,
 	if (r < 0)
 		return wr_error_set(err, -r, "write sandbox record");
 	return 0;
+}
+
+static char **dup_string_array(json_t *arr)
+{
+	if (!json_is_array(arr) || json_array_size(arr) > 4096)
+		return NULL;
+	size_t n = json_array_size(arr);
+	char **list = wr_calloc(n + 1, sizeof(char *));
+	for (size_t i = 0; list && i < n; i++) {
+		const char *s = json_string_value(json_array_get(arr, i));
+		list[i] = wr_strdup(s ? s : "");
+	}
+	return list;
 }
 
 static char *dup_json_string(json_t *o, const char *key)
@@ -274,6 +293,7 @@ int runtime_record_read(const char *name, struct sandbox_record *rec)
 	rec->upper = dup_json_string(o, "upper");
 	rec->work_dir = dup_json_string(o, "work_dir");
 	rec->cwd = dup_json_string(o, "cwd");
+	rec->layers = dup_string_array(json_object_get(o, "layers"));
 	json_t *env = json_object_get(o, "env");
 	if (json_is_array(env) && json_array_size(env) <= 4096) {
 		size_t n = json_array_size(env);
@@ -298,6 +318,9 @@ void runtime_record_clear(struct sandbox_record *rec)
 	for (size_t i = 0; rec->env && rec->env[i]; i++)
 		free(rec->env[i]);
 	free(rec->env);
+	for (size_t i = 0; rec->layers && rec->layers[i]; i++)
+		free(rec->layers[i]);
+	free(rec->layers);
 	free(rec->cwd);
 	free(rec->name);
 	free(rec->upper);

@@ -132,6 +132,7 @@ struct sandbox_info {
 	int64_t deadline_ms; /* 0: no timeout */
 	bool alive;
 	char *upper; /* NULL: scratch */
+	char **layers; /* lower layers, NULL-terminated (may be NULL) */
 };
 int sandbox_list(struct sandbox_info **out, size_t *n_out,
 		 struct wr_error **err);

@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build}"
 SECONDS_EACH="${FUZZ_SECONDS:-60}"
-TARGETS="${FUZZ_TARGETS:-parse proto}"
+TARGETS="${FUZZ_TARGETS:-parse proto spec}"
 JOBS="${FUZZ_JOBS:-1}"
 OUT="$BUILD/fuzz"
 
@@ -39,7 +39,7 @@ for kind in $TARGETS; do
 	echo "== $target: build"
 	if ! clang -std=c17 -D_GNU_SOURCE -Isrc -g -O1 -fno-omit-frame-pointer \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		-o "$bin" "tests/fuzz/$target.c" src/util/*.c src/sandbox/proto.c; then
+		-o "$bin" "tests/fuzz/$target.c" src/util/*.c src/sandbox/proto.c src/snapshot/spec.c src/snapshot/jsonc.c -ljansson -lsodium; then
 		echo "FAIL $target: build failed"
 		status=1
 		continue

@@ -1,0 +1,410 @@
+/* snapshot.c - `warren snapshot build|list|show|rm|gc|verify`. */
+#include "cli/cli.h"
+
+#include "snapshot/build.h"
+#include "snapshot/store.h"
+#include "util/alloc.h"
+#include "util/cleanup.h"
+#include "util/fs.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char snapshot_usage[] =
+    "usage: warren snapshot build REPO [--ref REF] [--rebuild-deps] [--json]\n"
+    "       warren snapshot list [REPO] [--json]\n"
+    "       warren snapshot show ID [--json]\n"
+    "       warren snapshot rm ID\n"
+    "       warren snapshot gc [--json]\n"
+    "       warren snapshot verify ID [--json]\n"
+    "options: --data DIR   the data directory (default $WARREN_HOME, else "
+    "./.warren)\n"
+    "         --quiet      no progress output (build)\n";
+
+struct snap_cli {
+	const char *data;
+	const char *ref;
+	bool json;
+	bool quiet;
+	bool rebuild_deps;
+	char **args;
+	int n_args;
+};
+
+static int parse(int argc, char **argv, const char *verb, struct snap_cli *c)
+{
+	static const struct option opts[] = {
+	    {"data", required_argument, NULL, 'd'},
+	    {"ref", required_argument, NULL, 'r'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"rebuild-deps", no_argument, NULL, 'R'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	memset(c, 0, sizeof(*c));
+	optind = 1;
+	opterr = 0;
+	int ch;
+	while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'd': c->data = optarg; break;
+		case 'r': c->ref = optarg; break;
+		case 'j': c->json = true; break;
+		case 'q': c->quiet = true; break;
+		case 'R': c->rebuild_deps = true; break;
+		case 'h': fputs(snapshot_usage, stdout); exit(0);
+		case ':':
+			fprintf(
+			    stderr,
+			    "warren snapshot %s: option '%s' needs a value\n",
+			    verb, argv[optind - 1]);
+			return -1;
+		default:
+			fprintf(stderr,
+				"warren snapshot %s: unknown option '%s'\n",
+				verb, argv[optind - 1]);
+			return -1;
+		}
+	}
+	c->args = argv + optind;
+	c->n_args = argc - optind;
+	return 0;
+}
+
+static char *data_dir(const struct snap_cli *c)
+{
+	if (c->data) {
+		char real[4096];
+		if (realpath(c->data, real))
+			return wr_strdup(real);
+		return wr_strdup(c->data);
+	}
+	return snap_default_data_dir();
+}
+
+static void print_json(json_t *j)
+{
+	char *text =
+	    j ? json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) : NULL;
+	if (text)
+		printf("%s\n", text);
+	free(text);
+	json_decref(j);
+}
+
+static int fail(const char *verb, struct wr_error *err)
+{
+	fprintf(stderr, "warren snapshot %s: %s\n", verb,
+		err && err->msg ? err->msg : "failed");
+	int code = err && err->bad_input ? WR_EXIT_USAGE : WR_EXIT_FAILURE;
+	wr_error_free(err);
+	return code;
+}
+
+static void print_manifest(const struct snap_manifest *m)
+{
+	printf("id        %s\n", m->id);
+	printf("repo      %s\n", m->repo ? m->repo : "-");
+	printf("ref       %s\n", m->ref ? m->ref : "-");
+	printf("commit    %s\n", m->commit ? m->commit : "-");
+	time_t created = (time_t)(m->created_ms / 1000);
+	char when[64];
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", gmtime(&created));
+	printf("created   %s\n", when);
+	printf("status    %s\n", m->status ? m->status : "-");
+	for (size_t i = 0; i < m->n_layers; i++)
+		printf("layer     %s  %-5s %llu bytes\n", m->layers[i].id,
+		       m->layers[i].role ? m->layers[i].role : "-",
+		       (unsigned long long)m->layers[i].bytes);
+	for (size_t i = 0; i < m->n_timings; i++)
+		printf("time      %-10s %9.1f ms\n", m->timings[i].phase,
+		       m->timings[i].ms);
+	for (size_t i = 0; i < m->n_lockfiles; i++)
+		printf("lockfile  %s  %.12s\n", m->lockfiles[i].path,
+		       m->lockfiles[i].sha256);
+}
+
+static char *self_exe(void)
+{
+	char buf[4096];
+	ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+	if (n < 0)
+		return NULL;
+	buf[n] = '\0';
+	return wr_strdup(buf);
+}
+
+static int cmd_build(int argc, char **argv)
+{
+	struct snap_cli c;
+	if (parse(argc, argv, "build", &c) < 0)
+		return WR_EXIT_USAGE;
+	if (c.n_args != 1) {
+		fprintf(stderr,
+			"warren snapshot build: expected one REPO (a path "
+			"or a git URL)\n");
+		return WR_EXIT_USAGE;
+	}
+	_cleanup_free_ char *data = data_dir(&c);
+	_cleanup_free_ char *warren = self_exe();
+	if (!data || !warren)
+		return WR_EXIT_FAILURE;
+	struct snap_build_opts o = {
+	    .data_dir = data,
+	    .repo = c.args[0],
+	    .ref = c.ref,
+	    .warren = warren,
+	    .progress_fd = c.quiet ? -1 : STDERR_FILENO,
+	    .rebuild_deps = c.rebuild_deps,
+	};
+	struct wr_error *err = NULL;
+	struct snap_manifest *m = NULL;
+	if (snap_build(&o, &m, &err) < 0)
+		return fail("build", err);
+	if (c.json)
+		print_json(snap_manifest_to_json(m));
+	else
+		printf("%s\n", m->id);
+	snap_manifest_free(m);
+	return 0;
+}
+
+static int open_store(const struct snap_cli *c, struct snap_store **store,
+		      struct wr_error **err)
+{
+	_cleanup_free_ char *data = data_dir(c);
+	if (!data)
+		return wr_error_set(err, ENOMEM, "data directory");
+	return snap_store_open(data, store, err);
+}
+
+static int cmd_list(int argc, char **argv)
+{
+	struct snap_cli c;
+	if (parse(argc, argv, "list", &c) < 0 || c.n_args > 1)
+		return WR_EXIT_USAGE;
+	struct wr_error *err = NULL;
+	struct snap_store *store = NULL;
+	struct snap_manifest **ms = NULL;
+	size_t n = 0;
+	if (open_store(&c, &store, &err) < 0 ||
+	    snap_store_list(store, c.n_args ? c.args[0] : NULL, &ms, &n, &err) <
+		0) {
+		snap_store_close(store);
+		return fail("list", err);
+	}
+	if (err) { /* corrupt manifests were skipped: say so */
+		fprintf(stderr, "warren snapshot list: warning: %s\n",
+			err->msg);
+		wr_error_free(err);
+		err = NULL;
+	}
+	if (c.json) {
+		json_t *arr = json_array();
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(arr,
+					      snap_manifest_to_json(ms[i]));
+		print_json(arr);
+	} else {
+		printf("%-14s %-10s %-20s %-8s %s\n", "ID", "COMMIT", "CREATED",
+		       "STATUS", "REPO");
+		for (size_t i = 0; i < n; i++) {
+			time_t created = (time_t)(ms[i]->created_ms / 1000);
+			char when[32];
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S",
+				 gmtime(&created));
+			printf("%-14.12s %-10.10s %-20s %-8s %s\n", ms[i]->id,
+			       ms[i]->commit ? ms[i]->commit : "-", when,
+			       ms[i]->status ? ms[i]->status : "-",
+			       ms[i]->repo ? ms[i]->repo : "-");
+		}
+	}
+	snap_manifest_free_array(ms, n);
+	snap_store_close(store);
+	return 0;
+}
+
+static int cmd_show(int argc, char **argv)
+{
+	struct snap_cli c;
+	if (parse(argc, argv, "show", &c) < 0 || c.n_args != 1) {
+		fprintf(stderr, "usage: warren snapshot show ID [--json]\n");
+		return WR_EXIT_USAGE;
+	}
+	struct wr_error *err = NULL;
+	struct snap_store *store = NULL;
+	struct snap_manifest *m = NULL;
+	if (open_store(&c, &store, &err) < 0 ||
+	    snap_store_get(store, c.args[0], &m, &err) < 0) {
+		snap_store_close(store);
+		return fail("show", err);
+	}
+	if (c.json)
+		print_json(snap_manifest_to_json(m));
+	else
+		print_manifest(m);
+	snap_manifest_free(m);
+	snap_store_close(store);
+	return 0;
+}
+
+static int cmd_rm(int argc, char **argv)
+{
+	struct snap_cli c;
+	if (parse(argc, argv, "rm", &c) < 0 || c.n_args < 1) {
+		fprintf(stderr, "usage: warren snapshot rm ID...\n");
+		return WR_EXIT_USAGE;
+	}
+	struct wr_error *err = NULL;
+	struct snap_store *store = NULL;
+	if (open_store(&c, &store, &err) < 0)
+		return fail("rm", err);
+	int ret = 0;
+	for (int i = 0; i < c.n_args; i++) {
+		if (snap_store_remove(store, c.args[i], &err) < 0) {
+			ret = fail("rm", err);
+			err = NULL;
+		}
+	}
+	snap_store_close(store);
+	return ret;
+}
+
+/* Layers used by live sandboxes must survive a gc. */
+static char **layers_in_use(const char *layers_dir, size_t *n_out)
+{
+	struct sandbox_info *infos = NULL;
+	size_t n = 0;
+	*n_out = 0;
+	if (sandbox_list(&infos, &n, NULL) < 0)
+		return NULL;
+	size_t cap = 0, count = 0;
+	char **ids = NULL;
+	size_t dlen = strlen(layers_dir);
+	for (size_t i = 0; i < n; i++) {
+		for (size_t k = 0; infos[i].layers && infos[i].layers[k]; k++) {
+			const char *p = infos[i].layers[k];
+			if (strncmp(p, layers_dir, dlen) || p[dlen] != '/')
+				continue;
+			if (count == cap) {
+				cap = cap ? cap * 2 : 16;
+				char **grown =
+				    wr_realloc(ids, cap * sizeof(char *));
+				if (!grown)
+					break;
+				ids = grown;
+			}
+			ids[count] = wr_strndup(p + dlen + 1, 64);
+			if (ids[count])
+				count++;
+		}
+	}
+	sandbox_info_free_array(infos, n);
+	*n_out = count;
+	return ids;
+}
+
+static int cmd_gc(int argc, char **argv)
+{
+	struct snap_cli c;
+	if (parse(argc, argv, "gc", &c) < 0 || c.n_args != 0)
+		return WR_EXIT_USAGE;
+	struct wr_error *err = NULL;
+	struct snap_store *store = NULL;
+	if (open_store(&c, &store, &err) < 0)
+		return fail("gc", err);
+	/* stale sandbox records first: their layers are not in use */
+	sandbox_reap_stale(NULL);
+	_cleanup_free_ char *layers =
+	    wr_asprintf("%s/layers", snap_store_dir(store));
+	size_t n_in_use = 0;
+	char **in_use = layers ? layers_in_use(layers, &n_in_use) : NULL;
+	size_t removed = 0;
+	uint64_t bytes = 0;
+	int r = snap_store_gc(store, (const char *const *)in_use, n_in_use,
+			      &removed, &bytes, &err);
+	for (size_t i = 0; i < n_in_use; i++)
+		free(in_use[i]);
+	free(in_use);
+	snap_store_close(store);
+	if (r < 0)
+		return fail("gc", err);
+	if (c.json)
+		print_json(json_pack("{s:I, s:I, s:I}", "removed_layers",
+				     (json_int_t)removed, "removed_bytes",
+				     (json_int_t)bytes, "layers_in_use",
+				     (json_int_t)n_in_use));
+	else
+		printf("removed %zu layer%s (%llu bytes); %zu in use by "
+		       "sandboxes\n",
+		       removed, removed == 1 ? "" : "s",
+		       (unsigned long long)bytes, n_in_use);
+	return 0;
+}
+
+static int cmd_verify(int argc, char **argv)
+{
+	struct snap_cli c;
+	if (parse(argc, argv, "verify", &c) < 0 || c.n_args != 1) {
+		fprintf(stderr, "usage: warren snapshot verify ID [--json]\n");
+		return WR_EXIT_USAGE;
+	}
+	struct wr_error *err = NULL;
+	struct snap_store *store = NULL;
+	struct snap_verify_result res = {0};
+	if (open_store(&c, &store, &err) < 0 ||
+	    snap_store_verify(store, c.args[0], &res, &err) < 0) {
+		snap_store_close(store);
+		return fail("verify", err);
+	}
+	if (c.json) {
+		json_t *bad = json_array();
+		for (size_t i = 0; i < res.n_bad; i++)
+			json_array_append_new(bad, json_string(res.bad_ids[i]));
+		print_json(json_pack("{s:b, s:I, s:o}", "ok", res.n_bad == 0,
+				     "layers", (json_int_t)res.n_layers,
+				     "bad_layers", bad));
+	} else if (res.n_bad == 0) {
+		printf("ok: %zu layer%s match their recorded hashes\n",
+		       res.n_layers, res.n_layers == 1 ? "" : "s");
+	} else {
+		for (size_t i = 0; i < res.n_bad; i++)
+			printf("MODIFIED layer %s\n", res.bad_ids[i]);
+	}
+	int code = res.n_bad == 0 ? 0 : 1;
+	snap_verify_result_clear(&res);
+	snap_store_close(store);
+	return code;
+}
+
+int cmd_snapshot(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		fputs(snapshot_usage, argc < 2 ? stderr : stdout);
+		return argc < 2 ? WR_EXIT_USAGE : 0;
+	}
+	const char *sub = argv[1];
+	if (!strcmp(sub, "build"))
+		return cmd_build(argc - 1, argv + 1);
+	if (!strcmp(sub, "list") || !strcmp(sub, "ls"))
+		return cmd_list(argc - 1, argv + 1);
+	if (!strcmp(sub, "show"))
+		return cmd_show(argc - 1, argv + 1);
+	if (!strcmp(sub, "rm"))
+		return cmd_rm(argc - 1, argv + 1);
+	if (!strcmp(sub, "gc"))
+		return cmd_gc(argc - 1, argv + 1);
+	if (!strcmp(sub, "verify"))
+		return cmd_verify(argc - 1, argv + 1);
+	fprintf(stderr, "warren snapshot: unknown command '%s'\n", sub);
+	fputs(snapshot_usage, stderr);
+	return WR_EXIT_USAGE;
+}

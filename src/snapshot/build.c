@@ -1,0 +1,779 @@
+/* build.c - building a snapshot (see build.h for the phases). */
+#include "snapshot/build.h"
+
+#include "snapshot/git.h"
+#include "snapshot/spec.h"
+#include "util/alloc.h"
+#include "util/cleanup.h"
+#include "util/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <sodium.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef WARREN_VERSION
+#define WARREN_VERSION "0.1.0"
+#endif
+
+#define SPEC_MAX_BYTES (1 << 20)
+#define LOCKFILE_MAX_BYTES (64 << 20)
+#define TAIL_LINES 20
+#define MIRROR_IN_SANDBOX "/run/warren-src/repo.git"
+
+char *snap_default_data_dir(void)
+{
+	const char *home = getenv("WARREN_HOME");
+	char cwd[PATH_MAX];
+	if (home && *home)
+		return home[0] == '/' ? wr_strdup(home)
+		       : getcwd(cwd, sizeof(cwd))
+			   ? wr_asprintf("%s/%s", cwd, home)
+			   : NULL;
+	if (!getcwd(cwd, sizeof(cwd)))
+		return NULL;
+	return wr_asprintf("%s/.warren", cwd);
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void progress(const struct snap_build_opts *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void progress(const struct snap_build_opts *o, const char *fmt, ...)
+{
+	if (o->progress_fd < 0)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vdprintf(o->progress_fd, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- shell script generation --------------------------------------------- */
+
+/* 'text' with every ' written as '\'' : safe for any bytes but NUL. */
+static void sh_quote(FILE *f, const char *text)
+{
+	fputc('\'', f);
+	for (const char *p = text; *p; p++) {
+		if (*p == '\'')
+			fputs("'\\''", f);
+		else
+			fputc(*p, f);
+	}
+	fputc('\'', f);
+}
+
+static void sh_command(FILE *f, const struct spec_command *cmd)
+{
+	if (cmd->shell) {
+		fputs("sh -c ", f);
+		sh_quote(f, cmd->shell);
+	} else {
+		for (size_t i = 0; cmd->argv && cmd->argv[i]; i++) {
+			if (i)
+				fputc(' ', f);
+			sh_quote(f, cmd->argv[i]);
+		}
+	}
+}
+
+static bool command_set(const struct spec_command *cmd)
+{
+	return cmd->shell || (cmd->argv && cmd->argv[0]);
+}
+
+/* A failing hook prints "@@warren-failed NAME STATUS" and ends the
+ * script with that status; the builder reports it with the output tail. */
+static void sh_hook(FILE *f, const char *name, const struct spec_hook *hook)
+{
+	if (hook->kind == SPEC_HOOK_NONE || hook->n_cmds == 0)
+		return;
+	fprintf(f, "echo '@@warren-hook %s'\n", name);
+	if (hook->kind != SPEC_HOOK_PARALLEL) {
+		sh_command(f, &hook->cmds[0]);
+		fprintf(f,
+			"\nrc=$?; if [ $rc != 0 ]; then echo \"@@warren-failed "
+			"%s $rc\"; exit $rc; fi\n",
+			name);
+		return;
+	}
+	/* named commands run in parallel; every failure is reported */
+	for (size_t i = 0; i < hook->n_cmds; i++) {
+		fputs("( ", f);
+		sh_command(f, &hook->cmds[i]);
+		fprintf(f, " ) & warren_pid_%zu=$!\n", i);
+	}
+	fputs("warren_fail=0\n", f);
+	for (size_t i = 0; i < hook->n_cmds; i++) {
+		fprintf(
+		    f,
+		    "wait $warren_pid_%zu; rc=$?; if [ $rc != 0 ]; then echo "
+		    "\"@@warren-failed %s.%s $rc\"; warren_fail=$rc; fi\n",
+		    i, name, hook->cmds[i].name ? hook->cmds[i].name : "?");
+	}
+	fputs("if [ $warren_fail != 0 ]; then exit $warren_fail; fi\n", f);
+}
+
+static void sh_phase(FILE *f, const char *phase)
+{
+	fprintf(f, "echo \"@@warren-phase %s $(date +%%s%%N)\"\n", phase);
+}
+
+static void sh_env(FILE *f, const struct spec *spec)
+{
+	for (size_t i = 0; i < spec->n_container_env; i++) {
+		fprintf(f, "export %s=", spec->container_env[i].key);
+		sh_quote(f, spec->container_env[i].value);
+		fputc('\n', f);
+	}
+}
+
+/* Services: start each, probe until ready (60 s), then stop them all, so
+ * that their data directories are initialised in the layer. */
+static void sh_services(FILE *f, const struct spec *spec)
+{
+	for (size_t i = 0; i < spec->n_services; i++) {
+		const struct spec_service *s = &spec->services[i];
+		fprintf(f, "echo '@@warren-hook service:%s'\n", s->name);
+		fputs("( ", f);
+		sh_command(f, &s->start);
+		fprintf(
+		    f,
+		    " ) >/tmp/warren-service-%s.log 2>&1 & warren_svc_%zu=$!\n",
+		    s->name, i);
+		if (command_set(&s->ready)) {
+			fprintf(f, "warren_n=0; until ( ");
+			sh_command(f, &s->ready);
+			fprintf(
+			    f,
+			    " ) >/dev/null 2>&1; do warren_n=$((warren_n+1)); "
+			    "if [ $warren_n -ge 600 ]; then echo "
+			    "\"@@warren-failed "
+			    "service:%s-ready 1\"; tail -n 20 "
+			    "/tmp/warren-service-%s.log; exit 1; fi; sleep "
+			    "0.1; "
+			    "done\n",
+			    s->name, s->name);
+		}
+	}
+	for (size_t i = spec->n_services; i-- > 0;) {
+		const struct spec_service *s = &spec->services[i];
+		if (command_set(&s->stop)) {
+			sh_command(f, &s->stop);
+			fputs(" >/dev/null 2>&1\n", f);
+		} else {
+			fprintf(f, "kill -TERM $warren_svc_%zu 2>/dev/null\n",
+				i);
+		}
+		fprintf(f, "wait $warren_svc_%zu 2>/dev/null\n", i);
+	}
+}
+
+static const char sh_prelude[] =
+    "set -u\n"
+    /* the mirror belongs to another uid: let git read it (kept in the
+     * dependencies layer's /root/.gitconfig, for later fetches) */
+    "git config --global --get safe.directory >/dev/null 2>&1 || "
+    "git config --global --add safe.directory '*'\n";
+
+static char *script_deps(const struct spec *spec, const char *commit)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (!f)
+		return NULL;
+	fputs(sh_prelude, f);
+	sh_phase(f, "clone");
+	fprintf(f,
+		"git clone -q --no-checkout " MIRROR_IN_SANDBOX
+		" /workspace && "
+		"cd /workspace && git checkout -q --detach %s || { echo "
+		"\"@@warren-failed clone 1\"; exit 1; }\n",
+		commit);
+	sh_env(f, spec);
+	sh_phase(f, "install");
+	sh_hook(f, "onCreateCommand", &spec->on_create);
+	sh_phase(f, "end");
+	if (fclose(f) != 0) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+static char *script_repo(const struct spec *spec, const char *commit)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (!f)
+		return NULL;
+	fputs(sh_prelude, f);
+	sh_phase(f, "checkout");
+	fprintf(f,
+		"cd /workspace || exit 1\n"
+		"if [ \"$(git rev-parse HEAD)\" != %s ]; then git fetch "
+		"-q " MIRROR_IN_SANDBOX
+		" %s && git checkout -q --detach %s || { echo "
+		"\"@@warren-failed checkout 1\"; exit 1; }; fi\n",
+		commit, commit, commit);
+	sh_env(f, spec);
+	sh_phase(f, "build");
+	sh_hook(f, "updateContentCommand", &spec->update_content);
+	sh_phase(f, "services");
+	sh_services(f, spec);
+	sh_phase(f, "end");
+	if (fclose(f) != 0) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+/* ---- running a build step in a sandbox ----------------------------------- */
+
+struct phase_times {
+	char name[32];
+	long long start_ns;
+};
+
+struct step_result {
+	int exit_code;
+	char failed_hook[128];
+	int failed_status;
+	char *tail[TAIL_LINES]; /* last lines of output, oldest first */
+	size_t n_tail;
+	struct phase_times marks[16];
+	size_t n_marks;
+};
+
+static void step_result_clear(struct step_result *r)
+{
+	for (size_t i = 0; i < r->n_tail; i++)
+		free(r->tail[i]);
+	r->n_tail = 0;
+}
+
+static void keep_tail(struct step_result *r, const char *line)
+{
+	char *copy = wr_strdup(line);
+	if (!copy)
+		return;
+	if (r->n_tail == TAIL_LINES) {
+		free(r->tail[0]);
+		memmove(r->tail, r->tail + 1,
+			(TAIL_LINES - 1) * sizeof(char *));
+		r->n_tail--;
+	}
+	r->tail[r->n_tail++] = copy;
+}
+
+static void handle_line(const struct snap_build_opts *o, const char *label,
+			char *line, int log_fd, struct step_result *r)
+{
+	dprintf(log_fd, "%s\n", line);
+	if (!strncmp(line, "@@warren-phase ", 15)) {
+		if (r->n_marks < 16 &&
+		    sscanf(line + 15, "%31s %lld", r->marks[r->n_marks].name,
+			   &r->marks[r->n_marks].start_ns) == 2) {
+			r->n_marks++;
+			if (strcmp(r->marks[r->n_marks - 1].name, "end"))
+				progress(o, "==> %s\n",
+					 r->marks[r->n_marks - 1].name);
+		}
+		return;
+	}
+	if (!strncmp(line, "@@warren-failed ", 16)) {
+		sscanf(line + 16, "%127s %d", r->failed_hook,
+		       &r->failed_status);
+		return;
+	}
+	if (!strncmp(line, "@@warren-hook ", 14)) {
+		progress(o, "    (%s)\n", line + 14);
+		return;
+	}
+	if (line[0] == '{' && strstr(line, "\"exit_code\"")) {
+		json_t *j = json_loads(line, 0, NULL);
+		if (j && json_is_integer(json_object_get(j, "exit_code")))
+			r->exit_code = (int)json_integer_value(
+			    json_object_get(j, "exit_code"));
+		json_decref(j);
+		return;
+	}
+	keep_tail(r, line);
+	progress(o, "    %s | %s\n", label, line);
+}
+
+/* Runs `warren sandbox run --json ARGS -- sh -c SCRIPT`, streaming its
+ * output into the log (and the progress fd), keeping a tail for errors. */
+static int run_step(const struct snap_build_opts *o, const char *label,
+		    const char *const *args, const char *script, int log_fd,
+		    struct step_result *r, struct wr_error **err)
+{
+	const char *argv[48];
+	size_t n = 0;
+	argv[n++] = o->warren;
+	argv[n++] = "sandbox";
+	argv[n++] = "run";
+	argv[n++] = "--json";
+	for (size_t i = 0; args[i] && n < 40; i++)
+		argv[n++] = args[i];
+	argv[n++] = "--";
+	argv[n++] = "sh";
+	argv[n++] = "-c";
+	argv[n++] = script;
+	argv[n] = NULL;
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return wr_error_set(err, errno, "%s: pipe", label);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
+	static char *const env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+	pid_t pid;
+	int sr =
+	    posix_spawn(&pid, o->warren, &fa, NULL, (char *const *)argv, env);
+	posix_spawn_file_actions_destroy(&fa);
+	close(pipefd[1]);
+	if (sr != 0) {
+		close(pipefd[0]);
+		return wr_error_set(err, sr, "%s: run %s", label, o->warren);
+	}
+	r->exit_code = -1;
+	FILE *in = fdopen(pipefd[0], "r");
+	if (!in) {
+		close(pipefd[0]);
+	} else {
+		char *line = NULL;
+		size_t cap = 0;
+		ssize_t len;
+		while ((len = getline(&line, &cap, in)) >= 0) {
+			if (len > 0 && line[len - 1] == '\n')
+				line[len - 1] = '\0';
+			handle_line(o, label, line, log_fd, r);
+		}
+		free(line);
+		fclose(in);
+	}
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (r->exit_code < 0)
+		r->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 125;
+	return 0;
+}
+
+static int step_error(const char *label, const char *log_path,
+		      const struct step_result *r, struct wr_error **err)
+{
+	char tail[4096] = "";
+	size_t used = 0;
+	for (size_t i = 0; i < r->n_tail && used < sizeof(tail) - 2; i++)
+		used += (size_t)snprintf(tail + used, sizeof(tail) - used,
+					 "\n    %s", r->tail[i]);
+	if (r->failed_hook[0])
+		return wr_error_set(
+		    err, 0, "%s: hook %s failed with status %d (log: %s)%s",
+		    label, r->failed_hook, r->failed_status, log_path, tail);
+	return wr_error_set(err, 0,
+			    "%s: sandbox exited with status %d (log: %s)%s",
+			    label, r->exit_code, log_path, tail);
+}
+
+static void add_timing(struct snap_manifest *m, const char *phase, double ms)
+{
+	struct snap_timing *grown =
+	    wr_realloc(m->timings, (m->n_timings + 1) * sizeof(*grown));
+	if (!grown)
+		return;
+	m->timings = grown;
+	m->timings[m->n_timings].phase = wr_strdup(phase);
+	m->timings[m->n_timings].ms = ms;
+	if (m->timings[m->n_timings].phase)
+		m->n_timings++;
+}
+
+/* Phase durations from the script's markers (ns timestamps inside). */
+static void add_marked_timings(struct snap_manifest *m,
+			       const struct step_result *r)
+{
+	for (size_t i = 0; i + 1 < r->n_marks; i++) {
+		if (!strcmp(r->marks[i].name, "checkout"))
+			continue; /* part of build */
+		double ms =
+		    (double)(r->marks[i + 1].start_ns - r->marks[i].start_ns) /
+		    1e6;
+		add_timing(m, r->marks[i].name, ms);
+	}
+}
+
+/* ---- lockfiles and the dependencies key ---------------------------------- */
+
+static void hex_digest(const unsigned char *digest, char hex[65])
+{
+	sodium_bin2hex(hex, 65, digest, crypto_hash_sha256_BYTES);
+}
+
+static int collect_lockfiles(const char *mirror, const char *commit,
+			     const struct spec *spec, struct snap_manifest *m,
+			     struct wr_error **err)
+{
+	char **names = git_root_names(mirror, commit, err);
+	if (!names)
+		return -EIO;
+	size_t n_names = 0;
+	while (names[n_names])
+		n_names++;
+	char **candidates = spec_lockfiles_in(spec, (const char *const *)names);
+	git_free_list(names);
+	if (!candidates)
+		return wr_error_set(err, ENOMEM, "lockfiles");
+	int r = 0;
+	for (size_t i = 0; candidates[i] && r == 0; i++) {
+		_cleanup_free_ char *text = NULL;
+		size_t len = 0;
+		int g = git_show_file(mirror, commit, candidates[i],
+				      LOCKFILE_MAX_BYTES, &text, &len, err);
+		if (g == -ENOENT)
+			continue; /* listed by the spec, absent here */
+		if (g < 0) {
+			r = g;
+			break;
+		}
+		struct snap_lockfile *grown = wr_realloc(
+		    m->lockfiles, (m->n_lockfiles + 1) * sizeof(*grown));
+		if (!grown) {
+			r = wr_error_set(err, ENOMEM, "lockfiles");
+			break;
+		}
+		m->lockfiles = grown;
+		struct snap_lockfile *lf = &m->lockfiles[m->n_lockfiles];
+		unsigned char digest[crypto_hash_sha256_BYTES];
+		crypto_hash_sha256(digest, (const unsigned char *)text, len);
+		hex_digest(digest, lf->sha256);
+		lf->path = wr_strdup(candidates[i]);
+		if (!lf->path) {
+			r = wr_error_set(err, ENOMEM, "lockfiles");
+			break;
+		}
+		m->n_lockfiles++;
+	}
+	spec_strv_free(candidates);
+	return r;
+}
+
+/* sha256 over what decides the dependencies layer: its recipe version,
+ * the spec, each lockfile's name and hash. */
+static void deps_key(const struct snap_manifest *m, const char *spec_hash,
+		     char key[65])
+{
+	crypto_hash_sha256_state st;
+	crypto_hash_sha256_init(&st);
+	static const char recipe[] = "warren-deps-layer-v1\n";
+	crypto_hash_sha256_update(&st, (const unsigned char *)recipe,
+				  sizeof(recipe) - 1);
+	crypto_hash_sha256_update(&st, (const unsigned char *)spec_hash,
+				  strlen(spec_hash));
+	for (size_t i = 0; i < m->n_lockfiles; i++) {
+		crypto_hash_sha256_update(
+		    &st, (const unsigned char *)m->lockfiles[i].path,
+		    strlen(m->lockfiles[i].path) + 1);
+		crypto_hash_sha256_update(
+		    &st, (const unsigned char *)m->lockfiles[i].sha256, 64);
+	}
+	unsigned char digest[crypto_hash_sha256_BYTES];
+	crypto_hash_sha256_final(&st, digest);
+	hex_digest(digest, key);
+}
+
+static int load_spec(const char *mirror, const char *commit, struct spec **out,
+		     struct wr_error **err)
+{
+	static const char *const paths[] = {".devcontainer/devcontainer.json",
+					    "warren.json"};
+	for (size_t i = 0; i < sizeof(paths) / sizeof(*paths); i++) {
+		_cleanup_free_ char *text = NULL;
+		size_t len = 0;
+		int r = git_show_file(mirror, commit, paths[i], SPEC_MAX_BYTES,
+				      &text, &len, err);
+		if (r == -ENOENT)
+			continue;
+		if (r < 0)
+			return r;
+		return spec_parse(text, len, paths[i], out, err);
+	}
+	return spec_defaults(out, err);
+}
+
+/* ---- the build ------------------------------------------------------------
+ */
+
+#define BUILD_STEP_TIMEOUT_MS (30 * 60 * 1000)
+
+static void limit_args(const struct spec *spec, const char **args, size_t *n,
+		       char bufs[4][32])
+{
+	/* a hung hook must not hang the build: the spec's lifetime, else
+	 * 30 minutes per step */
+	uint64_t timeout_ms = spec->limits.lifetime_ms ? spec->limits.lifetime_ms
+						       : BUILD_STEP_TIMEOUT_MS;
+	snprintf(bufs[3], 32, "%llums", (unsigned long long)timeout_ms);
+	args[(*n)++] = "--timeout";
+	args[(*n)++] = bufs[3];
+	if (spec->limits.memory_bytes) {
+		snprintf(bufs[0], 32, "%llu",
+			 (unsigned long long)spec->limits.memory_bytes);
+		args[(*n)++] = "--memory";
+		args[(*n)++] = bufs[0];
+	}
+	if (spec->limits.pids) {
+		snprintf(bufs[1], 32, "%llu",
+			 (unsigned long long)spec->limits.pids);
+		args[(*n)++] = "--pids";
+		args[(*n)++] = bufs[1];
+	}
+	if (spec->limits.millicpus) {
+		snprintf(bufs[2], 32, "%llu.%03llu",
+			 (unsigned long long)(spec->limits.millicpus / 1000),
+			 (unsigned long long)(spec->limits.millicpus % 1000));
+		args[(*n)++] = "--cpus";
+		args[(*n)++] = bufs[2];
+	}
+}
+
+int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
+	       struct wr_error **err)
+{
+	if (sodium_init() < 0)
+		return wr_error_set(err, EIO, "libsodium init");
+	double t_start = now_ms();
+	struct snap_store *store = NULL;
+	struct spec *spec = NULL;
+	struct snap_manifest *m = NULL;
+	char *mirror = NULL, *deps_stage = NULL, *repo_stage = NULL;
+	char *deps_script = NULL, *repo_script = NULL, *log_path = NULL;
+	char *deps_path = NULL, *bind = NULL, *logs = NULL, *layer = NULL;
+	int log_fd = -1;
+	struct step_result step = {0};
+	int r = snap_store_open(o->data_dir, &store, err);
+	if (r < 0)
+		goto out;
+
+	progress(o, "==> fetch %s\n", o->repo);
+	double t = now_ms();
+	mirror = git_mirror_update(o->data_dir, o->repo, err);
+	if (!mirror) {
+		r = -EIO;
+		goto out;
+	}
+	char commit[41];
+	r = git_resolve(mirror, o->ref, commit, err);
+	if (r < 0)
+		goto out;
+	double fetch_ms = now_ms() - t;
+	progress(o, "    commit %s\n", commit);
+	r = load_spec(mirror, commit, &spec, err);
+	if (r < 0) {
+		wr_error_wrap(err, "spec at %.12s", commit);
+		goto out;
+	}
+	m = wr_calloc(1, sizeof(*m));
+	if (!m) {
+		r = wr_error_set(err, ENOMEM, "build");
+		goto out;
+	}
+	m->repo = wr_strdup(o->repo);
+	m->ref = wr_strdup(o->ref ? o->ref : "HEAD");
+	m->commit = wr_strdup(commit);
+	m->spec_hash = wr_strdup(spec->hash);
+	m->warren_version = wr_strdup(WARREN_VERSION);
+	m->status = wr_strdup("ready");
+	if (!m->repo || !m->ref || !m->commit || !m->spec_hash ||
+	    !m->warren_version || !m->status) {
+		r = wr_error_set(err, ENOMEM, "build");
+		goto out;
+	}
+	add_timing(m, "fetch", fetch_ms);
+	r = collect_lockfiles(mirror, commit, spec, m, err);
+	if (r < 0)
+		goto out;
+	char key[65];
+	deps_key(m, spec->hash, key);
+	m->deps_key = wr_strdup(key);
+
+	/* the build log: every line of every step */
+	logs = wr_asprintf("%s/logs", o->data_dir);
+	log_path = wr_asprintf("%s/logs/build-%.12s-%lld.log", o->data_dir,
+			       commit, (long long)time(NULL));
+	if (!logs || !log_path) {
+		r = wr_error_set(err, ENOMEM, "build log");
+		goto out;
+	}
+	wr_mkdir_p(logs, 0700);
+	log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (log_fd < 0) {
+		r = wr_error_set(err, errno, "open %s", log_path);
+		goto out;
+	}
+
+	bind = wr_asprintf("%s:" MIRROR_IN_SANDBOX ":ro", mirror);
+	if (!bind) {
+		r = wr_error_set(err, ENOMEM, "build");
+		goto out;
+	}
+	char limit_bufs[4][32];
+	char deps_id[65];
+	uint64_t deps_bytes = 0;
+	bool reused = !o->rebuild_deps &&
+		      snap_store_layer_by_key(store, key, deps_id) == 0;
+	if (reused) {
+		progress(o, "==> install: dependencies layer %.12s reused\n",
+			 deps_id);
+		add_timing(m, "install", 0);
+		add_timing(m, "clone", 0);
+	} else {
+		deps_stage = snap_store_stage_dir(store, "deps", err);
+		deps_script = script_deps(spec, commit);
+		if (!deps_stage || !deps_script) {
+			r = deps_stage ? wr_error_set(err, ENOMEM, "build")
+				       : -EIO;
+			goto out;
+		}
+		const char *args[16];
+		size_t n = 0;
+		args[n++] = "--upper";
+		args[n++] = deps_stage;
+		args[n++] = "--bind";
+		args[n++] = bind;
+		limit_args(spec, args, &n, limit_bufs);
+		args[n] = NULL;
+		r = run_step(o, "install", args, deps_script, log_fd, &step,
+			     err);
+		if (r < 0)
+			goto out;
+		if (step.exit_code != 0) {
+			r = step_error("install", log_path, &step, err);
+			goto out;
+		}
+		add_marked_timings(m, &step);
+		step_result_clear(&step);
+		memset(&step, 0, sizeof(step));
+		_cleanup_free_ char *staged =
+		    wr_asprintf("%s/upper", deps_stage);
+		if (!staged) {
+			r = wr_error_set(err, ENOMEM, "build");
+			goto out;
+		}
+		r = snap_store_publish_layer(store, staged, key, deps_id,
+					     &deps_bytes, err);
+		if (r < 0)
+			goto out;
+	}
+	deps_path = snap_store_layer_path(store, deps_id);
+	repo_stage = snap_store_stage_dir(store, "repo", err);
+	repo_script = script_repo(spec, commit);
+	if (!deps_path || !repo_stage || !repo_script) {
+		r = repo_stage ? wr_error_set(err, ENOMEM, "build") : -EIO;
+		goto out;
+	}
+	const char *args[16];
+	size_t n = 0;
+	args[n++] = "--layer";
+	args[n++] = deps_path;
+	args[n++] = "--upper";
+	args[n++] = repo_stage;
+	args[n++] = "--bind";
+	args[n++] = bind;
+	limit_args(spec, args, &n, limit_bufs);
+	args[n] = NULL;
+	r = run_step(o, "build", args, repo_script, log_fd, &step, err);
+	if (r < 0)
+		goto out;
+	if (step.exit_code != 0) {
+		r = step_error("build", log_path, &step, err);
+		goto out;
+	}
+	add_marked_timings(m, &step);
+	layer = wr_asprintf("%s/upper", repo_stage);
+	char repo_id[65];
+	uint64_t repo_bytes = 0;
+	if (!layer) {
+		r = wr_error_set(err, ENOMEM, "build");
+		goto out;
+	}
+	progress(o, "==> publish\n");
+	t = now_ms();
+	r = snap_store_publish_layer(store, layer, NULL, repo_id, &repo_bytes,
+				     err);
+	if (r < 0)
+		goto out;
+	if (reused) {
+		/* size of the reused layer, for the manifest */
+		_cleanup_free_ char *p = snap_store_layer_path(store, deps_id);
+		if (p)
+			snap_layer_size(p, &deps_bytes, NULL);
+	}
+	m->layers = wr_calloc(2, sizeof(*m->layers));
+	if (!m->layers) {
+		r = wr_error_set(err, ENOMEM, "build");
+		goto out;
+	}
+	memcpy(m->layers[0].id, deps_id, 65);
+	m->layers[0].role = wr_strdup("deps");
+	m->layers[0].bytes = deps_bytes;
+	memcpy(m->layers[1].id, repo_id, 65);
+	m->layers[1].role = wr_strdup("repo");
+	m->layers[1].bytes = repo_bytes;
+	m->n_layers = 2;
+	m->created_ms = (int64_t)time(NULL) * 1000;
+	add_timing(m, "publish", now_ms() - t);
+	add_timing(m, "total", now_ms() - t_start);
+	r = snap_store_publish_manifest(store, m, err);
+	if (r < 0)
+		goto out;
+	progress(o, "==> snapshot %s ready (%.0f ms)\n", m->id,
+		 now_ms() - t_start);
+	*out = TAKE_PTR(m);
+	r = 0;
+out:
+	step_result_clear(&step);
+	if (deps_stage)
+		wr_rm_rf(deps_stage);
+	if (repo_stage)
+		wr_rm_rf(repo_stage);
+	if (log_fd >= 0)
+		close(log_fd);
+	free(deps_stage);
+	free(repo_stage);
+	free(deps_script);
+	free(repo_script);
+	free(log_path);
+	free(deps_path);
+	free(bind);
+	free(logs);
+	free(layer);
+	free(mirror);
+	snap_manifest_free(m);
+	spec_free(spec);
+	snap_store_close(store);
+	return r;
+}

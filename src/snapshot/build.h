@@ -1,0 +1,43 @@
+/* build.h - building a snapshot of a repository.
+ *
+ *   fetch     the repository's mirror under the data directory is updated
+ *             (host side, the only step that touches the network)
+ *   clone     a build sandbox clones the mirror into /workspace at the commit
+ *   install   onCreateCommand, in the same sandbox: its writable layer is the
+ *             dependencies layer, keyed by the spec and the lockfiles, and
+ *             reused by later builds whose key is unchanged
+ *   build     a second sandbox over the dependencies layer checks out the
+ *             commit and runs updateContentCommand
+ *   services  the declared services are started, probed until ready and
+ *             stopped, so their data directories are initialised in the layer
+ *   publish   both layers and the manifest are published atomically; a
+ *             failing step publishes nothing
+ *
+ * Sandboxes are run through `warren sandbox run` (the same binary), so each
+ * build step gets the full isolation of a session. */
+#ifndef WR_SNAPSHOT_BUILD_H
+#define WR_SNAPSHOT_BUILD_H
+
+#include "snapshot/store.h"
+#include "util/error.h"
+
+#include <stdbool.h>
+
+struct snap_build_opts {
+	const char *data_dir;
+	const char *repo;   /* a local path or any git URL */
+	const char *ref;    /* NULL: the mirror's HEAD */
+	const char *warren; /* the warren binary that runs the sandboxes */
+	int progress_fd;    /* phase lines and hook output; -1: quiet */
+	bool rebuild_deps;  /* ignore a cached dependencies layer */
+};
+
+/* Builds and publishes a snapshot; *out is its manifest. */
+int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
+	       struct wr_error **err);
+
+/* The data directory: $WARREN_HOME, else ./.warren (absolute; caller
+ * frees). */
+char *snap_default_data_dir(void);
+
+#endif

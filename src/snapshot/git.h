@@ -1,0 +1,40 @@
+/* git.h - the git CLI, run on the host for a snapshot's repository mirror.
+ *
+ * Every repository Warren builds from has a bare mirror under the data
+ * directory (repos/<sha256 of the URL>.git). Sandboxes never reach the
+ * network for it: builds and drift syncs clone and fetch from the mirror,
+ * bound read-only into the sandbox. */
+#ifndef WR_SNAPSHOT_GIT_H
+#define WR_SNAPSHOT_GIT_H
+
+#include "util/error.h"
+
+#include <stddef.h>
+
+/* Runs git with argv (without "git"), stdin from /dev/null, a clean
+ * environment (no prompts, no user config). Captures up to max_out bytes
+ * of stdout into *out (if out); stderr into err's message on failure.
+ * Returns 0 or -errno; a non-zero exit is -EIO with git's stderr tail. */
+int git_run(const char *const argv[], char **out, size_t max_out,
+	    struct wr_error **err);
+/* The mirror of repo (a local path or any git URL) under data_dir: cloned
+ * if missing, fetched otherwise. Returns its path (caller frees). */
+char *git_mirror_update(const char *data_dir, const char *repo,
+			struct wr_error **err);
+/* The commit a ref names in the mirror (NULL ref: HEAD), as 40 hex. */
+int git_resolve(const char *mirror, const char *ref, char commit[41],
+		struct wr_error **err);
+/* The content of path at commit, or -ENOENT. */
+int git_show_file(const char *mirror, const char *commit, const char *path,
+		  size_t max, char **out, size_t *out_len,
+		  struct wr_error **err);
+/* Names at the root of commit's tree, NULL-terminated (caller frees with
+ * git_free_list). */
+char **git_root_names(const char *mirror, const char *commit,
+		      struct wr_error **err);
+void git_free_list(char **list);
+/* Number of commits in old..new (0 if old == new), or -errno. */
+int git_count_between(const char *mirror, const char *old_commit,
+		      const char *new_commit, struct wr_error **err);
+
+#endif

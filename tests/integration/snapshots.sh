@@ -1,0 +1,136 @@
+#!/bin/bash
+# Snapshots of real projects: build (clone, hooks, two layers, manifest),
+# restore (O(1) overlay of the layers), isolation between sessions started
+# from one snapshot, reuse of the dependencies layer, failures that publish
+# nothing, verify, gc.
+. "$(dirname "$0")/../lib.sh"
+
+export WARREN_HOME="$TEST_TMP/data"
+FIX="$ROOT_DIR/tests/fixtures"
+snap() { "$WARREN" snapshot "$@"; }
+
+git_repo() { # SRC DST : a git repository with the fixture as first commit
+	cp -a "$1" "$2"
+	git -C "$2" init -q -b main
+	git -C "$2" -c user.email=t@warren -c user.name=test add -A
+	git -C "$2" -c user.email=t@warren -c user.name=test commit -q -m "initial"
+}
+commit() { # REPO MESSAGE
+	git -C "$1" -c user.email=t@warren -c user.name=test commit -q -am "$2"
+}
+
+R="$TEST_TMP/c-hello"
+git_repo "$FIX/c-hello" "$R"
+head1="$(git -C "$R" rev-parse HEAD)"
+
+out="$(snap build --quiet --json "$R" 2>&1)"
+rc=$?
+[ $rc = 0 ] && pass "build a C project (configure, make)" || fail "build a C project (configure, make)" "rc=$rc $(echo "$out" | tail -5)"
+id="$(echo "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])' 2>/dev/null)"
+[ ${#id} = 64 ] && pass "build --json has the snapshot id" || fail "build --json has the snapshot id" "$out"
+echo "$out" | grep -q "\"commit\": \"$head1\"" && pass "build --json has the commit" || fail "build --json has the commit" "$out"
+for phase in fetch clone install build services publish; do
+	echo "$out" | grep -q "\"phase\": \"$phase\"" && pass "build records the $phase time" || fail "build records the $phase time" "$(echo "$out" | grep phase | tr -d ' \n')"
+done
+expect_output "list shows the snapshot" "^${id:0:12} +${head1:0:10}" snap list
+expect_output "show by id prefix" "^commit +$head1" snap show "${id:0:10}"
+expect_output "show lists two layers" "layer .*repo" snap show "$id"
+expect_output "verify: layers match their hashes" "^ok: 2 layers" snap verify "$id"
+
+# restore: the repository at the commit, built, its own checks passing
+expect_output "a sandbox starts from the snapshot" "^hello, world!$" sb --snapshot "$id" -- ./hello
+expect_output "the build output is in the snapshot" "ok   named" sb --snapshot "$id" -- make test
+expect_output "the workspace is the repository at the commit" "^$head1$" sb --snapshot "$id" -- git -c safe.directory='*' rev-parse HEAD
+expect_status "the project's verify command passes" 0 sb --snapshot "$id" -- make -s test
+
+# isolation: two long-lived sandboxes from the same snapshot
+"$WARREN" sandbox create --name "snap-a-$$" --snapshot "$id" >/dev/null
+"$WARREN" sandbox create --name "snap-b-$$" --snapshot "$id" >/dev/null
+"$WARREN" sandbox exec "snap-a-$$" -- sh -c 'echo only-in-a > /workspace/src/greet.c'
+expect_output "a write in one session is invisible in another" "^#include" "$WARREN" sandbox exec "snap-b-$$" -- head -1 /workspace/src/greet.c
+expect_output "...and visible where it was made" "^only-in-a$" "$WARREN" sandbox exec "snap-a-$$" -- cat /workspace/src/greet.c
+layer_file="$(find "$WARREN_HOME/layers" -path '*/workspace/src/greet.c' | head -1)"
+grep -q '^#include' "$layer_file" && pass "a session never writes into the snapshot's layers" || fail "a session never writes into the snapshot's layers" "$layer_file"
+expect_output "gc keeps layers in use by live sandboxes" "removed 0 layers" snap gc
+"$WARREN" sandbox rm "snap-a-$$" "snap-b-$$"
+
+# a new commit with unchanged lockfiles reuses the dependencies layer
+deps1="$(snap show "$id" | awk '$1=="layer" && $3=="deps" {print $2}')"
+repo1="$(snap show "$id" | awk '$1=="layer" && $3=="repo" {print $2}')"
+sed -i 's/"%s, %s!"/"%s, %s!!"/' "$R/src/greet.c"
+commit "$R" "excited"
+head2="$(git -C "$R" rev-parse HEAD)"
+id2="$(snap build --quiet "$R" 2>&1 | tail -1)"
+deps2="$(snap show "$id2" | awk '$1=="layer" && $3=="deps" {print $2}')"
+repo2="$(snap show "$id2" | awk '$1=="layer" && $3=="repo" {print $2}')"
+[ -n "$deps1" ] && [ "$deps1" = "$deps2" ] && pass "unchanged lockfiles: the dependencies layer is reused" || fail "unchanged lockfiles: the dependencies layer is reused" "$deps1 vs $deps2"
+[ -n "$repo2" ] && [ "$repo1" != "$repo2" ] && pass "a new commit: a new repository layer" || fail "a new commit: a new repository layer" "$repo1 vs $repo2"
+expect_output "the new snapshot has the new commit built" "^hello, world!!$" sb --snapshot "$id2" -- ./hello
+expect_output "the new snapshot is at the new commit" "^$head2$" sb --snapshot "$id2" -- git -c safe.directory='*' rev-parse HEAD
+expect_output "the old snapshot is unchanged" "^hello, world!$" sb --snapshot "$id" -- ./hello
+
+# a changed lockfile (here: configure) rebuilds the dependencies layer
+echo "# changed" >>"$R/configure"
+commit "$R" "configure changed"
+id3="$(snap build --quiet "$R" 2>&1 | tail -1)"
+deps3="$(snap show "$id3" | awk '$1=="layer" && $3=="deps" {print $2}')"
+[ -n "$deps3" ] && [ "$deps3" != "$deps1" ] && pass "a changed lockfile rebuilds the dependencies layer" || fail "a changed lockfile rebuilds the dependencies layer" "$deps3"
+
+# --ref builds an older commit
+id_old="$(snap build --quiet --ref "$head1" "$R" 2>&1 | tail -1)"
+expect_output "--ref builds the named commit" "^commit +$head1" snap show "$id_old"
+
+# failures publish nothing and leave nothing
+B="$TEST_TMP/broken"
+mkdir -p "$B"
+printf '{ "onCreateCommand": { "deps": "echo installing; echo boom >&2; exit 3" } }\n' >"$B/warren.json"
+git -C "$B" init -q -b main && git -C "$B" -c user.email=t@w -c user.name=t add -A && git -C "$B" -c user.email=t@w -c user.name=t commit -q -m x
+before="$(snap list | wc -l)"
+out="$(snap build --quiet "$B" 2>&1)"
+rc=$?
+[ $rc != 0 ] && pass "a failing hook fails the build" || fail "a failing hook fails the build" "rc=$rc"
+echo "$out" | grep -q "onCreateCommand.deps failed with status 3" && pass "the error names the hook and its status" || fail "the error names the hook and its status" "$out"
+echo "$out" | grep -q "boom" && pass "the error shows the tail of the hook's output" || fail "the error shows the tail of the hook's output" "$out"
+[ "$(snap list | wc -l)" = "$before" ] && pass "a failed build publishes nothing" || fail "a failed build publishes nothing" "$(snap list)"
+[ -z "$(ls -A "$WARREN_HOME/tmp" 2>/dev/null)" ] && pass "a failed build leaves no staging directory" || fail "a failed build leaves no staging directory" "$(ls "$WARREN_HOME/tmp")"
+
+printf '{ "customizations": { "warren": { "services": [ { "name": "db", "start": 5 } ] } } }\n' >"$B/warren.json"
+git -C "$B" -c user.email=t@w -c user.name=t commit -q -am "bad spec"
+out="$(snap build --quiet "$B" 2>&1)"
+rc=$?
+[ $rc = 2 ] && pass "a wrong type in the spec is a usage error (exit 2)" || fail "a wrong type in the spec is a usage error (exit 2)" "rc=$rc $out"
+echo "$out" | grep -q "customizations.warren.services\[0\].start" && pass "the spec error names the key path" || fail "the spec error names the key path" "$out"
+expect_status "build of a missing repository" 2 snap build --quiet "$TEST_TMP/no-such-repo"
+expect_status "show of an unknown id" 2 snap show 0123456789abcdef
+expect_status "--snapshot with an unknown id" 2 sb --snapshot 0123456789abcdef -- true
+
+# a repository without any spec still builds (defaults, no hooks)
+P="$TEST_TMP/plain"
+mkdir -p "$P" && echo "plain" >"$P/README"
+git -C "$P" init -q -b main && git -C "$P" -c user.email=t@w -c user.name=t add -A && git -C "$P" -c user.email=t@w -c user.name=t commit -q -m x
+idp="$(snap build --quiet "$P" 2>&1 | tail -1)"
+expect_output "a repository with no spec builds" "^plain$" sb --snapshot "$idp" -- cat README
+
+# verify detects tampering; rm + gc remove what nothing uses
+repo_layer="$WARREN_HOME/layers/$repo2"
+echo tampered >>"$repo_layer/workspace/README" 2>/dev/null || echo tampered >"$repo_layer/workspace/tampered"
+expect_status "verify fails on a modified layer" 1 snap verify "$id2"
+expect_output "verify names the modified layer" "MODIFIED layer $repo2" snap verify "$id2"
+layers_before="$(ls "$WARREN_HOME/layers" | wc -l)"
+snap rm "$id2" >/dev/null
+expect_output "gc removes layers no snapshot uses" "removed [1-9][0-9]* layer" snap gc
+[ ! -e "$repo_layer" ] && pass "the removed snapshot's own layer is gone" || fail "the removed snapshot's own layer is gone" "$repo_layer"
+[ -e "$WARREN_HOME/layers/$deps1" ] && pass "a layer another snapshot uses is kept" || fail "a layer another snapshot uses is kept" "$deps1 removed"
+
+# PostgreSQL: a service whose data directory is initialised at build time
+if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
+	G="$TEST_TMP/pg-app"
+	git_repo "$FIX/pg-app" "$G"
+	out="$(snap build --quiet "$G" 2>&1)"
+	idg="$(echo "$out" | tail -1)"
+	[ ${#idg} = 64 ] && pass "build a project with a PostgreSQL service" || fail "build a project with a PostgreSQL service" "$out"
+	expect_output "the service's data directory is in the snapshot" "^PG_VERSION$" sb --snapshot "$idg" -- sh -c "cd /var/lib/pg/data && ls PG_VERSION"
+	expect_output "the database from the snapshot answers with its data" "^1$" sb --snapshot "$idg" --timeout 60s -- sh -c 'sh /workspace/pg.sh start >/tmp/pg.log 2>&1 & until pg_isready -q -h 127.0.0.1; do sleep 0.1; done; sh /workspace/pg.sh query "select count(*) from notes"'
+else
+	fail "PostgreSQL fixture" "postgresql is not installed (apt-get install postgresql)"
+fi
