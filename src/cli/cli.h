@@ -5,6 +5,7 @@
 #define WR_CLI_H
 
 #include "sandbox/sandbox.h"
+#include "snapshot/store.h"
 
 #include <stdbool.h>
 
@@ -16,6 +17,9 @@ struct cli_sandbox_opts {
 	bool json;
 	const char *snapshot; /* --snapshot ID */
 	const char *data;     /* --data DIR */
+	const char *ref;      /* --ref REF: drift sync after the restore */
+	struct snap_manifest *manifest; /* the resolved snapshot */
+	char *data_dir;	      /* resolved data directory */
 	char **owned;	      /* strings cfg borrows from us (snapshot layers) */
 	size_t n_owned;
 };

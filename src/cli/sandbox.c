@@ -2,12 +2,15 @@
 #include "cli/cli.h"
 
 #include "snapshot/build.h"
+#include "snapshot/script.h"
+#include "snapshot/session.h"
 #include "snapshot/store.h"
 #include "util/alloc.h"
 #include "util/parse.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +44,8 @@ static const char sandbox_usage[] =
     "  --allow-userns        let the sandbox create user namespaces\n"
     "  --snapshot ID         start from a snapshot's layers (below any "
     "--layer)\n"
+    "  --ref REF             with --snapshot: bring the workspace to REF\n"
+    "                        (fetch + checkout from the repository's mirror)\n"
     "  --data DIR            data directory holding snapshots (default\n"
     "                        $WARREN_HOME, else ./.warren)\n"
     "  --json                print a machine-readable result\n";
@@ -80,6 +85,7 @@ enum {
 	OPT_ALLOW_USERNS,
 	OPT_SNAPSHOT,
 	OPT_DATA,
+	OPT_REF,
 };
 
 static const struct option sandbox_options[] = {
@@ -101,6 +107,7 @@ static const struct option sandbox_options[] = {
     {"allow-userns", no_argument, NULL, OPT_ALLOW_USERNS},
     {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
     {"data", required_argument, NULL, OPT_DATA},
+    {"ref", required_argument, NULL, OPT_REF},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -281,6 +288,7 @@ int cli_parse_sandbox_opts(int argc, char **argv, struct cli_sandbox_opts *o,
 		case OPT_ALLOW_USERNS: o->cfg.allow_userns = true; break;
 		case OPT_SNAPSHOT: o->snapshot = optarg; break;
 		case OPT_DATA: o->data = optarg; break;
+		case OPT_REF: o->ref = optarg; break;
 		case 'h': fputs(sandbox_usage, stdout); exit(0);
 		case ':':
 			cli_usage_error(verb, "option '%s' needs a value",
@@ -302,54 +310,113 @@ int cli_parse_sandbox_opts(int argc, char **argv, struct cli_sandbox_opts *o,
 	return optind;
 }
 
+/* Appends a string cfg will borrow; we keep it alive. */
+static const char *own(struct cli_sandbox_opts *o, char *text)
+{
+	if (!text)
+		return NULL;
+	char **grown = wr_realloc(o->owned, (o->n_owned + 1) * sizeof(char *));
+	if (!grown) {
+		free(text);
+		return NULL;
+	}
+	o->owned = grown;
+	o->owned[o->n_owned++] = text;
+	return text;
+}
+
+/* The snapshot's layers go below any --layer; its containerEnv below any
+ * --env; its repository mirror is bound read-only for drift syncs. */
+static int apply_snapshot(struct cli_sandbox_opts *o, struct snap_store *store,
+			  const struct snap_manifest *m)
+{
+	size_t n = m->n_layers;
+	const char **layers =
+	    wr_calloc(n + o->cfg.n_layers + 1, sizeof(char *));
+	if (!layers)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		layers[i] =
+		    own(o, snap_store_layer_path(store, m->layers[i].id));
+		if (!layers[i]) {
+			free(layers);
+			return -ENOMEM;
+		}
+	}
+	for (size_t i = 0; i < o->cfg.n_layers; i++)
+		layers[n + i] = o->cfg.layers[i];
+	free(o->cfg.layers);
+	o->cfg.layers = layers;
+	o->cfg.n_layers += n;
+
+	json_t *cenv =
+	    m->extra ? json_object_get(m->extra, "container_env") : NULL;
+	size_t n_cenv = json_is_object(cenv) ? json_object_size(cenv) : 0;
+	if (n_cenv) {
+		const char **env =
+		    wr_calloc(n_cenv + o->cfg.n_env + 1, sizeof(char *));
+		if (!env)
+			return -ENOMEM;
+		size_t k = 0;
+		const char *key;
+		json_t *value;
+		json_object_foreach(cenv, key, value)
+		{
+			const char *v = json_string_value(value);
+			if (v)
+				env[k] = own(o, wr_asprintf("%s=%s", key, v));
+			if (env[k])
+				k++;
+		}
+		for (size_t i = 0; i < o->cfg.n_env; i++)
+			env[k++] = o->cfg.env[i];
+		free(o->cfg.env);
+		o->cfg.env = env;
+		o->cfg.n_env = k;
+	}
+
+	const char *mirror = own(o, snap_session_mirror(o->data_dir, m));
+	if (mirror) {
+		struct sandbox_bind b = {mirror, MIRROR_IN_SANDBOX, true};
+		struct sandbox_bind *binds =
+		    wr_realloc(o->cfg.binds, (o->cfg.n_binds + 1) * sizeof(b));
+		if (!binds)
+			return -ENOMEM;
+		binds[o->cfg.n_binds++] = b;
+		o->cfg.binds = binds;
+	}
+	return 0;
+}
+
 int cli_resolve_snapshot(const char *verb, struct cli_sandbox_opts *o)
 {
-	if (!o->snapshot)
+	if (!o->snapshot) {
+		if (o->ref) {
+			cli_usage_error(verb, "--ref needs --snapshot");
+			return WR_EXIT_USAGE;
+		}
 		return 0;
+	}
 	if (o->cfg.rootfs) {
 		cli_usage_error(verb,
 				"--snapshot and --rootfs exclude each other");
 		return WR_EXIT_USAGE;
 	}
-	char *data = NULL;
 	if (o->data) {
 		char real[4096];
-		data = wr_strdup(realpath(o->data, real) ? real : o->data);
+		o->data_dir =
+		    wr_strdup(realpath(o->data, real) ? real : o->data);
 	} else {
-		data = snap_default_data_dir();
+		o->data_dir = snap_default_data_dir();
 	}
 	struct wr_error *err = NULL;
 	struct snap_store *store = NULL;
-	struct snap_manifest *m = NULL;
-	int r = data ? snap_store_open(data, &store, &err) : -ENOMEM;
-	free(data);
+	int r =
+	    o->data_dir ? snap_store_open(o->data_dir, &store, &err) : -ENOMEM;
 	if (r == 0)
-		r = snap_store_get(store, o->snapshot, &m, &err);
-	size_t n = m ? m->n_layers : 0;
-	const char **layers =
-	    r == 0 ? wr_calloc(n + o->cfg.n_layers + 1, sizeof(char *)) : NULL;
-	o->owned = r == 0 ? wr_calloc(n + 1, sizeof(char *)) : NULL;
-	if (r == 0 && (!layers || !o->owned))
-		r = -ENOMEM;
-	for (size_t i = 0; r == 0 && i < n; i++) {
-		char *p = snap_store_layer_path(store, m->layers[i].id);
-		if (!p) {
-			r = -ENOMEM;
-			break;
-		}
-		o->owned[o->n_owned++] = p;
-		layers[i] = p;
-	}
-	if (r == 0) {
-		for (size_t i = 0; i < o->cfg.n_layers; i++)
-			layers[n + i] = o->cfg.layers[i];
-		free(o->cfg.layers);
-		o->cfg.layers = layers;
-		o->cfg.n_layers += n;
-		layers = NULL;
-	}
-	free(layers);
-	snap_manifest_free(m);
+		r = snap_store_get(store, o->snapshot, &o->manifest, &err);
+	if (r == 0)
+		r = apply_snapshot(o, store, o->manifest);
 	snap_store_close(store);
 	if (r < 0) {
 		fprintf(stderr, "warren sandbox %s: --snapshot %s: %s\n", verb,
@@ -364,6 +431,10 @@ int cli_resolve_snapshot(const char *verb, struct cli_sandbox_opts *o)
 
 void cli_sandbox_opts_clear(struct cli_sandbox_opts *o)
 {
+	snap_manifest_free(o->manifest);
+	o->manifest = NULL;
+	free(o->data_dir);
+	o->data_dir = NULL;
 	for (size_t i = 0; i < o->n_owned; i++)
 		free(o->owned[i]);
 	free(o->owned);

@@ -480,6 +480,7 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 	    .created_ms = wr_now_ms(),
 	    .deadline_ms =
 		cfg->timeout_ms ? wr_now_ms() + (int64_t)cfg->timeout_ms : 0,
+	    .owner_bound = cfg->owner_bound,
 	};
 	if (mode == SANDBOX_MODE_SERVE) {
 		/* exec uses create's --env and --cwd as its defaults */

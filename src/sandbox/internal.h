@@ -159,6 +159,7 @@ struct sandbox_record {
 	char **env;	/* serve mode: create's --env, defaults for exec */
 	char *cwd;	/* serve mode: create's --cwd, default for exec */
 	char **layers;	/* lower layers (paths), so gc keeps them */
+	bool owner_bound; /* dies with its owner, like a one-off sandbox */
 };
 
 char *runtime_path(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -207,6 +207,8 @@ int runtime_record_write(const struct sandbox_record *rec,
 		return wr_error_set(err, ENOMEM, "encode sandbox record");
 	if (rec->upper)
 		json_object_set_new(o, "upper", json_string(rec->upper));
+	if (rec->owner_bound)
+		json_object_set_new(o, "owner_bound", json_true());
 	if (rec->work_dir)
 		json_object_set_new(o, "work_dir", json_string(rec->work_dir));
 	if (rec->cwd)
@@ -293,6 +295,7 @@ int runtime_record_read(const char *name, struct sandbox_record *rec)
 	rec->upper = dup_json_string(o, "upper");
 	rec->work_dir = dup_json_string(o, "work_dir");
 	rec->cwd = dup_json_string(o, "cwd");
+	rec->owner_bound = json_is_true(json_object_get(o, "owner_bound"));
 	rec->layers = dup_string_array(json_object_get(o, "layers"));
 	json_t *env = json_object_get(o, "env");
 	if (json_is_array(env) && json_array_size(env) <= 4096) {
@@ -337,7 +340,7 @@ bool runtime_record_alive(const struct sandbox_record *rec)
 		    rec->init_start != 0 &&
 		    proc_start_time(rec->init_pid) == rec->init_start;
 		/* a one-off sandbox lives only as long as its warren */
-		if (rec->mode == SANDBOX_MODE_RUN)
+		if (rec->mode == SANDBOX_MODE_RUN || rec->owner_bound)
 			return init_alive && owner_alive;
 		return init_alive;
 	}

@@ -65,6 +65,8 @@ struct sandbox_config {
 	uint64_t timeout_ms; /* 0: none */
 	enum sandbox_net net;
 	bool allow_userns; /* let the sandbox create user namespaces */
+	bool owner_bound;  /* long-lived, but reaped when the warren that
+			    * created it dies */
 	bool no_seccomp;   /* tests/debugging only; never the default */
 };
 
@@ -131,7 +133,7 @@ struct sandbox_info {
 	int64_t created_ms;  /* unix epoch ms */
 	int64_t deadline_ms; /* 0: no timeout */
 	bool alive;
-	char *upper; /* NULL: scratch */
+	char *upper;   /* NULL: scratch */
 	char **layers; /* lower layers, NULL-terminated (may be NULL) */
 };
 int sandbox_list(struct sandbox_info **out, size_t *n_out,

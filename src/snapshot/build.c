@@ -2,6 +2,7 @@
 #include "snapshot/build.h"
 
 #include "snapshot/git.h"
+#include "snapshot/script.h"
 #include "snapshot/spec.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
@@ -29,7 +30,6 @@
 #define SPEC_MAX_BYTES (1 << 20)
 #define LOCKFILE_MAX_BYTES (64 << 20)
 #define TAIL_LINES 20
-#define MIRROR_IN_SANDBOX "/run/warren-src/repo.git"
 
 char *snap_default_data_dir(void)
 {
@@ -62,127 +62,6 @@ static void progress(const struct snap_build_opts *o, const char *fmt, ...)
 	va_start(ap, fmt);
 	vdprintf(o->progress_fd, fmt, ap);
 	va_end(ap);
-}
-
-/* ---- shell script generation --------------------------------------------- */
-
-/* 'text' with every ' written as '\'' : safe for any bytes but NUL. */
-static void sh_quote(FILE *f, const char *text)
-{
-	fputc('\'', f);
-	for (const char *p = text; *p; p++) {
-		if (*p == '\'')
-			fputs("'\\''", f);
-		else
-			fputc(*p, f);
-	}
-	fputc('\'', f);
-}
-
-static void sh_command(FILE *f, const struct spec_command *cmd)
-{
-	if (cmd->shell) {
-		fputs("sh -c ", f);
-		sh_quote(f, cmd->shell);
-	} else {
-		for (size_t i = 0; cmd->argv && cmd->argv[i]; i++) {
-			if (i)
-				fputc(' ', f);
-			sh_quote(f, cmd->argv[i]);
-		}
-	}
-}
-
-static bool command_set(const struct spec_command *cmd)
-{
-	return cmd->shell || (cmd->argv && cmd->argv[0]);
-}
-
-/* A failing hook prints "@@warren-failed NAME STATUS" and ends the
- * script with that status; the builder reports it with the output tail. */
-static void sh_hook(FILE *f, const char *name, const struct spec_hook *hook)
-{
-	if (hook->kind == SPEC_HOOK_NONE || hook->n_cmds == 0)
-		return;
-	fprintf(f, "echo '@@warren-hook %s'\n", name);
-	if (hook->kind != SPEC_HOOK_PARALLEL) {
-		sh_command(f, &hook->cmds[0]);
-		fprintf(f,
-			"\nrc=$?; if [ $rc != 0 ]; then echo \"@@warren-failed "
-			"%s $rc\"; exit $rc; fi\n",
-			name);
-		return;
-	}
-	/* named commands run in parallel; every failure is reported */
-	for (size_t i = 0; i < hook->n_cmds; i++) {
-		fputs("( ", f);
-		sh_command(f, &hook->cmds[i]);
-		fprintf(f, " ) & warren_pid_%zu=$!\n", i);
-	}
-	fputs("warren_fail=0\n", f);
-	for (size_t i = 0; i < hook->n_cmds; i++) {
-		fprintf(
-		    f,
-		    "wait $warren_pid_%zu; rc=$?; if [ $rc != 0 ]; then echo "
-		    "\"@@warren-failed %s.%s $rc\"; warren_fail=$rc; fi\n",
-		    i, name, hook->cmds[i].name ? hook->cmds[i].name : "?");
-	}
-	fputs("if [ $warren_fail != 0 ]; then exit $warren_fail; fi\n", f);
-}
-
-static void sh_phase(FILE *f, const char *phase)
-{
-	fprintf(f, "echo \"@@warren-phase %s $(date +%%s%%N)\"\n", phase);
-}
-
-static void sh_env(FILE *f, const struct spec *spec)
-{
-	for (size_t i = 0; i < spec->n_container_env; i++) {
-		fprintf(f, "export %s=", spec->container_env[i].key);
-		sh_quote(f, spec->container_env[i].value);
-		fputc('\n', f);
-	}
-}
-
-/* Services: start each, probe until ready (60 s), then stop them all, so
- * that their data directories are initialised in the layer. */
-static void sh_services(FILE *f, const struct spec *spec)
-{
-	for (size_t i = 0; i < spec->n_services; i++) {
-		const struct spec_service *s = &spec->services[i];
-		fprintf(f, "echo '@@warren-hook service:%s'\n", s->name);
-		fputs("( ", f);
-		sh_command(f, &s->start);
-		fprintf(
-		    f,
-		    " ) >/tmp/warren-service-%s.log 2>&1 & warren_svc_%zu=$!\n",
-		    s->name, i);
-		if (command_set(&s->ready)) {
-			fprintf(f, "warren_n=0; until ( ");
-			sh_command(f, &s->ready);
-			fprintf(
-			    f,
-			    " ) >/dev/null 2>&1; do warren_n=$((warren_n+1)); "
-			    "if [ $warren_n -ge 600 ]; then echo "
-			    "\"@@warren-failed "
-			    "service:%s-ready 1\"; tail -n 20 "
-			    "/tmp/warren-service-%s.log; exit 1; fi; sleep "
-			    "0.1; "
-			    "done\n",
-			    s->name, s->name);
-		}
-	}
-	for (size_t i = spec->n_services; i-- > 0;) {
-		const struct spec_service *s = &spec->services[i];
-		if (command_set(&s->stop)) {
-			sh_command(f, &s->stop);
-			fputs(" >/dev/null 2>&1\n", f);
-		} else {
-			fprintf(f, "kill -TERM $warren_svc_%zu 2>/dev/null\n",
-				i);
-		}
-		fprintf(f, "wait $warren_svc_%zu 2>/dev/null\n", i);
-	}
 }
 
 static const char sh_prelude[] =
@@ -238,7 +117,8 @@ static char *script_repo(const struct spec *spec, const char *commit)
 	sh_phase(f, "build");
 	sh_hook(f, "updateContentCommand", &spec->update_content);
 	sh_phase(f, "services");
-	sh_services(f, spec);
+	sh_services_start(f, spec);
+	sh_services_stop(f, spec);
 	sh_phase(f, "end");
 	if (fclose(f) != 0) {
 		free(text);
@@ -433,7 +313,7 @@ static void hex_digest(const unsigned char *digest, char hex[65])
 	sodium_bin2hex(hex, 65, digest, crypto_hash_sha256_BYTES);
 }
 
-static int collect_lockfiles(const char *mirror, const char *commit,
+int snap_collect_lockfiles(const char *mirror, const char *commit,
 			     const struct spec *spec, struct snap_manifest *m,
 			     struct wr_error **err)
 {
@@ -505,7 +385,7 @@ static void deps_key(const struct snap_manifest *m, const char *spec_hash,
 	hex_digest(digest, key);
 }
 
-static int load_spec(const char *mirror, const char *commit, struct spec **out,
+int snap_load_spec(const char *mirror, const char *commit, struct spec **out,
 		     struct wr_error **err)
 {
 	static const char *const paths[] = {".devcontainer/devcontainer.json",
@@ -591,7 +471,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 		goto out;
 	double fetch_ms = now_ms() - t;
 	progress(o, "    commit %s\n", commit);
-	r = load_spec(mirror, commit, &spec, err);
+	r = snap_load_spec(mirror, commit, &spec, err);
 	if (r < 0) {
 		wr_error_wrap(err, "spec at %.12s", commit);
 		goto out;
@@ -613,7 +493,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 		goto out;
 	}
 	add_timing(m, "fetch", fetch_ms);
-	r = collect_lockfiles(mirror, commit, spec, m, err);
+	r = snap_collect_lockfiles(mirror, commit, spec, m, err);
 	if (r < 0)
 		goto out;
 	char key[65];
@@ -745,6 +625,23 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	m->layers[1].bytes = repo_bytes;
 	m->n_layers = 2;
 	m->created_ms = (int64_t)time(NULL) * 1000;
+	/* what a session start needs to know without reading the spec */
+	m->extra = json_object();
+	if (m->extra) {
+		bool session_work = spec->post_create.kind != SPEC_HOOK_NONE ||
+				    spec->post_start.kind != SPEC_HOOK_NONE ||
+				    spec->n_services > 0;
+		json_object_set_new(m->extra, "session_work",
+				    json_boolean(session_work));
+		json_t *env = json_object();
+		for (size_t i = 0; env && i < spec->n_container_env; i++)
+			json_object_set_new(env, spec->container_env[i].key,
+					    json_string(spec->container_env[i].value));
+		json_object_set_new(m->extra, "container_env", env);
+		if (spec->source)
+			json_object_set_new(m->extra, "spec_source",
+					    json_string(spec->source));
+	}
 	add_timing(m, "publish", now_ms() - t);
 	add_timing(m, "total", now_ms() - t_start);
 	r = snap_store_publish_manifest(store, m, err);

@@ -18,6 +18,7 @@
 #ifndef WR_SNAPSHOT_BUILD_H
 #define WR_SNAPSHOT_BUILD_H
 
+#include "snapshot/spec.h"
 #include "snapshot/store.h"
 #include "util/error.h"
 
@@ -35,6 +36,15 @@ struct snap_build_opts {
 /* Builds and publishes a snapshot; *out is its manifest. */
 int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	       struct wr_error **err);
+
+/* The spec of a commit in a mirror: .devcontainer/devcontainer.json, else
+ * warren.json, else the defaults. */
+int snap_load_spec(const char *mirror, const char *commit, struct spec **out,
+		   struct wr_error **err);
+/* Adds to m->lockfiles the lockfiles (path, sha256) of commit. */
+int snap_collect_lockfiles(const char *mirror, const char *commit,
+			   const struct spec *spec, struct snap_manifest *m,
+			   struct wr_error **err);
 
 /* The data directory: $WARREN_HOME, else ./.warren (absolute; caller
  * frees). */

@@ -172,24 +172,41 @@ static void hex_sha256(const void *data, size_t len, char hex[65])
 	sodium_bin2hex(hex, 65, digest, sizeof(digest));
 }
 
+/* The mirror's name: sha256 of the repository's absolute path or URL. */
+static int mirror_key(const char *repo, char key[65], const char **source,
+		      char real[4096], struct wr_error **err)
+{
+	if (sodium_init() < 0)
+		return wr_error_set(err, EIO, "libsodium init");
+	*source = repo;
+	if (realpath(repo, real))
+		*source = real;
+	else if (!strstr(repo, "://") && !strchr(repo, '@'))
+		return wr_error_input(err, errno, "repository %s", repo);
+	hex_sha256(*source, strlen(*source), key);
+	return 0;
+}
+
+char *git_mirror_path(const char *data_dir, const char *repo,
+		      struct wr_error **err)
+{
+	char key[65], real[4096];
+	const char *source;
+	if (mirror_key(repo, key, &source, real, err) < 0)
+		return NULL;
+	char *path = wr_asprintf("%s/repos/%s.git", data_dir, key);
+	if (!path)
+		wr_error_set(err, ENOMEM, "mirror path");
+	return path;
+}
+
 char *git_mirror_update(const char *data_dir, const char *repo,
 			struct wr_error **err)
 {
-	if (sodium_init() < 0) {
-		wr_error_set(err, EIO, "libsodium init");
+	char key[65], real[4096];
+	const char *source;
+	if (mirror_key(repo, key, &source, real, err) < 0)
 		return NULL;
-	}
-	/* a local path is named by its absolute path */
-	char real[4096];
-	const char *source = repo;
-	if (realpath(repo, real))
-		source = real;
-	else if (!strstr(repo, "://") && !strchr(repo, '@')) {
-		wr_error_input(err, errno, "repository %s", repo);
-		return NULL;
-	}
-	char key[65];
-	hex_sha256(source, strlen(source), key);
 	_cleanup_free_ char *repos = wr_asprintf("%s/repos", data_dir);
 	char *mirror = wr_asprintf("%s/repos/%s.git", data_dir, key);
 	if (!repos || !mirror) {

@@ -21,6 +21,9 @@ int git_run(const char *const argv[], char **out, size_t max_out,
  * if missing, fetched otherwise. Returns its path (caller frees). */
 char *git_mirror_update(const char *data_dir, const char *repo,
 			struct wr_error **err);
+/* The path the mirror of repo has (whether it exists or not). */
+char *git_mirror_path(const char *data_dir, const char *repo,
+		      struct wr_error **err);
 /* The commit a ref names in the mirror (NULL ref: HEAD), as 40 hex. */
 int git_resolve(const char *mirror, const char *ref, char commit[41],
 		struct wr_error **err);

@@ -58,6 +58,7 @@ expect_output "gc keeps layers in use by live sandboxes" "removed 0 layers" snap
 deps1="$(snap show "$id" | awk '$1=="layer" && $3=="deps" {print $2}')"
 repo1="$(snap show "$id" | awk '$1=="layer" && $3=="repo" {print $2}')"
 sed -i 's/"%s, %s!"/"%s, %s!!"/' "$R/src/greet.c"
+sed -i 's/world!"/world!!"/; s/warren!"/warren!!"/' "$R/tests/run.sh"
 commit "$R" "excited"
 head2="$(git -C "$R" rev-parse HEAD)"
 id2="$(snap build --quiet "$R" 2>&1 | tail -1)"
@@ -111,6 +112,24 @@ git -C "$P" init -q -b main && git -C "$P" -c user.email=t@w -c user.name=t add 
 idp="$(snap build --quiet "$P" 2>&1 | tail -1)"
 expect_output "a repository with no spec builds" "^plain$" sb --snapshot "$idp" -- cat README
 
+# session start: drift sync to a newer commit, hooks, outcome recorded
+echo "/* drift */" >>"$R/src/main.c"
+commit "$R" "one commit of drift"
+head4="$(git -C "$R" rev-parse HEAD)"
+json="$(sb --json --snapshot "$id3" --ref main -- git -c safe.directory='*' rev-parse HEAD | tail -1)"
+out="$(sb --snapshot "$id3" --ref main -- git -c safe.directory='*' rev-parse HEAD 2>&1 | head -1)"
+[ "$out" = "$head4" ] && pass "--ref brings the workspace to the newer commit" || fail "--ref brings the workspace to the newer commit" "$out"
+case "$json" in *'"commits_behind":1'*'"synced":true'*) pass "the session records commits behind and the sync" ;; *) fail "the session records commits behind and the sync" "$json" ;; esac
+case "$json" in *'"hooks_rerun":false'*) pass "unchanged lockfiles: updateContentCommand does not re-run" ;; *) fail "unchanged lockfiles: updateContentCommand does not re-run" "$json" ;; esac
+expect_output "the synced workspace builds and passes its checks" "ok   named" sb --snapshot "$id3" --ref main -- sh -c 'make -s hello && make test'
+echo "# changed again" >>"$R/configure"
+commit "$R" "lockfile drift"
+json="$(sb --json --snapshot "$id3" --ref main -- true | tail -1)"
+case "$json" in *'"hooks_rerun":true'*) pass "changed lockfiles: updateContentCommand re-runs in the session" ;; *) fail "changed lockfiles: updateContentCommand re-runs in the session" "$json" ;; esac
+expect_status "--ref to an unknown ref is a usage error" 2 sb --snapshot "$id3" --ref no-such-branch -- true
+expect_status "--ref without --snapshot is a usage error" 2 sb --ref main -- true
+[ -z "$(warren_records | grep '/snap-')" ] && pass "a session run leaves no sandbox behind" || fail "a session run leaves no sandbox behind" "$(warren_records)"
+
 # verify detects tampering; rm + gc remove what nothing uses
 repo_layer="$WARREN_HOME/layers/$repo2"
 echo tampered >>"$repo_layer/workspace/README" 2>/dev/null || echo tampered >"$repo_layer/workspace/tampered"
@@ -130,7 +149,14 @@ if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
 	idg="$(echo "$out" | tail -1)"
 	[ ${#idg} = 64 ] && pass "build a project with a PostgreSQL service" || fail "build a project with a PostgreSQL service" "$out"
 	expect_output "the service's data directory is in the snapshot" "^PG_VERSION$" sb --snapshot "$idg" -- sh -c "cd /var/lib/pg/data && ls PG_VERSION"
-	expect_output "the database from the snapshot answers with its data" "^1$" sb --snapshot "$idg" --timeout 60s -- sh -c 'sh /workspace/pg.sh start >/tmp/pg.log 2>&1 & until pg_isready -q -h 127.0.0.1; do sleep 0.1; done; sh /workspace/pg.sh query "select count(*) from notes"'
+	"$WARREN" sandbox create --name "pg-a-$$" --snapshot "$idg" --timeout 120s >/dev/null
+	"$WARREN" sandbox create --name "pg-b-$$" --snapshot "$idg" --timeout 120s >/dev/null
+	expect_output "a session starts the service, ready, with the snapshot's data" "^1$" "$WARREN" sandbox exec "pg-a-$$" -- sh /workspace/pg.sh query "select count(*) from notes"
+	"$WARREN" sandbox exec "pg-a-$$" -- sh /workspace/pg.sh query "insert into notes (body) values ('a'), ('b')" >/dev/null
+	expect_output "a write in one session's database..." "^3$" "$WARREN" sandbox exec "pg-a-$$" -- sh /workspace/pg.sh query "select count(*) from notes"
+	expect_output "...is invisible to another session's" "^1$" "$WARREN" sandbox exec "pg-b-$$" -- sh /workspace/pg.sh query "select count(*) from notes"
+	"$WARREN" sandbox rm "pg-a-$$" "pg-b-$$"
+	expect_no_output "rm stops the services" "postgres -D /var/lib/pg" pgrep -af "postgres -D /var/lib/pg"
 else
 	fail "PostgreSQL fixture" "postgresql is not installed (apt-get install postgresql)"
 fi
