@@ -2,10 +2,12 @@
 #include "cli/cli.h"
 
 #include "snapshot/build.h"
+#include "snapshot/refresh.h"
 #include "snapshot/store.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
+#include "util/parse.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -19,6 +21,8 @@
 
 static const char snapshot_usage[] =
     "usage: warren snapshot build REPO [--ref REF] [--rebuild-deps] [--json]\n"
+    "       warren snapshot refresh REPO [--ref REF] [--max-age DURATION]\n"
+    "                                    [--max-behind N] [--json]\n"
     "       warren snapshot list [REPO] [--json]\n"
     "       warren snapshot show ID [--json]\n"
     "       warren snapshot rm ID\n"
@@ -29,6 +33,8 @@ static const char snapshot_usage[] =
     "         --quiet      no progress output (build)\n";
 
 struct snap_cli {
+	const char *max_age;
+	const char *max_behind;
 	const char *data;
 	const char *ref;
 	bool json;
@@ -46,6 +52,8 @@ static int parse(int argc, char **argv, const char *verb, struct snap_cli *c)
 	    {"json", no_argument, NULL, 'j'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"rebuild-deps", no_argument, NULL, 'R'},
+	    {"max-age", required_argument, NULL, 'A'},
+	    {"max-behind", required_argument, NULL, 'B'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -60,6 +68,8 @@ static int parse(int argc, char **argv, const char *verb, struct snap_cli *c)
 		case 'j': c->json = true; break;
 		case 'q': c->quiet = true; break;
 		case 'R': c->rebuild_deps = true; break;
+		case 'A': c->max_age = optarg; break;
+		case 'B': c->max_behind = optarg; break;
 		case 'h': fputs(snapshot_usage, stdout); exit(0);
 		case ':':
 			fprintf(
@@ -174,6 +184,76 @@ static int cmd_build(int argc, char **argv)
 	else
 		printf("%s\n", m->id);
 	snap_manifest_free(m);
+	return 0;
+}
+
+/* `refresh`: build when the ref moved past the newest snapshot; with a
+ * policy (--max-age, --max-behind), only when the newest is beyond it. */
+static int cmd_refresh(int argc, char **argv)
+{
+	struct snap_cli c;
+	if (parse(argc, argv, "refresh", &c) < 0)
+		return WR_EXIT_USAGE;
+	if (c.n_args != 1) {
+		fprintf(stderr, "warren snapshot refresh: expected one REPO\n");
+		return WR_EXIT_USAGE;
+	}
+	struct snap_staleness policy = {0};
+	uint64_t v;
+	if (c.max_age) {
+		if (wr_parse_duration(c.max_age, &v) < 0) {
+			fprintf(stderr,
+				"warren snapshot refresh: --max-age '%s': "
+				"expected a duration like 30m\n",
+				c.max_age);
+			return WR_EXIT_USAGE;
+		}
+		policy.max_age_ms = (int64_t)v;
+	}
+	if (c.max_behind) {
+		if (wr_parse_uint(c.max_behind, 1, 1000000, &v) < 0) {
+			fprintf(stderr,
+				"warren snapshot refresh: --max-behind "
+				"'%s': expected a number of commits\n",
+				c.max_behind);
+			return WR_EXIT_USAGE;
+		}
+		policy.max_commits_behind = (int)v;
+	}
+	_cleanup_free_ char *data = data_dir(&c);
+	_cleanup_free_ char *warren = self_exe();
+	if (!data || !warren)
+		return WR_EXIT_FAILURE;
+	struct snap_build_opts o = {
+	    .data_dir = data,
+	    .repo = c.args[0],
+	    .ref = c.ref,
+	    .warren = warren,
+	    .progress_fd = c.quiet ? -1 : STDERR_FILENO,
+	    .rebuild_deps = c.rebuild_deps,
+	};
+	struct wr_error *err = NULL;
+	struct snap_refresh_result res;
+	bool policy_set = c.max_age || c.max_behind;
+	if (snap_refresh(&o, &policy, policy_set, &res, &err) < 0)
+		return fail("refresh", err);
+	if (c.json) {
+		json_t *j =
+		    json_pack("{s:s, s:i, s:I, s:b}", "before",
+			      snap_freshness_name(res.before), "commits_behind",
+			      res.commits_behind, "age_ms",
+			      (json_int_t)res.age_ms, "built", res.built);
+		if (j)
+			json_object_set_new(
+			    j, "snapshot", snap_manifest_to_json(res.manifest));
+		print_json(j);
+	} else {
+		printf("%s %s (newest was %s, %d commit%s behind)\n",
+		       res.built ? "built" : "kept", res.manifest->id,
+		       snap_freshness_name(res.before), res.commits_behind,
+		       res.commits_behind == 1 ? "" : "s");
+	}
+	snap_refresh_result_clear(&res);
 	return 0;
 }
 
@@ -394,6 +474,8 @@ int cmd_snapshot(int argc, char **argv)
 	const char *sub = argv[1];
 	if (!strcmp(sub, "build"))
 		return cmd_build(argc - 1, argv + 1);
+	if (!strcmp(sub, "refresh"))
+		return cmd_refresh(argc - 1, argv + 1);
 	if (!strcmp(sub, "list") || !strcmp(sub, "ls"))
 		return cmd_list(argc - 1, argv + 1);
 	if (!strcmp(sub, "show"))

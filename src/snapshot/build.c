@@ -624,7 +624,9 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	m->layers[1].role = wr_strdup("repo");
 	m->layers[1].bytes = repo_bytes;
 	m->n_layers = 2;
-	m->created_ms = (int64_t)time(NULL) * 1000;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	m->created_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
 	/* what a session start needs to know without reading the spec */
 	m->extra = json_object();
 	if (m->extra) {

@@ -130,6 +130,23 @@ expect_status "--ref to an unknown ref is a usage error" 2 sb --snapshot "$id3" 
 expect_status "--ref without --snapshot is a usage error" 2 sb --ref main -- true
 [ -z "$(warren_records | grep '/snap-')" ] && pass "a session run leaves no sandbox behind" || fail "a session run leaves no sandbox behind" "$(warren_records)"
 
+# refresh: builds only when the ref moved; a policy builds only when stale
+F="$TEST_TMP/fresh"
+git_repo "$FIX/c-hello" "$F"
+expect_output "refresh of a repository without snapshots builds one" "^built .*newest was none" snap refresh --quiet "$F"
+expect_output "refresh with nothing new keeps the newest" "^kept .*newest was fresh" snap refresh --quiet "$F"
+echo "/* one */" >>"$F/src/main.c"
+commit "$F" "one"
+expect_output "within the policy (--max-behind 2): kept, sessions sync" "^kept .*behind, 1 commit behind" snap refresh --quiet --max-behind 2 "$F"
+echo "/* two */" >>"$F/src/main.c"
+commit "$F" "two"
+echo "/* three */" >>"$F/src/main.c"
+commit "$F" "three"
+out="$(snap refresh --quiet --json --max-behind 2 "$F")"
+case "$out" in *'"before": "stale"'*'"built": true'*) pass "beyond the policy: stale, rebuilt" ;; *) fail "beyond the policy: stale, rebuilt" "$out" ;; esac
+expect_output "after the refresh the newest is fresh" "^kept .*newest was fresh" snap refresh --quiet "$F"
+expect_status "refresh --max-age with a bad duration" 2 snap refresh --quiet --max-age soon "$F"
+
 # verify detects tampering; rm + gc remove what nothing uses
 repo_layer="$WARREN_HOME/layers/$repo2"
 echo tampered >>"$repo_layer/workspace/README" 2>/dev/null || echo tampered >"$repo_layer/workspace/tampered"
