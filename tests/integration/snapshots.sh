@@ -174,6 +174,20 @@ if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
 	expect_output "...is invisible to another session's" "^1$" "$WARREN" sandbox exec "pg-b-$$" -- sh /workspace/pg.sh query "select count(*) from notes"
 	"$WARREN" sandbox rm "pg-a-$$" "pg-b-$$"
 	expect_no_output "rm stops the services" "postgres -D /var/lib/pg" pgrep -af "postgres -D /var/lib/pg"
+
+	# ten sessions in parallel from one snapshot, each with its own database
+	for i in $(seq 10); do
+		"$WARREN" sandbox create --name "pg10-$$-$i" --snapshot "$idg" --timeout 120s >/dev/null 2>"$TEST_TMP/pg10-$i.err" &
+	done
+	wait
+	up=0
+	for i in $(seq 10); do
+		"$WARREN" sandbox exec "pg10-$$-$i" -- sh /workspace/pg.sh query "insert into notes (body) values ('s$i')" >/dev/null 2>&1
+		[ "$("$WARREN" sandbox exec "pg10-$$-$i" -- sh /workspace/pg.sh query "select count(*) from notes" 2>/dev/null)" = 2 ] && up=$((up + 1))
+	done
+	[ "$up" = 10 ] && pass "ten parallel sessions: each database answers, each sees only its own write" || fail "ten parallel sessions: each database answers, each sees only its own write" "$up of 10; $(cat "$TEST_TMP"/pg10-*.err | head -3)"
+	for i in $(seq 10); do "$WARREN" sandbox rm "pg10-$$-$i" >/dev/null 2>&1; done
+	expect_no_output "and all of them are gone after rm" "postgres -D /var/lib/pg" pgrep -af "postgres -D /var/lib/pg"
 else
 	fail "PostgreSQL fixture" "postgresql is not installed (apt-get install postgresql)"
 fi
