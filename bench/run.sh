@@ -79,3 +79,4 @@ rows=[json.loads(l)["timings_ms"] for l in sys.stdin if l.startswith("{")]
 for k in rows[0]:
     print(f"  {k:12s} {statistics.median(r[k] for r in rows):7.3f}")
 ' 2>/dev/null || echo "  (python3 not available for the breakdown)"
+echo; echo "== 4. snapshots (bench/snapshot.sh)"; BUILD="$BUILD" bench/snapshot.sh

@@ -12,12 +12,15 @@
 #     `sandbox create --snapshot ID --ref main`, until ready (PostgreSQL
 #     answering for pg-app); WARM_RUNS runs. Also warm without drift
 #     (`create --snapshot ID`) and, for c-hello, `sandbox run --snapshot ID
-#     -- true` (no hooks, no services; target < 10 ms).
+#     -- true` (no drift, no services; target < 10 ms), once as the fixture
+#     is (its postCreateCommand, `make test`, runs in every session) and
+#     once from a branch without that hook (the restore alone).
 #  3. the ratio cold / warm with drift (target >= 50x).
 #  4. restore cost against snapshot size: `sandbox run --snapshot ID -- true`
 #     over a snapshot holding 10 MiB and one holding 1 GiB (1 MiB files
 #     written by onCreateCommand); WARM_RUNS runs each, alternating; ratio
-#     (target <= 1.2: restore is O(1)). Skipped with < 5 GiB free.
+#     (target <= 1.2: restore is O(1)). Skipped with < 5 GiB free. The
+#     1 GiB build against its restore shows the ratio for a slow install.
 #  5. refresh: `snapshot build` after one new commit with unchanged
 #     lockfiles; the dependencies layer must be the same; COLD_RUNS runs.
 #
@@ -95,6 +98,21 @@ def run(args):
                 time.sleep(0.001)
         print(f"{(time.monotonic_ns() - t0) / 1e6:.3f}")
 
+def alt(args):
+    # alt N OUT_A OUT_B -- A... :: B...: N runs of each, alternating (load
+    # from elsewhere hits both alike); times appended to OUT_A, OUT_B
+    n, outs, rest = int(args[0]), args[1:3], args[4:]
+    k = rest.index("::")
+    cmds = (rest[:k], rest[k + 1:])
+    for _ in range(n):
+        for cmd, out in zip(cmds, outs):
+            t0 = time.monotonic_ns()
+            st = spawn(cmd, "/dev/null")
+            if st != 0:
+                sys.exit(f"bench: {' '.join(cmd[:4])}... failed (status {st})")
+            with open(out, "a") as f:
+                print(f"{(time.monotonic_ns() - t0) / 1e6:.3f}", file=f)
+
 def median(args):
     v = [float(x) for x in sys.stdin.read().split()]
     print(f"{statistics.median(v):.3f}" if v else "n/a")
@@ -128,17 +146,19 @@ def field(args):
 
 def session(args):
     # session FILES...: medians of the session fields of create --json
-    ss = [load(p).get("session") or {} for p in args]
-    def med(k):
-        v = [s[k] for s in ss if isinstance(s.get(k), (int, float))]
+    js = [load(p) for p in args]
+    ss = [j.get("session") or {} for j in js]
+    def med(k, src=None):
+        v = [s[k] for s in (src or ss) if isinstance(s.get(k), (int, float))]
         return f"{statistics.median(v):.1f}" if v else "n/a"
     behind = sorted({str(s.get("commits_behind")) for s in ss})
     rerun = sorted({json.dumps(s.get("hooks_rerun"), separators=(",", ":")) for s in ss})
-    print(f"sync {med('sync_ms')} ms, hooks {med('hooks_ms')} ms, "
-          f"services {med('services_ms')} ms; commits_behind {','.join(behind)}; "
+    print(f"sandbox {med('start_ms', js)} ms, session {med('total_ms')} ms ="
+          f" sync {med('sync_ms')} ms, hooks {med('hooks_ms')} ms, "
+          f"services {med('services_ms')} ms + host side; commits_behind {','.join(behind)}; "
           f"hooks_rerun {' | '.join(rerun)}")
 
-{"run": run, "median": median, "add": add, "field": field, "session": session}[sys.argv[1]](sys.argv[2:])
+{"run": run, "alt": alt, "median": median, "add": add, "field": field, "session": session}[sys.argv[1]](sys.argv[2:])
 EOF
 bt() { "$PY" "$work/bt.py" "$@"; }
 median() { bt median; }
@@ -277,8 +297,22 @@ warm() { # FIXTURE
 		echo "   session (medians): $(bt session "$work"/w-"$f"-*.json)"
 	fi
 	if [ "$f" = c-hello ]; then
-		echo "   no drift, no hooks, no services: run --snapshot ID -- true, $WARM_RUNS runs"
-		bt run --repeat "$WARM_RUNS" -- "$W" sandbox run --snapshot "$id" -- true >"$work/true.$f"
+		# c-hello declares postCreateCommand (make test), which runs at
+		# every session start, run included; the same repository with
+		# that hook removed (branch bench-nohooks) measures the restore
+		# alone
+		gitc "$r" checkout -q -b bench-nohooks
+		sed -i '/postCreateCommand/d' "$r/.devcontainer/devcontainer.json"
+		gitc "$r" commit -q -am "no session hooks"
+		gitc "$r" checkout -q main
+		local id2
+		id2="$("$W" snapshot build --quiet --ref bench-nohooks "$r" | tail -1)"
+		echo "   no drift, no services: run --snapshot ID -- true, $WARM_RUNS runs each, alternating:"
+		echo "   the fixture (postCreateCommand runs) and the fixture without postCreateCommand"
+		bt alt "$WARM_RUNS" "$work/true-hooks.$f" "$work/true.$f" -- \
+			"$W" sandbox run --snapshot "$id" -- true :: \
+			"$W" sandbox run --snapshot "$id2" -- true
+		put "run-true-hooks:$f" "$(median <"$work/true-hooks.$f")"
 		put "run-true:$f" "$(median <"$work/true.$f")"
 	fi
 }
@@ -305,13 +339,12 @@ sizes() {
 		echo "   $mib MiB: built in $tb ms; in a sandbox: $("$W" sandbox run --snapshot "$id" -- du -sh /workspace/blob | cut -f1)"
 		: >"$work/restore.$mib"
 	done
-	for i in $(seq "$WARM_RUNS"); do # alternating, so load hits both alike
-		for mib in 10 1024; do
-			bt run -- "$W" sandbox run --snapshot "$(cat "$work/id.size-$mib")" -- true >>"$work/restore.$mib"
-		done
-	done
+	bt alt "$WARM_RUNS" "$work/restore.10" "$work/restore.1024" -- \
+		"$W" sandbox run --snapshot "$(cat "$work/id.size-10")" -- true :: \
+		"$W" sandbox run --snapshot "$(cat "$work/id.size-1024")" -- true
 	put "restore:10" "$(median <"$work/restore.10")"
 	put "restore:1024" "$(median <"$work/restore.1024")"
+	put "build:1024" "$tb"
 	rm -rf "$WARREN_HOME"
 }
 
@@ -383,9 +416,12 @@ for f in $FIXTURES; do
 done
 echo "  (cold total = build + start; warm+drift = create --ref main, 1 commit behind; warm = create,"
 echo "   no drift; ratio = cold total / warm+drift, target >= 50; deps = same dependencies layer on refresh)"
-echo "c-hello run --snapshot ID -- true:  $(or_na "$(get run-true:c-hello)") ms   (target < 10 ms)"
+echo "c-hello run --snapshot ID -- true: $(or_na "$(get run-true:c-hello)") ms without session hooks (target < 10 ms);"
+echo "   $(or_na "$(get run-true-hooks:c-hello)") ms with the fixture's postCreateCommand (make test)"
 r10="$(get restore:10)" r1g="$(get restore:1024)"
 echo "restore 10 MiB: $(or_na "$r10") ms   1 GiB: $(or_na "$r1g") ms   ratio: $(ratio "$r1g" "$r10")   (target <= 1.2)"
+b1g="$(get build:1024)"
+[ -z "$b1g" ] || echo "1 GiB snapshot: build $b1g ms against restore $r1g ms: $(ratio "$b1g" "$r1g")x"
 if grep -q '^failed:' "$RES"; then
 	echo "failed: $(grep '^failed:' "$RES" | cut -d' ' -f1 | cut -d: -f2- | paste -sd, -)"
 	exit 1

@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 
 #include "snapshot/build.h"
+#include "snapshot/git.h"
 #include "snapshot/refresh.h"
 #include "snapshot/store.h"
 #include "util/alloc.h"
@@ -275,9 +276,10 @@ static int cmd_list(int argc, char **argv)
 	struct snap_store *store = NULL;
 	struct snap_manifest **ms = NULL;
 	size_t n = 0;
+	_cleanup_free_ char *repo =
+	    c.n_args ? git_repo_canonical(c.args[0]) : NULL;
 	if (open_store(&c, &store, &err) < 0 ||
-	    snap_store_list(store, c.n_args ? c.args[0] : NULL, &ms, &n, &err) <
-		0) {
+	    snap_store_list(store, repo, &ms, &n, &err) < 0) {
 		snap_store_close(store);
 		return fail("list", err);
 	}

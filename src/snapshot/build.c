@@ -481,7 +481,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 		r = wr_error_set(err, ENOMEM, "build");
 		goto out;
 	}
-	m->repo = wr_strdup(o->repo);
+	m->repo = git_repo_canonical(o->repo);
 	m->ref = wr_strdup(o->ref ? o->ref : "HEAD");
 	m->commit = wr_strdup(commit);
 	m->spec_hash = wr_strdup(spec->hash);

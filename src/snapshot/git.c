@@ -92,8 +92,17 @@ static int drain(int out_fd, int err_fd, char *out, size_t max_out,
 	return 0;
 }
 
+static int git_run_len(const char *const argv[], char **out, size_t *len_out,
+		       size_t max_out, struct wr_error **err);
+
 int git_run(const char *const argv[], char **out, size_t max_out,
 	    struct wr_error **err)
+{
+	return git_run_len(argv, out, NULL, max_out, err);
+}
+
+static int git_run_len(const char *const argv[], char **out, size_t *len_out,
+		       size_t max_out, struct wr_error **err)
 {
 	const char *full[GIT_MAX_ARGS + 2];
 	size_t n = 0;
@@ -161,6 +170,8 @@ int git_run(const char *const argv[], char **out, size_t max_out,
 	if (out) {
 		buf[out_len] = '\0';
 		*out = TAKE_PTR(buf);
+		if (len_out)
+			*len_out = out_len;
 	}
 	return 0;
 }
@@ -185,6 +196,14 @@ static int mirror_key(const char *repo, char key[65], const char **source,
 		return wr_error_input(err, errno, "repository %s", repo);
 	hex_sha256(*source, strlen(*source), key);
 	return 0;
+}
+
+char *git_repo_canonical(const char *repo)
+{
+	char real[4096];
+	if (!strstr(repo, "://") && realpath(repo, real))
+		return wr_strdup(real);
+	return wr_strdup(repo);
 }
 
 char *git_mirror_path(const char *data_dir, const char *repo,
@@ -295,10 +314,11 @@ int git_show_file(const char *mirror, const char *commit, const char *path,
 	}
 	const char *argv[] = {"-C", mirror, "cat-file", "blob", obj, NULL};
 	char *text = NULL;
-	int r = git_run(argv, &text, max, err);
+	size_t len = 0;
+	int r = git_run_len(argv, &text, &len, max, err);
 	if (r < 0)
 		return r;
-	*out_len = strlen(text); /* blobs with NUL bytes are not specs */
+	*out_len = len; /* the whole blob, NUL bytes included */
 	*out = text;
 	return 0;
 }

@@ -21,6 +21,9 @@ int git_run(const char *const argv[], char **out, size_t max_out,
  * if missing, fetched otherwise. Returns its path (caller frees). */
 char *git_mirror_update(const char *data_dir, const char *repo,
 			struct wr_error **err);
+/* How a repository is recorded: the absolute path of a local one, else the
+ * URL as given (caller frees). */
+char *git_repo_canonical(const char *repo);
 /* The path the mirror of repo has (whether it exists or not). */
 char *git_mirror_path(const char *data_dir, const char *repo,
 		      struct wr_error **err);

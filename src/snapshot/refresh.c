@@ -40,7 +40,12 @@ int snap_refresh(const struct snap_build_opts *o,
 	struct snap_manifest **ms = NULL;
 	size_t n = 0;
 	struct wr_error *warning = NULL; /* corrupt manifests: skipped */
-	r = snap_store_list(store, o->repo, &ms, &n, &warning);
+	_cleanup_free_ char *repo = git_repo_canonical(o->repo);
+	if (!repo) {
+		snap_store_close(store);
+		return wr_error_set(err, ENOMEM, "refresh");
+	}
+	r = snap_store_list(store, repo, &ms, &n, &warning);
 	wr_error_free(warning);
 	if (r < 0) {
 		snap_store_close(store);
@@ -72,7 +77,10 @@ int snap_refresh(const struct snap_build_opts *o,
 			return behind;
 		}
 		res->commits_behind = behind;
-		res->age_ms = (int64_t)time(NULL) * 1000 - newest->created_ms;
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		res->age_ms = (int64_t)now.tv_sec * 1000 +
+			      now.tv_nsec / 1000000 - newest->created_ms;
 		res->before = judge(behind, res->age_ms, policy);
 	}
 	bool build = res->before == SNAP_NONE || res->before == SNAP_STALE ||

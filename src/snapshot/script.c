@@ -93,16 +93,19 @@ void sh_services_start(FILE *f, const struct spec *spec)
 		    " ) >/tmp/warren-service-%s.log 2>&1 & warren_svc_%zu=$!\n",
 		    s->name, i);
 		if (sh_command_set(&s->ready)) {
-			fprintf(f, "warren_n=0; until ( ");
+			/* probe every 10 ms at first, then every 100 ms;
+			 * give up after about 60 s */
+			fprintf(f, "warren_n=0; warren_d=0.01; until ( ");
 			sh_command(f, &s->ready);
 			fprintf(
 			    f,
 			    " ) >/dev/null 2>&1; do warren_n=$((warren_n+1)); "
-			    "if [ $warren_n -ge 600 ]; then echo "
+			    "if [ $warren_n -ge 620 ]; then echo "
 			    "\"@@warren-failed "
 			    "service:%s-ready 1\"; tail -n 20 "
-			    "/tmp/warren-service-%s.log; exit 1; fi; sleep "
-			    "0.1; "
+			    "/tmp/warren-service-%s.log; exit 1; fi; "
+			    "[ $warren_n -lt 20 ] || warren_d=0.1; sleep "
+			    "$warren_d; "
 			    "done\n",
 			    s->name, s->name);
 		}

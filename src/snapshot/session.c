@@ -163,7 +163,10 @@ int snap_session_start(const char *data_dir, const char *sandbox_name,
 	memset(out, 0, sizeof(*out));
 	snprintf(out->commit, sizeof(out->commit), "%s",
 		 m->commit ? m->commit : "");
-	out->age_ms = (int64_t)time(NULL) * 1000 - m->created_ms;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	out->age_ms =
+	    (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 - m->created_ms;
 	if (!snap_session_needed(m, ref)) {
 		out->total_ms = wall_ms() - t0;
 		return 0;
