@@ -174,9 +174,11 @@ int sandbox_reap_stale(struct wr_error **err)
 		fclose(f);
 		struct stat st;
 		_cleanup_free_ char *rdir = runtime_path("sandboxes/%s", owner);
+		/* a claimer makes its record directory before its slot, so a
+		 * slot whose owner has no record directory is stale (an empty
+		 * slot file is still being written: skipped) */
 		if (rdir && owner[0] && stat(rdir, &st) < 0 &&
-		    errno == ENOENT && stat(path, &st) == 0 &&
-		    time(NULL) - st.st_mtime > 60) {
+		    errno == ENOENT) {
 			unlink(path);
 			cleaned++;
 		}
