@@ -54,4 +54,22 @@ echo "left behind: $(find /sys/fs/cgroup -path "*/warren/$NAME" 2>/dev/null | wc
 step "6. Start-up cost (--json)"
 show "$W" sandbox run --json --layer "$work/layer" -- true
 
+step "7. Snapshots: build a C project once, start sessions from it in milliseconds"
+export WARREN_HOME="$work/data"
+repo="$work/c-hello"
+cp -a tests/fixtures/c-hello "$repo"
+git -C "$repo" init -q -b main
+git -C "$repo" -c user.email=demo@warren -c user.name=demo add -A
+git -C "$repo" -c user.email=demo@warren -c user.name=demo commit -q -m "initial"
+echo "(its .devcontainer/devcontainer.json: onCreateCommand ./configure, updateContentCommand make, postCreateCommand make test)"
+show "$W" snapshot build "$repo"
+id="$("$W" snapshot list | awk 'NR==2 {print $1}')"
+show "$W" snapshot show "$id"
+show "$W" sandbox run --snapshot "$id" -- ./hello demo
+echo "/* one more commit */" >>"$repo/src/greet.c"
+git -C "$repo" -c user.email=demo@warren -c user.name=demo commit -q -am "one more commit"
+echo "one commit later, a session syncs to it (--ref main) before its command:"
+show "$W" sandbox run --json --snapshot "$id" --ref main -- sh -c 'git -c safe.directory="*" log --oneline | head -2'
+show "$W" snapshot verify "$id"
+
 printf '\nDone. Benchmarks: make bench. Tests: make check.\n'
