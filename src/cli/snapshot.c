@@ -153,6 +153,26 @@ static char *self_exe(void)
 	return wr_strdup(buf);
 }
 
+/* Build options from the command line; data and warren are the strings
+ * o borrows (caller frees). */
+static int build_opts(const struct snap_cli *c, struct snap_build_opts *o,
+		      char **data, char **warren)
+{
+	*data = data_dir(c);
+	*warren = self_exe();
+	if (!*data || !*warren)
+		return -ENOMEM;
+	*o = (struct snap_build_opts){
+	    .data_dir = *data,
+	    .repo = c->args[0],
+	    .ref = c->ref,
+	    .warren = *warren,
+	    .progress_fd = c->quiet ? -1 : STDERR_FILENO,
+	    .rebuild_deps = c->rebuild_deps,
+	};
+	return 0;
+}
+
 static int cmd_build(int argc, char **argv)
 {
 	struct snap_cli c;
@@ -164,18 +184,10 @@ static int cmd_build(int argc, char **argv)
 			"or a git URL)\n");
 		return WR_EXIT_USAGE;
 	}
-	_cleanup_free_ char *data = data_dir(&c);
-	_cleanup_free_ char *warren = self_exe();
-	if (!data || !warren)
+	_cleanup_free_ char *data = NULL, *warren = NULL;
+	struct snap_build_opts o;
+	if (build_opts(&c, &o, &data, &warren) < 0)
 		return WR_EXIT_FAILURE;
-	struct snap_build_opts o = {
-	    .data_dir = data,
-	    .repo = c.args[0],
-	    .ref = c.ref,
-	    .warren = warren,
-	    .progress_fd = c.quiet ? -1 : STDERR_FILENO,
-	    .rebuild_deps = c.rebuild_deps,
-	};
 	struct wr_error *err = NULL;
 	struct snap_manifest *m = NULL;
 	if (snap_build(&o, &m, &err) < 0)
@@ -221,18 +233,10 @@ static int cmd_refresh(int argc, char **argv)
 		}
 		policy.max_commits_behind = (int)v;
 	}
-	_cleanup_free_ char *data = data_dir(&c);
-	_cleanup_free_ char *warren = self_exe();
-	if (!data || !warren)
+	_cleanup_free_ char *data = NULL, *warren = NULL;
+	struct snap_build_opts o;
+	if (build_opts(&c, &o, &data, &warren) < 0)
 		return WR_EXIT_FAILURE;
-	struct snap_build_opts o = {
-	    .data_dir = data,
-	    .repo = c.args[0],
-	    .ref = c.ref,
-	    .warren = warren,
-	    .progress_fd = c.quiet ? -1 : STDERR_FILENO,
-	    .rebuild_deps = c.rebuild_deps,
-	};
 	struct wr_error *err = NULL;
 	struct snap_refresh_result res;
 	bool policy_set = c.max_age || c.max_behind;
