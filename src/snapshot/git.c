@@ -251,7 +251,8 @@ char *git_mirror_update(const char *data_dir, const char *repo,
 			return NULL;
 		}
 		wr_rm_rf(tmp);
-		const char *argv[] = {"clone", "--quiet", "--mirror",
+		/* "--": a repository named like an option stays a name */
+		const char *argv[] = {"clone", "--quiet", "--mirror", "--",
 				      source,  tmp,	  NULL};
 		r = git_run(argv, NULL, 0, err);
 		if (r == 0 && rename(tmp, mirror) < 0 && errno != ENOTEMPTY &&
