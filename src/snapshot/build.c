@@ -71,13 +71,16 @@ static const char sh_prelude[] =
     "git config --global --get safe.directory >/dev/null 2>&1 || "
     "git config --global --add safe.directory '*'\n";
 
-static char *script_deps(const struct spec *spec, const char *commit)
+struct script_args {
+	const struct spec *spec;
+	const char *commit;
+};
+
+static void script_deps_body(FILE *f, const void *arg)
 {
-	char *text = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
-	if (!f)
-		return NULL;
+	const struct script_args *a = arg;
+	const struct spec *spec = a->spec;
+	const char *commit = a->commit;
 	fputs(sh_prelude, f);
 	sh_phase(f, "clone");
 	fprintf(f,
@@ -90,20 +93,19 @@ static char *script_deps(const struct spec *spec, const char *commit)
 	sh_phase(f, "install");
 	sh_hook(f, "onCreateCommand", &spec->on_create);
 	sh_phase(f, "end");
-	if (fclose(f) != 0) {
-		free(text);
-		return NULL;
-	}
-	return text;
 }
 
-static char *script_repo(const struct spec *spec, const char *commit)
+static char *script_deps(const struct spec *spec, const char *commit)
 {
-	char *text = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
-	if (!f)
-		return NULL;
+	struct script_args a = {spec, commit};
+	return sh_script(script_deps_body, &a);
+}
+
+static void script_repo_body(FILE *f, const void *arg)
+{
+	const struct script_args *a = arg;
+	const struct spec *spec = a->spec;
+	const char *commit = a->commit;
 	fputs(sh_prelude, f);
 	sh_phase(f, "checkout");
 	fprintf(f,
@@ -120,11 +122,12 @@ static char *script_repo(const struct spec *spec, const char *commit)
 	sh_services_start(f, spec);
 	sh_services_stop(f, spec);
 	sh_phase(f, "end");
-	if (fclose(f) != 0) {
-		free(text);
-		return NULL;
-	}
-	return text;
+}
+
+static char *script_repo(const struct spec *spec, const char *commit)
+{
+	struct script_args a = {spec, commit};
+	return sh_script(script_repo_body, &a);
 }
 
 /* ---- running a build step in a sandbox ----------------------------------- */
@@ -314,8 +317,8 @@ static void hex_digest(const unsigned char *digest, char hex[65])
 }
 
 int snap_collect_lockfiles(const char *mirror, const char *commit,
-			     const struct spec *spec, struct snap_manifest *m,
-			     struct wr_error **err)
+			   const struct spec *spec, struct snap_manifest *m,
+			   struct wr_error **err)
 {
 	char **names = git_root_names(mirror, commit, err);
 	if (!names)
@@ -386,7 +389,7 @@ static void deps_key(const struct snap_manifest *m, const char *spec_hash,
 }
 
 int snap_load_spec(const char *mirror, const char *commit, struct spec **out,
-		     struct wr_error **err)
+		   struct wr_error **err)
 {
 	static const char *const paths[] = {".devcontainer/devcontainer.json",
 					    "warren.json"};
@@ -414,8 +417,9 @@ static void limit_args(const struct spec *spec, const char **args, size_t *n,
 {
 	/* a hung hook must not hang the build: the spec's lifetime, else
 	 * 30 minutes per step */
-	uint64_t timeout_ms = spec->limits.lifetime_ms ? spec->limits.lifetime_ms
-						       : BUILD_STEP_TIMEOUT_MS;
+	uint64_t timeout_ms = spec->limits.lifetime_ms
+				  ? spec->limits.lifetime_ms
+				  : BUILD_STEP_TIMEOUT_MS;
 	snprintf(bufs[3], 32, "%llums", (unsigned long long)timeout_ms);
 	args[(*n)++] = "--timeout";
 	args[(*n)++] = bufs[3];
@@ -637,8 +641,9 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 				    json_boolean(session_work));
 		json_t *env = json_object();
 		for (size_t i = 0; env && i < spec->n_container_env; i++)
-			json_object_set_new(env, spec->container_env[i].key,
-					    json_string(spec->container_env[i].value));
+			json_object_set_new(
+			    env, spec->container_env[i].key,
+			    json_string(spec->container_env[i].value));
 		json_object_set_new(m->extra, "container_env", env);
 		if (spec->source)
 			json_object_set_new(m->extra, "spec_source",

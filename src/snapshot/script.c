@@ -2,6 +2,7 @@
 #include "snapshot/script.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 /* 'text' with every ' written as '\'' : safe for any bytes but NUL. */
 void sh_quote(FILE *f, const char *text)
@@ -125,4 +126,19 @@ void sh_services_stop(FILE *f, const struct spec *spec)
 		}
 		fprintf(f, "wait $warren_svc_%zu 2>/dev/null\n", i);
 	}
+}
+
+char *sh_script(void (*body)(FILE *f, const void *arg), const void *arg)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (!f)
+		return NULL;
+	body(f, arg);
+	if (fclose(f) != 0) {
+		free(text);
+		return NULL;
+	}
+	return text;
 }

@@ -29,6 +29,9 @@ void sh_services_start(FILE *f, const struct spec *spec);
 /* Stops them (stop command, else SIGTERM) and waits for them. */
 void sh_services_stop(FILE *f, const struct spec *spec);
 
+/* Runs body(f, arg) into a new string (caller frees); NULL on failure. */
+char *sh_script(void (*body)(FILE *f, const void *arg), const void *arg);
+
 /* Where a repository's mirror is bound inside build and session
  * sandboxes (read-only). */
 #define MIRROR_IN_SANDBOX "/run/warren-src/repo.git"

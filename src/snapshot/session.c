@@ -73,14 +73,18 @@ static int lockfiles_changed(const char *mirror, const char *commit,
 	return 0;
 }
 
-static char *session_script(const struct spec *spec, const char *commit,
-			    bool sync, bool rerun)
+struct session_args {
+	const struct spec *spec;
+	const char *commit;
+	bool sync, rerun;
+};
+
+static void session_body(FILE *f, const void *arg)
 {
-	char *text = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
-	if (!f)
-		return NULL;
+	const struct session_args *a = arg;
+	const struct spec *spec = a->spec;
+	const char *commit = a->commit;
+	bool sync = a->sync, rerun = a->rerun;
 	fputs("set -u\ncd /workspace || exit 1\n", f);
 	sh_phase(f, "sync");
 	if (sync) {
@@ -100,11 +104,13 @@ static char *session_script(const struct spec *spec, const char *commit,
 	sh_phase(f, "services");
 	sh_services_start(f, spec);
 	sh_phase(f, "end");
-	if (fclose(f) != 0) {
-		free(text);
-		return NULL;
-	}
-	return text;
+}
+
+static char *session_script(const struct spec *spec, const char *commit,
+			    bool sync, bool rerun)
+{
+	struct session_args a = {spec, commit, sync, rerun};
+	return sh_script(session_body, &a);
 }
 
 struct marks {

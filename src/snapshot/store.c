@@ -131,23 +131,6 @@ static void closedirp(DIR **d)
 }
 #define _cleanup_closedir_ _cleanup_(closedirp)
 
-/* A directory stream on dirfd's directory (the caller keeps dirfd). A new
- * open file description, not a dup: a dup shares the read position, and
- * the next listing of the same fd would start at its end. */
-static DIR *opendir_at(int dirfd)
-{
-	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	DIR *dir = fdopendir(fd);
-	if (!dir) {
-		int e = errno;
-		close(fd);
-		errno = e;
-	}
-	return dir;
-}
-
 /* Reads a small file of ours, not following a symlink. */
 static int read_at(int dirfd, const char *name, size_t max, char **out,
 		   size_t *out_len)
@@ -264,7 +247,7 @@ static int publish_file(struct snap_store *s, const char *prefix,
  * with the store lock held (so nothing is between creation and lock). */
 static void sweep_tmp(struct snap_store *s)
 {
-	_cleanup_closedir_ DIR *dir = opendir_at(s->tmp_fd);
+	_cleanup_closedir_ DIR *dir = wr_opendir_at(s->tmp_fd);
 	if (!dir)
 		return;
 	struct dirent *de;
@@ -745,7 +728,7 @@ static int load_manifest(const struct snap_store *s, const char *id,
 static int each_manifest(const struct snap_store *s,
 			 int (*fn)(const char *id, void *arg), void *arg)
 {
-	_cleanup_closedir_ DIR *dir = opendir_at(s->snaps_fd);
+	_cleanup_closedir_ DIR *dir = wr_opendir_at(s->snaps_fd);
 	if (!dir)
 		return -errno;
 	struct dirent *de;
@@ -1164,7 +1147,7 @@ static int keep_manifest_layers(const char *id, void *arg)
 /* The pins of every live handle, from their lease files. */
 static int keep_leased(const struct snap_store *s, struct id_set *keep)
 {
-	_cleanup_closedir_ DIR *dir = opendir_at(s->tmp_fd);
+	_cleanup_closedir_ DIR *dir = wr_opendir_at(s->tmp_fd);
 	if (!dir)
 		return -errno;
 	struct dirent *de;
@@ -1216,7 +1199,7 @@ static int move_to_trash(struct snap_store *s, const char *id, struct trash *t)
 static int find_garbage(struct snap_store *s, const struct id_set *keep,
 			struct id_set *doomed)
 {
-	_cleanup_closedir_ DIR *dir = opendir_at(s->layers_fd);
+	_cleanup_closedir_ DIR *dir = wr_opendir_at(s->layers_fd);
 	if (!dir)
 		return -errno;
 	struct dirent *de;
@@ -1236,7 +1219,7 @@ static int find_garbage(struct snap_store *s, const struct id_set *keep,
 /* Removes keys that name no layer (or nothing sensible). */
 static int drop_dangling_keys(struct snap_store *s)
 {
-	_cleanup_closedir_ DIR *dir = opendir_at(s->keys_fd);
+	_cleanup_closedir_ DIR *dir = wr_opendir_at(s->keys_fd);
 	if (!dir)
 		return -errno;
 	bool changed = false;

@@ -79,7 +79,8 @@ static int rm_rf_children(int dirfd, dev_t dev, uint64_t mnt_id, int depth)
 		}
 		if (S_ISDIR(st.st_mode)) {
 			if (st.st_dev != dev ||
-			    (mnt_id && mount_id_at(dirfd, de->d_name) != mnt_id)) {
+			    (mnt_id &&
+			     mount_id_at(dirfd, de->d_name) != mnt_id)) {
 				/* a mount point: never descend into it */
 				if (ret == 0)
 					ret = -EBUSY;
@@ -247,16 +248,17 @@ char *wr_self_dir(void)
 	return wr_strdup(buf[0] ? buf : "/");
 }
 
-/* A directory stream on a duplicate of dirfd (the caller keeps dirfd). */
-static DIR *opendir_at(int dirfd)
+DIR *wr_opendir_at(int dirfd)
 {
-	int dup_fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
-	if (dup_fd < 0)
+	/* a new open file description, not a dup: a dup shares the read
+	 * position, and a second listing of dirfd would start at its end */
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
 		return NULL;
-	DIR *dir = fdopendir(dup_fd);
+	DIR *dir = fdopendir(fd);
 	if (!dir) {
 		int e = errno;
-		close(dup_fd);
+		close(fd);
 		errno = e;
 	}
 	return dir;
@@ -306,7 +308,7 @@ static int copy_children(int src_dir, int dst_dir, dev_t dev, int depth,
 {
 	if (depth > 64)
 		return -ELOOP;
-	DIR *dir = opendir_at(src_dir);
+	DIR *dir = wr_opendir_at(src_dir);
 	if (!dir)
 		return -errno;
 	int ret = 0;
@@ -427,7 +429,7 @@ static int chown_children(int dirfd, uid_t uid, gid_t gid, int depth)
 {
 	if (depth > 512)
 		return -ELOOP;
-	DIR *dir = opendir_at(dirfd);
+	DIR *dir = wr_opendir_at(dirfd);
 	if (!dir)
 		return -errno;
 	int ret = 0;

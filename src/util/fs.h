@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <dirent.h>
 #include <sys/types.h>
 
 /* mkdir -p; existing directories are fine. Returns 0 or -errno. */
@@ -32,6 +33,9 @@ int wr_copy_tree(const char *src, const char *dst);
 int wr_copy_tree_public(const char *src, const char *dst);
 /* lchown every entry under path (and path itself). */
 int wr_chown_tree(const char *path, uid_t uid, gid_t gid);
+/* A directory stream on dirfd's directory, independent of dirfd (the
+ * caller keeps and closes dirfd). NULL with errno on failure. */
+DIR *wr_opendir_at(int dirfd);
 /* Directory of the running executable (from /proc/self/exe). */
 char *wr_self_dir(void);
 
