@@ -13,11 +13,12 @@ CC      ?= cc
 BUILD   ?= build
 SAN     ?= 0
 DEBIAN_PACKAGES := gcc make pkg-config libseccomp-dev libjansson-dev \
-                   libcmocka-dev musl-tools libsodium-dev git
+                   libcmocka-dev musl-tools libsodium-dev git \
+                   libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev
 
 # what the tests use besides the build (script, setpriv, pgrep, PostgreSQL
 # for the service fixture)
-TEST_PACKAGES := bsdutils util-linux procps git postgresql
+TEST_PACKAGES := bsdutils util-linux procps git postgresql curl wrk sqlite3
 
 CFLAGS_COMMON := -std=c17 -D_GNU_SOURCE -Isrc -g -O2 -Wall -Wextra \
   -Werror=implicit-function-declaration -Werror=return-type \
@@ -46,6 +47,18 @@ LIB_SRC     := $(UTIL_SRC) $(SANDBOX_SRC) $(SNAPSHOT_SRC)
 LIB_OBJ     := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 
+# The control plane is its own executable (`warren serve` execs it): it
+# links the heavy libraries the lean sandbox path must not carry.
+SERVER_SRC  := $(wildcard src/store/*.c src/sched/*.c src/api/*.c)
+SERVER_OBJ  := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
+SERVE_SRC   := $(wildcard src/cli/serve/*.c)
+SERVE_OBJ   := $(SERVE_SRC:%.c=$(BUILD)/obj/%.o)
+SERVER_LIBS := -lmicrohttpd -lsqlite3 -ljansson -lsodium -lseccomp -lpthread
+# The API client verbs (`warren run|sessions|show|logs|send|cancel|repo`).
+CLIENT_SRC  := $(wildcard src/cli/client/*.c)
+CLIENT_OBJ  := $(CLIENT_SRC:%.c=$(BUILD)/obj/%.o)
+CLIENT_LIBS := -lcurl -ljansson
+
 # warren-init runs in every sandbox: static, libc only, as small as we can.
 INIT_CC     := $(shell command -v musl-gcc 2>/dev/null || echo $(CC))
 INIT_SRC    := src/init/init.c src/sandbox/proto.c src/util/alloc.c \
@@ -57,7 +70,8 @@ UNIT_TESTS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/
 PROBE       := $(BUILD)/tests/probe
 
 .PHONY: all deps test-deps check bench demo clean fuzz format
-all: deps $(BUILD)/warren $(BUILD)/warren-init
+all: deps $(BUILD)/warren $(BUILD)/warren-init $(BUILD)/warren-serve \
+     $(BUILD)/warren-client
 
 # Install what the build (or the tests) need on a fresh Debian 12 machine
 # (root only).
@@ -82,15 +96,22 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/warren: $(CLI_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) $(STATIC) -o $@ $^ $(LIBS)
 
+$(BUILD)/warren-serve: $(SERVE_OBJ) $(SERVER_OBJ) $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS)
+
+$(BUILD)/warren-client: $(CLIENT_OBJ) $(BUILD)/obj/src/util/alloc.o \
+                        $(BUILD)/obj/src/util/error.o $(BUILD)/obj/src/util/parse.o
+	$(CC) $(LDFLAGS) -o $@ $^ $(CLIENT_LIBS)
+
 $(BUILD)/warren-init: $(INIT_SRC) src/sandbox/proto.h src/util/alloc.h \
                       src/util/fdpass.h
 	@mkdir -p $(dir $@)
 	$(INIT_CC) $(INIT_CFLAGS) -o $@ $(INIT_SRC)
 	strip $@
 
-$(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB_OBJ)
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(SERVER_OBJ) $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LIBS) -lcmocka
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS) -lcmocka
 
 # The posture probe runs inside sandboxes: static, so it needs nothing there.
 $(PROBE): tests/security/probe.c
@@ -114,9 +135,11 @@ fuzz: all
 	@BUILD=$(BUILD) tests/fuzz/run.sh
 
 format:
-	clang-format -i $(LIB_SRC) $(CLI_SRC) src/init/*.c src/*/*.h
+	clang-format -i $(LIB_SRC) $(CLI_SRC) $(SERVER_SRC) $(CLIENT_SRC) \
+	  src/cli/serve/*.c src/init/*.c src/*/*.h
 
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SERVER_OBJ:.o=.d) \
+  $(SERVE_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d)

@@ -1,12 +1,50 @@
 /* main.c - `warren`: dispatch to a verb. */
 #include "cli/cli.h"
 
+#include "util/fs.h"
+
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef WARREN_VERSION
 #define WARREN_VERSION "0.1.0"
 #endif
+
+/* The control-plane verbs live in their own executables next to this one
+ * (they link libmicrohttpd, SQLite, libcurl: ARCHITECTURE.md, "Keep the
+ * sandbox path lean"), the way git reaches its sub-commands. */
+static const char *const server_verbs[] = {"serve", NULL};
+static const char *const client_verbs[] = {
+    "run", "sessions", "show", "logs", "send", "cancel", "repo", "token",
+    "snapshots", NULL};
+
+static bool verb_in(const char *verb, const char *const *list)
+{
+	for (size_t i = 0; list[i]; i++)
+		if (!strcmp(verb, list[i]))
+			return true;
+	return false;
+}
+
+static int exec_helper(const char *helper, char **argv)
+{
+	char *dir = wr_self_dir();
+	char path[4096];
+	if (!dir || snprintf(path, sizeof(path), "%s/%s", dir, helper) >=
+			(int)sizeof(path)) {
+		free(dir);
+		fprintf(stderr, "warren: cannot find %s\n", helper);
+		return WR_EXIT_FAILURE;
+	}
+	free(dir);
+	argv[0] = path;
+	execv(path, argv);
+	fprintf(stderr, "warren: exec %s: %s\n", path, strerror(errno));
+	return WR_EXIT_FAILURE;
+}
 
 static void usage(FILE *out)
 {
@@ -24,6 +62,11 @@ static void usage(FILE *out)
 	    "  sandbox rm NAME...                       remove sandboxes\n"
 	    "  snapshot build REPO [--ref REF]          prepare a repository's environment\n"
 	    "  snapshot list|show|rm|gc|verify          manage snapshots\n"
+	    "  serve [--data DIR] [--listen ADDR:PORT]  run the control plane\n"
+	    "  run --repo R [--follow] \"PROMPT\"         start a session\n"
+	    "  sessions | show ID | logs ID [-f]        look at sessions\n"
+	    "  send ID \"TEXT\" | cancel ID               follow up, cancel\n"
+	    "  repo add|ls|refresh                      manage repositories\n"
 	    "  version                                  print the version\n"
 	    "\n"
 	    "See `warren sandbox --help` and docs/ for details.\n");
@@ -36,6 +79,10 @@ int main(int argc, char **argv)
 		return WR_EXIT_USAGE;
 	}
 	const char *verb = argv[1];
+	if (verb_in(verb, server_verbs))
+		return exec_helper("warren-serve", argv);
+	if (verb_in(verb, client_verbs))
+		return exec_helper("warren-client", argv);
 	if (!strcmp(verb, "sandbox"))
 		return cmd_sandbox(argc - 1, argv + 1);
 	if (!strcmp(verb, "snapshot"))

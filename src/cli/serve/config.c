@@ -1,0 +1,295 @@
+/* config.c - the server's configuration file (see config.h). */
+#include "cli/serve/config.h"
+
+#include "util/alloc.h"
+#include "util/parse.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void serve_config_defaults(struct serve_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	struct control_config *c = &cfg->control;
+	c->max_sandboxes = 8;
+	c->min_free_memory = 256ull << 20;
+	c->retry_max = 3;
+	c->retry_backoff_ms = 1000;
+	c->refresh_check_ms = 60 * 1000;
+	c->defaults.memory_bytes = 4ull << 30;
+	c->defaults.pids = 4096;
+	c->defaults.lifetime_ms = 2 * 3600 * 1000;
+	c->defaults.idle_ms = 15 * 60 * 1000;
+}
+
+void serve_config_clear(struct serve_config *cfg)
+{
+	free(cfg->listen_addr);
+	free(cfg->agent_json);
+	for (size_t i = 0; i < cfg->n_repos; i++) {
+		free(cfg->repos[i].name);
+		free(cfg->repos[i].url);
+		free(cfg->repos[i].ref);
+		free(cfg->repos[i].agent_json);
+	}
+	free(cfg->repos);
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+int serve_parse_listen(const char *text, char **addr, uint16_t *port,
+		       struct wr_error **err)
+{
+	const char *colon = strrchr(text, ':');
+	if (!colon)
+		return wr_error_input(err, EINVAL,
+				      "listen '%s': expected ADDR:PORT", text);
+	uint64_t p;
+	if (wr_parse_uint(colon + 1, 1, 65535, &p) < 0)
+		return wr_error_input(err, EINVAL, "listen '%s': bad port",
+				      text);
+	size_t len = (size_t)(colon - text);
+	const char *start = text;
+	if (len >= 2 && text[0] == '[' && text[len - 1] == ']') {
+		start++;
+		len -= 2;
+	}
+	char *a = len ? wr_strndup(start, len) : wr_strdup("0.0.0.0");
+	if (!a)
+		return wr_error_set(err, ENOMEM, "listen");
+	free(*addr);
+	*addr = a;
+	*port = (uint16_t)p;
+	return 0;
+}
+
+char *serve_agent_json(const json_t *v)
+{
+	json_t *argv = NULL;
+	if (json_is_string(v))
+		argv = json_pack("[s, s, s]", "sh", "-c", json_string_value(v));
+	else if (json_is_array(v) && json_array_size(v) > 0) {
+		size_t i;
+		json_t *x;
+		json_array_foreach(v, i, x) if (!json_is_string(x)) return NULL;
+		argv = json_incref((json_t *)v);
+	}
+	char *text = argv ? json_dumps(argv, JSON_COMPACT) : NULL;
+	json_decref(argv);
+	return text;
+}
+
+static int bad(struct wr_error **err, const char *path, const char *key,
+	       const char *expected)
+{
+	return wr_error_input(err, EINVAL, "%s: key '%s': expected %s", path,
+			      key, expected);
+}
+
+static int get_size(const char *path, const char *key, json_t *v,
+		    uint64_t *out, struct wr_error **err)
+{
+	char buf[32];
+	const char *t = json_string_value(v);
+	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		snprintf(buf, sizeof(buf), "%lld",
+			 (long long)json_integer_value(v));
+		t = buf;
+	}
+	if (!t || wr_parse_size(t, out) < 0)
+		return bad(err, path, key, "a size (\"256M\", \"2G\")");
+	return 0;
+}
+
+static int get_duration(const char *path, const char *key, json_t *v,
+			uint64_t *out, struct wr_error **err)
+{
+	const char *t = json_string_value(v);
+	if (!t || wr_parse_duration(t, out) < 0)
+		return bad(err, path, key, "a duration (\"90s\", \"30m\")");
+	return 0;
+}
+
+static int get_uint(const char *path, const char *key, json_t *v,
+		    uint64_t max, uint64_t *out)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    (uint64_t)json_integer_value(v) > max)
+		return -EINVAL;
+	*out = (uint64_t)json_integer_value(v);
+	(void)path;
+	(void)key;
+	return 0;
+}
+
+static int load_limits(const char *path, json_t *o, struct serve_config *cfg,
+		       struct wr_error **err)
+{
+	if (!json_is_object(o))
+		return bad(err, path, "limits", "an object");
+	const char *key;
+	json_t *v;
+	json_object_foreach(o, key, v)
+	{
+		uint64_t x;
+		int r = 0;
+		if (!strcmp(key, "max_sandboxes")) {
+			if (get_uint(path, key, v, 100000, &x) < 0 || !x)
+				return bad(err, path, "limits.max_sandboxes",
+					   "a positive integer");
+			cfg->control.max_sandboxes = (unsigned)x;
+		} else if (!strcmp(key, "max_per_user")) {
+			if (get_uint(path, key, v, 100000, &x) < 0)
+				return bad(err, path, "limits.max_per_user",
+					   "an integer");
+			cfg->control.max_per_user = (unsigned)x;
+		} else if (!strcmp(key, "min_free_memory")) {
+			r = get_size(path, "limits.min_free_memory", v,
+				     &cfg->control.min_free_memory, err);
+		} else if (!strcmp(key, "default") || !strcmp(key, "max")) {
+			bool def = !strcmp(key, "default");
+			r = control_limits_from_json(
+			    def ? "limits.default" : "limits.max", v,
+			    def ? &cfg->control.defaults
+				: &cfg->control.maximums,
+			    err);
+		} else {
+			return wr_error_input(err, EINVAL,
+					      "%s: unknown key 'limits.%s'",
+					      path, key);
+		}
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int load_repo(const char *path, size_t i, json_t *o,
+		     struct serve_repo *r, struct wr_error **err)
+{
+	char where[64];
+	snprintf(where, sizeof(where), "repositories[%zu]", i);
+	if (!json_is_object(o))
+		return bad(err, path, where, "an object");
+	const char *key;
+	json_t *v;
+	json_object_foreach(o, key, v)
+	{
+		char **dst = !strcmp(key, "name")  ? &r->name
+			     : !strcmp(key, "url") ? &r->url
+			     : !strcmp(key, "ref") ? &r->ref
+						   : NULL;
+		if (dst) {
+			if (!json_is_string(v))
+				return bad(err, path, key, "a string");
+			*dst = wr_strdup(json_string_value(v));
+			if (!*dst)
+				return wr_error_set(err, ENOMEM, "config");
+		} else if (!strcmp(key, "refresh")) {
+			int rr = get_duration(path, key, v, &r->refresh_ms, err);
+			if (rr < 0)
+				return rr;
+		} else if (!strcmp(key, "agent")) {
+			r->agent_json = serve_agent_json(v);
+			if (!r->agent_json)
+				return bad(err, path, key,
+					   "a string or an array of strings");
+		} else {
+			return wr_error_input(err, EINVAL,
+					      "%s: unknown key '%s.%s'", path,
+					      where, key);
+		}
+	}
+	if (!r->url)
+		return wr_error_input(err, EINVAL, "%s: %s: 'url' is required",
+				      path, where);
+	return 0;
+}
+
+int serve_config_load(const char *path, struct serve_config *cfg,
+		      struct wr_error **err)
+{
+	json_error_t jerr;
+	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return wr_error_input(err, EINVAL, "%s:%d:%d: %s", path,
+				      jerr.line, jerr.column, jerr.text);
+	int r = 0;
+	if (!json_is_object(root)) {
+		r = wr_error_input(err, EINVAL, "%s: expected a JSON object",
+				   path);
+		goto out;
+	}
+	const char *key;
+	json_t *v;
+	json_object_foreach(root, key, v)
+	{
+		if (!strcmp(key, "listen")) {
+			if (!json_is_string(v)) {
+				r = bad(err, path, key, "\"ADDR:PORT\"");
+				goto out;
+			}
+			r = serve_parse_listen(json_string_value(v),
+					       &cfg->listen_addr, &cfg->port,
+					       err);
+		} else if (!strcmp(key, "limits")) {
+			r = load_limits(path, v, cfg, err);
+		} else if (!strcmp(key, "retry")) {
+			json_t *m = json_object_get(v, "max");
+			json_t *b = json_object_get(v, "backoff");
+			uint64_t x;
+			if (!json_is_object(v) ||
+			    json_object_size(v) != (size_t)(!!m + !!b)) {
+				r = bad(err, path, key,
+					"{\"max\": N, \"backoff\": DURATION}");
+				goto out;
+			}
+			if (m) {
+				if (get_uint(path, key, m, 100, &x) < 0) {
+					r = bad(err, path, "retry.max",
+						"an integer 0..100");
+					goto out;
+				}
+				cfg->control.retry_max = (unsigned)x;
+			}
+			if (b)
+				r = get_duration(path, "retry.backoff", b,
+						 &cfg->control.retry_backoff_ms,
+						 err);
+		} else if (!strcmp(key, "agent")) {
+			free(cfg->agent_json);
+			cfg->agent_json = serve_agent_json(v);
+			if (!cfg->agent_json)
+				r = bad(err, path, key,
+					"a string or an array of strings");
+		} else if (!strcmp(key, "refresh_check")) {
+			r = get_duration(path, key, v,
+					 &cfg->control.refresh_check_ms, err);
+		} else if (!strcmp(key, "repositories")) {
+			if (!json_is_array(v)) {
+				r = bad(err, path, key, "an array");
+				goto out;
+			}
+			size_t n = json_array_size(v);
+			cfg->repos = wr_calloc(n ? n : 1, sizeof(*cfg->repos));
+			if (!cfg->repos) {
+				r = wr_error_set(err, ENOMEM, "config");
+				goto out;
+			}
+			for (size_t i = 0; i < n && r == 0; i++) {
+				cfg->n_repos = i + 1;
+				r = load_repo(path, i, json_array_get(v, i),
+					      &cfg->repos[i], err);
+			}
+		} else {
+			r = wr_error_input(err, EINVAL, "%s: unknown key '%s'",
+					   path, key);
+		}
+		if (r < 0)
+			goto out;
+	}
+out:
+	json_decref(root);
+	return r;
+}

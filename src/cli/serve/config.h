@@ -1,0 +1,51 @@
+/* config.h - `warren serve --config FILE`: the server's settings.
+ *
+ * A JSON file; every key is optional (the embedded default needs none):
+ *   {"listen": "127.0.0.1:7777",
+ *    "limits": {"max_sandboxes": 8, "max_per_user": 0,
+ *               "min_free_memory": "256M",
+ *               "default": {"memory": "2G", "lifetime": "2h", "idle": "15m"},
+ *               "max": {"cpus": 4, "memory": "8G", ...}},
+ *    "retry": {"max": 3, "backoff": "1s"},
+ *    "agent": ["sh", "-c", "..."] or "shell command line",
+ *    "refresh_check": "60s",
+ *    "repositories": [{"name": "app", "url": "/srv/git/app.git",
+ *                      "ref": "main", "refresh": "30m", "agent": ...}]}
+ * Unknown keys are an error naming the key (a typo must not silently
+ * leave a limit unset). */
+#ifndef WR_CLI_SERVE_CONFIG_H
+#define WR_CLI_SERVE_CONFIG_H
+
+#include "sched/control.h"
+#include "util/error.h"
+
+#include <jansson.h>
+#include <stdint.h>
+
+struct serve_repo {
+	char *name, *url, *ref, *agent_json;
+	uint64_t refresh_ms;
+};
+
+struct serve_config {
+	char *listen_addr; /* NULL: keep the command line's / default */
+	uint16_t port;
+	struct control_config control; /* strings owned below */
+	char *agent_json;
+	struct serve_repo *repos;
+	size_t n_repos;
+};
+
+/* Defaults for everything (no file). */
+void serve_config_defaults(struct serve_config *cfg);
+/* Reads path into cfg (over the defaults). */
+int serve_config_load(const char *path, struct serve_config *cfg,
+		      struct wr_error **err);
+/* "ADDR:PORT", "[v6]:PORT" or ":PORT". */
+int serve_parse_listen(const char *text, char **addr, uint16_t *port,
+		       struct wr_error **err);
+/* A shell command line or an argv array as a JSON argv text. */
+char *serve_agent_json(const json_t *v);
+void serve_config_clear(struct serve_config *cfg);
+
+#endif

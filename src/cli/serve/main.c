@@ -1,0 +1,266 @@
+/* main.c - `warren serve [--data DIR] [--listen ADDR:PORT] [--config FILE]`:
+ * the control plane (warren-serve; `warren serve` execs it).
+ *
+ * Opens the store, creates the admin token on first start, reconciles what
+ * a previous server left, starts the scheduler and the HTTP API, and on
+ * SIGTERM/SIGINT stops cleanly: the API first (no new work), then every
+ * running session is checkpointed to `interrupted` and resumes at the next
+ * start. */
+#include "api/api.h"
+#include "cli/serve/config.h"
+#include "sched/control.h"
+#include "store/store.h"
+#include "util/alloc.h"
+#include "util/cleanup.h"
+#include "util/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define EXIT_USAGE 2
+#define EXIT_FAIL 1
+
+static const char usage_text[] =
+    "usage: warren serve [--data DIR] [--listen ADDR:PORT] [--config FILE]\n"
+    "\n"
+    "Runs the Warren control plane: the session queue and scheduler, the\n"
+    "sandboxes' lifecycle and the HTTP API (docs/api.md).\n"
+    "\n"
+    "  --data DIR          data directory (default $WARREN_HOME, else "
+    "./.warren)\n"
+    "  --listen ADDR:PORT  where the API listens (default 127.0.0.1:7777)\n"
+    "  --config FILE       settings: limits, repositories, agent "
+    "(docs/operations.md)\n"
+    "\n"
+    "On first start the admin token is written to DIR/admin.token (0600).\n";
+
+static void fail(const char *what, struct wr_error *err)
+{
+	fprintf(stderr, "warren serve: %s: %s\n", what,
+		err && err->msg ? err->msg : "failed");
+}
+
+/* One server per data directory: the store's queue and the sandboxes'
+ * names assume it. The lock dies with the process (kill -9 included). */
+static int lock_data_dir(const char *data, struct wr_error **err)
+{
+	_cleanup_free_ char *path = wr_asprintf("%s/serve.lock", data);
+	if (!path)
+		return wr_error_set(err, ENOMEM, "lock");
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return wr_error_set(err, errno, "open %s", path);
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+		close(fd);
+		if (e == EWOULDBLOCK)
+			return wr_error_input(err, EBUSY,
+					      "another warren serve uses %s",
+					      data);
+		return wr_error_set(err, e, "lock %s", path);
+	}
+	char pid[32];
+	int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) == 0 && write(fd, pid, (size_t)n) < 0) {
+		/* the pid is informational */
+	}
+	return fd; /* kept open for the process's life */
+}
+
+/* The first start creates the admin token; its plain text is written once
+ * to DATA/admin.token for the local CLI. */
+static int admin_token(struct store *st, const char *data,
+		       struct wr_error **err)
+{
+	int n = st->ops->token_count(st, err);
+	if (n != 0)
+		return n < 0 ? n : 0;
+	_cleanup_free_ char *plain = NULL;
+	int r = api_token_create(st, "admin", "admin", &plain, err);
+	if (r < 0)
+		return r;
+	_cleanup_free_ char *path = wr_asprintf("%s/admin.token", data);
+	_cleanup_free_ char *line = wr_asprintf("%s\n", plain);
+	if (!path || !line)
+		return wr_error_set(err, ENOMEM, "admin token");
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return wr_error_set(err, errno, "write %s", path);
+	size_t len = strlen(line);
+	bool ok = fchmod(fd, 0600) == 0 && write(fd, line, len) == (ssize_t)len &&
+		  fsync(fd) == 0;
+	int e = errno;
+	close(fd);
+	if (!ok)
+		return wr_error_set(err, e, "write %s", path);
+	fprintf(stderr, "warren serve: admin token written to %s\n", path);
+	return 0;
+}
+
+/* Repositories named in the configuration, registered if new. */
+static void register_repos(struct store *st, struct control *ctl,
+			   const struct serve_config *cfg)
+{
+	for (size_t i = 0; i < cfg->n_repos; i++) {
+		const struct serve_repo *r = &cfg->repos[i];
+		struct store_repo have;
+		struct wr_error *err = NULL;
+		if (r->name &&
+		    st->ops->repo_get(st, r->name, &have, NULL) == 0) {
+			store_repo_clear(&have);
+			continue;
+		}
+		if (control_repo_add(ctl, r->name, r->url, r->ref, r->refresh_ms,
+				     r->agent_json, &have, &err) == 0)
+			store_repo_clear(&have);
+		else
+			fail("configured repository", err);
+		wr_error_free(err);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	/* argv[1] is "serve" when run through `warren serve` */
+	if (argc > 1 && !strcmp(argv[1], "serve")) {
+		argv++;
+		argc--;
+	}
+	static const struct option opts[] = {
+	    {"data", required_argument, NULL, 'd'},
+	    {"listen", required_argument, NULL, 'l'},
+	    {"config", required_argument, NULL, 'c'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
+	};
+	const char *data_opt = NULL, *listen_opt = NULL, *config_opt = NULL;
+	int ch;
+	while ((ch = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'd': data_opt = optarg; break;
+		case 'l': listen_opt = optarg; break;
+		case 'c': config_opt = optarg; break;
+		case 'h': fputs(usage_text, stdout); return 0;
+		default:
+			fputs("Try 'warren serve --help'.\n", stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr,
+			"warren serve: unexpected argument '%s'\n"
+			"Try 'warren serve --help'.\n",
+			argv[optind]);
+		return EXIT_USAGE;
+	}
+
+	struct wr_error *err = NULL;
+	struct serve_config cfg;
+	serve_config_defaults(&cfg);
+	char *listen_addr = wr_strdup("127.0.0.1");
+	uint16_t port = 7777;
+	if (config_opt && serve_config_load(config_opt, &cfg, &err) < 0) {
+		fail("config", err);
+		return EXIT_USAGE;
+	}
+	if (cfg.listen_addr) {
+		free(listen_addr);
+		listen_addr = wr_strdup(cfg.listen_addr);
+		port = cfg.port;
+	}
+	if (listen_opt && serve_parse_listen(listen_opt, &listen_addr, &port,
+					     &err) < 0) {
+		fail("--listen", err);
+		return EXIT_USAGE;
+	}
+	const char *home = getenv("WARREN_HOME");
+	_cleanup_free_ char *data =
+	    wr_strdup(data_opt ? data_opt : home && *home ? home : ".warren");
+	_cleanup_free_ char *db = NULL, *self = wr_self_dir(), *warren = NULL;
+	if (!data || !listen_addr || !self) {
+		fprintf(stderr, "warren serve: out of memory\n");
+		return EXIT_FAIL;
+	}
+	if (wr_mkdir_p(data, 0700) < 0) {
+		fprintf(stderr, "warren serve: create %s: %s\n", data,
+			strerror(errno));
+		return EXIT_FAIL;
+	}
+	char *abs = realpath(data, NULL);
+	if (abs) {
+		free(data);
+		data = abs;
+	}
+	db = wr_asprintf("%s/warren.db", data);
+	warren = wr_asprintf("%s/warren", self);
+	if (!db || !warren || access(warren, X_OK) < 0) {
+		fprintf(stderr, "warren serve: cannot find %s\n",
+			warren ? warren : "warren");
+		return EXIT_FAIL;
+	}
+	if (lock_data_dir(data, &err) < 0) {
+		fail("data directory", err);
+		return err && err->bad_input ? EXIT_USAGE : EXIT_FAIL;
+	}
+
+	/* Signals are taken by this thread alone (sigwait below): block them
+	 * before any thread starts so every thread inherits the mask.
+	 * Children get an empty mask back (proc.c). */
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	int code = EXIT_FAIL;
+	struct store *st = store_open_sqlite(db, &err);
+	struct control *ctl = NULL;
+	struct api *api = NULL;
+	if (!st) {
+		fail("store", err);
+		goto out;
+	}
+	if (admin_token(st, data, &err) < 0) {
+		fail("admin token", err);
+		goto out;
+	}
+	cfg.control.data_dir = data;
+	cfg.control.warren_bin = warren;
+	cfg.control.default_agent_json = cfg.agent_json;
+	if (control_start(&cfg.control, st, &ctl, &err) < 0) {
+		fail("control plane", err);
+		goto out;
+	}
+	register_repos(st, ctl, &cfg);
+	struct api_config acfg = {
+	    .st = st, .ctl = ctl, .listen_addr = listen_addr, .port = port};
+	if (api_start(&acfg, &api, &err) < 0) {
+		fail("api", err);
+		goto out;
+	}
+	fprintf(stderr, "warren serve: listening on http://%s:%u (data %s)\n",
+		listen_addr, (unsigned)api_port(api), data);
+	int sig = 0;
+	while (sigwait(&sigs, &sig) != 0 || sig == SIGHUP)
+		;
+	fprintf(stderr, "warren serve: %s, stopping\n", strsignal(sig));
+	code = 0;
+out:
+	api_stop(api);
+	control_stop(ctl);
+	store_close(st);
+	wr_error_free(err);
+	serve_config_clear(&cfg);
+	free(listen_addr);
+	return code;
+}

@@ -1,0 +1,1110 @@
+/* control.c - the session manager: submission, follow-ups, cancel, the
+ * scheduler thread (admission, lifetime and idle timers, joining finished
+ * runners), refreshes, reconciliation at start and clean shutdown. The
+ * runner of one session is in runner.c. */
+#include "sched/internal.h"
+
+#include "sandbox/sandbox.h"
+#include "sched/sched.h"
+#include "util/alloc.h"
+#include "util/cleanup.h"
+#include "util/parse.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SCHED_TICK_MS 500
+#define CANCEL_WAIT_MS 15000
+/* A resting sandbox whose tree used less CPU than this share of the
+ * interval, with no process beyond its baseline, is idle. */
+#define IDLE_CPU_SHARE 0.02
+
+/* ---- events and transitions ------------------------------------------ */
+
+void control_notify(struct control *c)
+{
+	pthread_mutex_lock(&c->ev_mu);
+	c->ev_gen++;
+	pthread_cond_broadcast(&c->ev_cv);
+	pthread_mutex_unlock(&c->ev_mu);
+}
+
+uint64_t control_event_generation(struct control *c)
+{
+	pthread_mutex_lock(&c->ev_mu);
+	uint64_t g = c->ev_gen;
+	pthread_mutex_unlock(&c->ev_mu);
+	return g;
+}
+
+uint64_t control_wait_events(struct control *c, uint64_t gen, int timeout_ms)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&c->ev_mu);
+	while (c->ev_gen == gen) {
+		if (pthread_cond_timedwait(&c->ev_cv, &c->ev_mu, &until) ==
+		    ETIMEDOUT)
+			break;
+	}
+	uint64_t g = c->ev_gen;
+	pthread_mutex_unlock(&c->ev_mu);
+	return g;
+}
+
+int64_t control_event(struct control *c, const char *session_id,
+		      const char *kind, json_t *data)
+{
+	char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
+	json_decref(data);
+	struct wr_error *err = NULL;
+	int64_t seq = c->st->ops->event_append(c->st, session_id, kind,
+					       text ? text : "{}", &err);
+	free(text);
+	if (seq < 0) {
+		fprintf(stderr, "warren serve: session %s: event %s: %s\n",
+			session_id, kind, err && err->msg ? err->msg : "failed");
+		wr_error_free(err);
+	}
+	control_notify(c);
+	return seq;
+}
+
+int64_t control_transition(struct control *c, const char *id, int from,
+			   enum session_state to,
+			   const struct store_session_update *upd,
+			   json_t *extra, struct wr_error **err)
+{
+	struct store_session_update none = STORE_SESSION_UPDATE_INIT;
+	char *text = extra ? json_dumps(extra, JSON_COMPACT) : NULL;
+	json_decref(extra);
+	int64_t r = c->st->ops->session_transition(c->st, id, from, to,
+						   upd ? upd : &none, text, err);
+	free(text);
+	if (r >= 0)
+		control_notify(c);
+	return r;
+}
+
+/* ---- limits ------------------------------------------------------------ */
+
+static int limit_value(const char *what, const char *key, json_t *v,
+		       int (*parse)(const char *, uint64_t *), uint64_t *out,
+		       struct wr_error **err)
+{
+	char buf[64];
+	const char *text;
+	if (json_is_string(v)) {
+		text = json_string_value(v);
+	} else if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		snprintf(buf, sizeof(buf), "%lld",
+			 (long long)json_integer_value(v));
+		text = buf;
+	} else if (json_is_real(v) && json_real_value(v) >= 0) {
+		snprintf(buf, sizeof(buf), "%g", json_real_value(v));
+		text = buf;
+	} else {
+		return wr_error_input(err, EINVAL,
+				      "%s.%s: expected a string or a number",
+				      what, key);
+	}
+	uint64_t x;
+	if (parse(text, &x) < 0 || x == 0)
+		return wr_error_input(err, EINVAL, "%s.%s: invalid value '%s'",
+				      what, key, text);
+	*out = x;
+	return 0;
+}
+
+static int parse_pids(const char *text, uint64_t *out)
+{
+	return wr_parse_uint(text, 1, 1u << 22, out);
+}
+
+int control_limits_from_json(const char *what, const void *json_obj,
+			     struct control_limits *out, struct wr_error **err)
+{
+	json_t *o = (json_t *)json_obj;
+	if (!json_is_object(o))
+		return wr_error_input(err, EINVAL, "%s: expected an object",
+				      what);
+	struct control_limits l = {0};
+	const char *key;
+	json_t *v;
+	json_object_foreach(o, key, v)
+	{
+		int r;
+		if (!strcmp(key, "cpus"))
+			r = limit_value(what, key, v, wr_parse_cpus,
+					&l.millicpus, err);
+		else if (!strcmp(key, "memory"))
+			r = limit_value(what, key, v, wr_parse_size,
+					&l.memory_bytes, err);
+		else if (!strcmp(key, "pids"))
+			r = limit_value(what, key, v, parse_pids, &l.pids, err);
+		else if (!strcmp(key, "disk"))
+			r = limit_value(what, key, v, wr_parse_size,
+					&l.disk_bytes, err);
+		else if (!strcmp(key, "lifetime"))
+			r = limit_value(what, key, v, wr_parse_duration,
+					&l.lifetime_ms, err);
+		else if (!strcmp(key, "idle"))
+			r = limit_value(what, key, v, wr_parse_duration,
+					&l.idle_ms, err);
+		else
+			r = wr_error_input(err, EINVAL,
+					   "%s: unknown key '%s' (expected "
+					   "cpus, memory, pids, disk, lifetime, "
+					   "idle)",
+					   what, key);
+		if (r < 0)
+			return r;
+	}
+	*out = l;
+	return 0;
+}
+
+/* Each limit: asked (or the default), never above the maximum. */
+static int limits_effective(const struct control *c,
+			    const struct control_limits *asked,
+			    struct control_limits *out, struct wr_error **err)
+{
+	const struct control_limits *d = &c->cfg.defaults, *mx =
+							       &c->cfg.maximums;
+	struct control_limits a = asked ? *asked : (struct control_limits){0};
+	struct {
+		const char *name;
+		uint64_t asked, def, max, *out;
+	} f[] = {
+	    {"cpus", a.millicpus, d->millicpus, mx->millicpus, &out->millicpus},
+	    {"memory", a.memory_bytes, d->memory_bytes, mx->memory_bytes,
+	     &out->memory_bytes},
+	    {"pids", a.pids, d->pids, mx->pids, &out->pids},
+	    {"disk", a.disk_bytes, d->disk_bytes, mx->disk_bytes,
+	     &out->disk_bytes},
+	    {"lifetime", a.lifetime_ms, d->lifetime_ms, mx->lifetime_ms,
+	     &out->lifetime_ms},
+	    {"idle", a.idle_ms, d->idle_ms, mx->idle_ms, &out->idle_ms},
+	};
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		if (f[i].max && f[i].asked > f[i].max)
+			return wr_error_input(
+			    err, EINVAL,
+			    "limits.%s: more than the server allows", f[i].name);
+		uint64_t v = f[i].asked ? f[i].asked : f[i].def;
+		if (f[i].max && (!v || v > f[i].max))
+			v = f[i].max;
+		*f[i].out = v;
+	}
+	return 0;
+}
+
+/* ---- submission -------------------------------------------------------- */
+
+static bool looks_like_location(const char *repo)
+{
+	return repo[0] == '/' || strstr(repo, "://") || strchr(repo, '@');
+}
+
+/* A name for a repository from its URL or path: the last component,
+ * without ".git", reduced to the name alphabet. */
+static void name_from_url(const char *url, char out[64])
+{
+	size_t len = strlen(url);
+	while (len > 1 && url[len - 1] == '/')
+		len--;
+	size_t start = len;
+	while (start > 0 && url[start - 1] != '/' && url[start - 1] != ':')
+		start--;
+	size_t n = 0;
+	for (size_t i = start; i < len && n < 60; i++) {
+		char ch = url[i];
+		if (!strncmp(url + i, ".git", 4) && i + 4 == len)
+			break;
+		out[n++] = (char)((ch >= 'a' && ch <= 'z') ||
+					  (ch >= 'A' && ch <= 'Z') ||
+					  (ch >= '0' && ch <= '9') ||
+					  ch == '.' || ch == '_' || ch == '-'
+				      ? ch
+				      : '-');
+	}
+	if (n == 0 || out[0] == '.' || out[0] == '-' || out[0] == '_')
+		n = (size_t)snprintf(out, 64, "repo");
+	out[n] = '\0';
+}
+
+/* The agent argv JSON to use: asked, else the repository's, else the
+ * server's; validated as a non-empty array of strings. */
+static int agent_resolve(const struct control *c, const char *asked,
+			 const struct store_repo *repo, char **out,
+			 struct wr_error **err)
+{
+	const char *src = asked ? asked
+			  : repo->agent_json ? repo->agent_json
+					     : c->default_agent_json;
+	if (!src)
+		return wr_error_input(
+		    err, EINVAL,
+		    "agent: none given and none configured for repository "
+		    "'%s' or the server",
+		    repo->name);
+	json_error_t jerr;
+	json_t *a = json_loads(src, 0, &jerr);
+	bool ok = json_is_array(a) && json_array_size(a) > 0 &&
+		  json_array_size(a) <= 256;
+	size_t i;
+	json_t *v;
+	json_array_foreach(a, i, v) if (!json_is_string(v)) ok = false;
+	json_decref(a);
+	if (!ok)
+		return wr_error_input(
+		    err, EINVAL, "agent: expected a non-empty array of strings");
+	char *copy = wr_strdup(src);
+	if (!copy)
+		return wr_error_set(err, ENOMEM, "agent");
+	*out = copy;
+	return 0;
+}
+
+int control_submit(struct control *c, const struct control_submit *req,
+		   struct store_session *out, struct wr_error **err)
+{
+	struct store *st = c->st;
+	if (!req->repo || !*req->repo)
+		return wr_error_input(err, EINVAL, "repo: required");
+	if (!req->prompt || !*req->prompt)
+		return wr_error_input(err, EINVAL, "prompt: required");
+	if (strlen(req->prompt) > 100 * 1024)
+		return wr_error_input(err, E2BIG,
+				      "prompt: longer than 100 KiB");
+	if (req->ref && (!*req->ref || strlen(req->ref) > 255 ||
+			 req->ref[0] == '-'))
+		return wr_error_input(err, EINVAL, "ref: invalid");
+	struct store_repo repo = {0};
+	int r = st->ops->repo_get(st, req->repo, &repo, err);
+	if (r == -ENOENT && looks_like_location(req->repo)) {
+		wr_error_freep(err);
+		/* an unregistered URL or path: register it on the fly, or
+		 * find it registered under its URL */
+		struct store_repo *all = NULL;
+		size_t n = 0;
+		r = st->ops->repo_list(st, &all, &n, err);
+		if (r < 0)
+			return r;
+		r = -ENOENT;
+		for (size_t i = 0; i < n; i++)
+			if (!strcmp(all[i].url, req->repo)) {
+				r = st->ops->repo_get(st, all[i].id, &repo,
+						      err);
+				break;
+			}
+		store_repos_free(all, n);
+		if (r == -ENOENT)
+			r = control_repo_add(c, NULL, req->repo, NULL, 0, NULL,
+					     &repo, err);
+	} else if (r == -ENOENT) {
+		wr_error_freep(err);
+		return wr_error_input(err, ENOENT,
+				      "repo: no repository '%s' (add it with "
+				      "`warren repo add URL`)",
+				      req->repo);
+	}
+	if (r < 0)
+		return r;
+	struct control_limits lim;
+	_cleanup_free_ char *agent = NULL, *limits_text = NULL;
+	r = limits_effective(c, req->limits, &lim, err);
+	if (r == 0)
+		r = agent_resolve(c, req->agent_json, &repo, &agent, err);
+	if (r < 0) {
+		store_repo_clear(&repo);
+		return r;
+	}
+	json_t *lj = json_object();
+	if (lim.millicpus)
+		json_object_set_new(lj, "cpus",
+				    json_real(lim.millicpus / 1000.0));
+	if (lim.memory_bytes)
+		json_object_set_new(lj, "memory",
+				    json_integer((json_int_t)lim.memory_bytes));
+	if (lim.pids)
+		json_object_set_new(lj, "pids",
+				    json_integer((json_int_t)lim.pids));
+	if (lim.disk_bytes)
+		json_object_set_new(lj, "disk",
+				    json_integer((json_int_t)lim.disk_bytes));
+	if (lim.lifetime_ms)
+		json_object_set_new(
+		    lj, "lifetime",
+		    json_sprintf("%llums", (unsigned long long)lim.lifetime_ms));
+	if (lim.idle_ms)
+		json_object_set_new(
+		    lj, "idle",
+		    json_sprintf("%llums", (unsigned long long)lim.idle_ms));
+	limits_text = json_dumps(lj, JSON_COMPACT);
+	json_decref(lj);
+
+	struct store_session s = {0};
+	store_new_id("s-", s.id);
+	memcpy(s.repo_id, repo.id, sizeof(s.repo_id));
+	s.user = (char *)req->user;
+	s.prompt = (char *)req->prompt;
+	s.ref = (char *)(req->ref ? req->ref : repo.default_ref);
+	s.agent_json = agent;
+	s.limits_json = limits_text;
+	s.state = SESSION_QUEUED;
+	s.exit_code = -1;
+	s.created_ms = s.updated_ms = store_now_ms();
+	r = st->ops->session_create(st, &s, err);
+	store_repo_clear(&repo);
+	if (r < 0)
+		return r;
+	r = st->ops->session_get(st, s.id, out, err);
+	control_notify(c);
+	pthread_mutex_lock(&c->mu);
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	return r;
+}
+
+static struct run *run_find(struct control *c, const char *id)
+{
+	for (struct run *r = c->runs; r; r = r->next)
+		if (!r->done && !strcmp(r->id, id))
+			return r;
+	return NULL;
+}
+
+int64_t control_message(struct control *c, const char *session_id,
+			const char *user, const char *text,
+			struct wr_error **err)
+{
+	if (!text || !*text)
+		return wr_error_input(err, EINVAL, "text: required");
+	if (strlen(text) > 100 * 1024)
+		return wr_error_input(err, E2BIG, "text: longer than 100 KiB");
+	struct store *st = c->st;
+	struct store_session s;
+	int r = st->ops->session_get(st, session_id, &s, err);
+	if (r < 0)
+		return r;
+	enum session_state state = s.state;
+	store_session_clear(&s);
+	if (session_state_terminal(state) || state == SESSION_APPROVED)
+		return wr_error_input(err, EPERM,
+				      "session %s is %s: it takes no more "
+				      "messages",
+				      session_id, session_state_name(state));
+	/* under mu: a runner either sees the message or has finished */
+	pthread_mutex_lock(&c->mu);
+	int64_t id = st->ops->message_add(st, session_id, user, text, err);
+	if (id < 0) {
+		pthread_mutex_unlock(&c->mu);
+		return id;
+	}
+	struct run *run = run_find(c, session_id);
+	if (run) {
+		run->wake = true;
+		pthread_cond_signal(&run->cv);
+	} else if (state == SESSION_REVIEW) {
+		struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+		upd.requeue = true;
+		upd.finished_ms = -1;
+		struct wr_error *terr = NULL;
+		if (control_transition(c, session_id, SESSION_REVIEW,
+				       SESSION_QUEUED, &upd,
+				       json_pack("{s:s}", "why", "follow-up"),
+				       &terr) < 0)
+			wr_error_free(terr); /* raced: the runner has it */
+		pthread_cond_signal(&c->cv);
+	}
+	pthread_mutex_unlock(&c->mu);
+	control_notify(c);
+	return id;
+}
+
+int control_cancel(struct control *c, const char *session_id,
+		   const char *user, struct wr_error **err)
+{
+	(void)user;
+	struct store *st = c->st;
+	struct store_session s;
+	int r = st->ops->session_get(st, session_id, &s, err);
+	if (r < 0)
+		return r;
+	enum session_state state = s.state;
+	store_session_clear(&s);
+	if (session_state_terminal(state) || state == SESSION_REVIEW ||
+	    state == SESSION_APPROVED)
+		return wr_error_input(err, EPERM,
+				      "session %s is %s: nothing to cancel",
+				      session_id, session_state_name(state));
+	pthread_mutex_lock(&c->mu);
+	struct run *run = run_find(c, session_id);
+	if (run) {
+		run->cancel = true;
+		if (run->child > 0)
+			kill(run->child, SIGTERM);
+		pthread_cond_signal(&run->cv);
+	} else {
+		/* not admitted (queued, or interrupted waiting for a slot) */
+		struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+		upd.reason = "cancelled by user";
+		upd.finished_ms = store_now_ms();
+		struct wr_error *terr = NULL;
+		if (control_transition(c, session_id, (int)state,
+				       SESSION_CANCELLED, &upd, NULL,
+				       &terr) < 0)
+			wr_error_free(terr);
+	}
+	pthread_mutex_unlock(&c->mu);
+	/* wait (bounded) for the runner to stop the sandbox */
+	uint64_t gen = control_event_generation(c);
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		r = st->ops->session_get(st, session_id, &s, NULL);
+		if (r < 0)
+			return 0;
+		state = s.state;
+		store_session_clear(&s);
+		if (session_state_terminal(state))
+			return 0;
+		struct timespec t1;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		long waited = (t1.tv_sec - t0.tv_sec) * 1000 +
+			      (t1.tv_nsec - t0.tv_nsec) / 1000000;
+		if (waited > CANCEL_WAIT_MS)
+			return 0;
+		gen = control_wait_events(c, gen, 200);
+	}
+}
+
+/* ---- repositories ------------------------------------------------------ */
+
+int control_repo_add(struct control *c, const char *name, const char *url,
+		     const char *default_ref, uint64_t refresh_ms,
+		     const char *agent_json, struct store_repo *out,
+		     struct wr_error **err)
+{
+	if (!url || !*url || strlen(url) > 4096 || url[0] == '-')
+		return wr_error_input(err, EINVAL, "url: invalid");
+	if (url[0] != '/' && !strstr(url, "://") && !strchr(url, '@'))
+		return wr_error_input(err, EINVAL,
+				      "url: expected an absolute path or a "
+				      "git URL, got '%s'",
+				      url);
+	char derived[64];
+	if (!name) {
+		name_from_url(url, derived);
+		name = derived;
+	}
+	if (wr_validate_name(name) < 0)
+		return wr_error_input(err, EINVAL,
+				      "name: '%s' is not a valid name "
+				      "([A-Za-z0-9][A-Za-z0-9._-]*, at most "
+				      "63)",
+				      name);
+	if (default_ref && (!*default_ref || default_ref[0] == '-' ||
+			    strlen(default_ref) > 255))
+		return wr_error_input(err, EINVAL, "ref: invalid");
+	if (agent_json) {
+		json_t *a = json_loads(agent_json, 0, NULL);
+		bool ok = json_is_array(a) && json_array_size(a) > 0;
+		size_t i;
+		json_t *v;
+		json_array_foreach(a, i, v) if (!json_is_string(v)) ok = false;
+		json_decref(a);
+		if (!ok)
+			return wr_error_input(
+			    err, EINVAL,
+			    "agent: expected a non-empty array of strings");
+	}
+	struct store_repo r = {0};
+	store_new_id("r-", r.id);
+	r.name = (char *)name;
+	r.url = (char *)url;
+	r.default_ref = (char *)default_ref;
+	r.agent_json = (char *)agent_json;
+	r.refresh_ms = (int64_t)refresh_ms;
+	r.created_ms = store_now_ms();
+	int ret = c->st->ops->repo_add(c->st, &r, err);
+	if (ret == -EEXIST) {
+		wr_error_freep(err);
+		return wr_error_input(err, EEXIST,
+				      "name: a repository named '%s' exists",
+				      name);
+	}
+	if (ret < 0)
+		return ret;
+	ret = c->st->ops->repo_get(c->st, r.id, out, err);
+	if (ret == 0 && !c->cfg.no_worker)
+		control_repo_refresh(c, r.id, NULL);
+	return ret;
+}
+
+static void *refresh_main(void *arg);
+
+int control_repo_refresh(struct control *c, const char *id_or_name,
+			 struct wr_error **err)
+{
+	struct store_repo repo;
+	int r = c->st->ops->repo_get(c->st, id_or_name, &repo, err);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&c->mu);
+	bool queued = false;
+	for (size_t i = 0; i < c->n_refresh; i++)
+		if (!strcmp(c->refresh_queue[i], repo.id))
+			queued = true;
+	if (!queued && !c->cfg.no_worker) {
+		char **q = wr_realloc(c->refresh_queue,
+				      (c->n_refresh + 1) * sizeof(*q));
+		char *id = q ? wr_strdup(repo.id) : NULL;
+		if (q)
+			c->refresh_queue = q;
+		if (id) {
+			q[c->n_refresh++] = id;
+			pthread_cond_signal(&c->cv);
+		} else {
+			r = wr_error_set(err, ENOMEM, "refresh");
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	store_repo_clear(&repo);
+	return r;
+}
+
+/* One refresh at a time, in the background: sessions never wait for it
+ * (they take the newest ready snapshot), builds do not starve sessions. */
+static void *refresh_main(void *arg)
+{
+	struct control *c = arg;
+	pthread_mutex_lock(&c->mu);
+	while (!c->stopping && c->n_refresh > 0) {
+		char *id = c->refresh_queue[0];
+		memmove(c->refresh_queue, c->refresh_queue + 1,
+			(c->n_refresh - 1) * sizeof(char *));
+		c->n_refresh--;
+		pthread_mutex_unlock(&c->mu);
+		struct store_repo repo;
+		struct wr_error *err = NULL;
+		if (c->st->ops->repo_get(c->st, id, &repo, &err) == 0) {
+			struct store_snapshot snap;
+			c->st->ops->repo_set_refreshed(c->st, repo.id,
+						       store_now_ms(), NULL);
+			if (control_snapshot_ensure(c, &repo, true, &snap,
+						    &err) == 0)
+				store_snapshot_clear(&snap);
+			store_repo_clear(&repo);
+		}
+		if (err) {
+			fprintf(stderr, "warren serve: refresh %s: %s\n", id,
+				err->msg ? err->msg : "failed");
+			wr_error_free(err);
+		}
+		free(id);
+		pthread_mutex_lock(&c->mu);
+	}
+	c->refresh_running = false;
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+/* Repositories whose refresh interval has passed go to the queue. */
+static void refresh_due(struct control *c)
+{
+	struct store_repo *repos = NULL;
+	size_t n = 0;
+	if (c->st->ops->repo_list(c->st, &repos, &n, NULL) < 0)
+		return;
+	int64_t now = store_now_ms();
+	for (size_t i = 0; i < n; i++) {
+		int64_t every = repos[i].refresh_ms ? repos[i].refresh_ms
+						    : 30 * 60 * 1000;
+		int64_t last = repos[i].last_refresh_ms
+				   ? repos[i].last_refresh_ms
+				   : repos[i].created_ms;
+		if (now - last >= every)
+			control_repo_refresh(c, repos[i].id, NULL);
+	}
+	store_repos_free(repos, n);
+}
+
+/* ---- the scheduler thread ---------------------------------------------- */
+
+static void run_free(struct run *r)
+{
+	if (!r)
+		return;
+	pthread_cond_destroy(&r->cv);
+	free(r->user);
+	free(r);
+}
+
+/* Starts a runner for a session just moved to provisioning (mu held). */
+static int run_start(struct control *c, const struct store_session *s)
+{
+	struct run *r = wr_calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->ctl = c;
+	memcpy(r->id, s->id, sizeof(r->id));
+	r->user = wr_strdup(s->user ? s->user : "");
+	snprintf(r->sandbox, sizeof(r->sandbox), "ws-%s", s->id);
+	pthread_cond_init(&r->cv, NULL);
+	r->life_start_ms = s->started_ms ? s->started_ms : store_now_ms();
+	r->last_active_ms = store_now_ms();
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	/* a runner needs little stack; 100 live sessions stay small */
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	int e = r->user ? pthread_create(&r->thread, &attr, runner_main, r)
+			: ENOMEM;
+	pthread_attr_destroy(&attr);
+	if (e) {
+		run_free(r);
+		return -e;
+	}
+	r->next = c->runs;
+	c->runs = r;
+	return 0;
+}
+
+static unsigned runs_active(const struct control *c)
+{
+	unsigned n = 0;
+	for (const struct run *r = c->runs; r; r = r->next)
+		if (!r->done)
+			n++;
+	return n;
+}
+
+static void admit(struct control *c)
+{
+	struct store *st = c->st;
+	struct store_session *q = NULL;
+	size_t nq = 0;
+	struct wr_error *err = NULL;
+	if (st->ops->session_list_state(st, SESSION_QUEUED, &q, &nq, &err) <
+	    0) {
+		fprintf(stderr, "warren serve: queue: %s\n",
+			err && err->msg ? err->msg : "failed");
+		wr_error_free(err);
+		return;
+	}
+	if (nq == 0)
+		return;
+	if (nq > 4096)
+		nq = 4096; /* the rest waits for the next round */
+	struct sched_entry *e = wr_calloc(nq, sizeof(*e));
+	struct sched_user_load *load = NULL;
+	size_t nload = 0;
+	pthread_mutex_lock(&c->mu);
+	unsigned active = runs_active(c);
+	for (struct run *r = c->runs; r; r = r->next)
+		if (!r->done)
+			nload++;
+	load = nload ? wr_calloc(nload, sizeof(*load)) : NULL;
+	size_t k = 0;
+	for (struct run *r = c->runs; r && load; r = r->next)
+		if (!r->done)
+			load[k++] = (struct sched_user_load){r->user, 1};
+	if (!e || (nload && !load)) {
+		pthread_mutex_unlock(&c->mu);
+		free(e);
+		free(load);
+		store_sessions_free(q, nq);
+		return;
+	}
+	for (size_t i = 0; i < nq; i++)
+		e[i] = (struct sched_entry){q[i].user ? q[i].user : "",
+					    q[i].queue_seq, false};
+	struct sched_limits lim = {
+	    .max_sandboxes = c->cfg.max_sandboxes,
+	    .max_per_user = c->cfg.max_per_user,
+	    .min_free_memory = c->cfg.min_free_memory,
+	};
+	uint64_t mem = sched_mem_available();
+	size_t picked = sched_pick(e, nq, load, k, active, mem, &lim);
+	bool mem_blocked = picked == 0 && active < c->cfg.max_sandboxes &&
+			   mem && mem < c->cfg.min_free_memory;
+	if (mem_blocked != c->mem_blocked) {
+		c->mem_blocked = mem_blocked;
+		if (mem_blocked)
+			fprintf(stderr,
+				"warren serve: admission paused: %llu MiB "
+				"available, below the %llu MiB floor\n",
+				(unsigned long long)(mem >> 20),
+				(unsigned long long)(c->cfg.min_free_memory >>
+						     20));
+	}
+	/* the cap is full and sessions wait: resting sandboxes give their
+	 * slots back, oldest activity first */
+	if (picked == 0 && active >= c->cfg.max_sandboxes) {
+		struct run *oldest = NULL;
+		for (struct run *r = c->runs; r; r = r->next)
+			if (!r->done && r->resting && !r->reclaim &&
+			    (!oldest || r->last_active_ms < oldest->last_active_ms))
+				oldest = r;
+		if (oldest) {
+			oldest->reclaim = true;
+			pthread_cond_signal(&oldest->cv);
+		}
+	}
+	for (size_t i = 0; i < nq; i++) {
+		if (!e[i].picked)
+			continue;
+		int64_t queued_ms = store_now_ms() - q[i].updated_ms;
+		struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+		upd.attempts = q[i].attempts + 1;
+		struct wr_error *terr = NULL;
+		if (control_transition(c, q[i].id, SESSION_QUEUED,
+				       SESSION_PROVISIONING, &upd,
+				       json_pack("{s:I}", "queued_ms",
+						 (json_int_t)queued_ms),
+				       &terr) < 0) {
+			wr_error_free(terr); /* cancelled meanwhile */
+			continue;
+		}
+		metrics_observe(c, PHASE_QUEUE, (double)queued_ms);
+		int r = run_start(c, &q[i]);
+		if (r < 0) {
+			struct store_session_update f =
+			    STORE_SESSION_UPDATE_INIT;
+			f.reason = "cannot start the session's runner";
+			f.finished_ms = store_now_ms();
+			control_transition(c, q[i].id, SESSION_PROVISIONING,
+					   SESSION_FAILED, &f, NULL, &terr);
+			wr_error_free(terr);
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	free(e);
+	free(load);
+	store_sessions_free(q, nq);
+}
+
+/* Lifetime and idle timers (mu held). */
+static void timers(struct control *c, int64_t now)
+{
+	long hz = sysconf(_SC_CLK_TCK);
+	for (struct run *r = c->runs; r; r = r->next) {
+		if (r->done)
+			continue;
+		if (r->limits.lifetime_ms && !r->expire &&
+		    now - r->life_start_ms >= (int64_t)r->limits.lifetime_ms) {
+			r->expire = true;
+			if (r->child > 0 && !r->resting)
+				kill(r->child, SIGTERM);
+			pthread_cond_signal(&r->cv);
+			continue;
+		}
+		if (!r->resting || !r->init_pid)
+			continue;
+		/* idle means idle: a process beyond the baseline (services)
+		 * or CPU use keeps the sandbox active */
+		struct proc_activity a;
+		if (proc_tree_activity(r->init_pid, &a) < 0)
+			continue;
+		int64_t since = now - r->last_active_ms;
+		uint64_t used = a.cpu_ticks - r->last_cpu_ticks;
+		bool busy = a.processes > r->baseline_procs ||
+			    (since > 0 && hz > 0 &&
+			     used * 1000.0 / hz > IDLE_CPU_SHARE * SCHED_TICK_MS);
+		r->last_cpu_ticks = a.cpu_ticks;
+		if (busy) {
+			r->last_active_ms = now;
+			continue;
+		}
+		if (r->limits.idle_ms && !r->reclaim &&
+		    since >= (int64_t)r->limits.idle_ms) {
+			r->reclaim = true;
+			pthread_cond_signal(&r->cv);
+		}
+	}
+}
+
+/* Joins finished runners (mu held; released while joining). */
+static void reap_runs(struct control *c)
+{
+	for (struct run **pp = &c->runs; *pp;) {
+		struct run *r = *pp;
+		if (!r->done) {
+			pp = &r->next;
+			continue;
+		}
+		*pp = r->next;
+		pthread_mutex_unlock(&c->mu);
+		pthread_join(r->thread, NULL);
+		run_free(r);
+		pthread_mutex_lock(&c->mu);
+		pp = &c->runs; /* the list may have changed */
+	}
+}
+
+static void *sched_main(void *arg)
+{
+	struct control *c = arg;
+	int64_t last_refresh_check = 0;
+	pthread_mutex_lock(&c->mu);
+	while (!c->stopping) {
+		reap_runs(c);
+		int64_t now = store_now_ms();
+		timers(c, now);
+		if (now - last_refresh_check >= (int64_t)c->cfg.refresh_check_ms) {
+			last_refresh_check = now;
+			pthread_mutex_unlock(&c->mu);
+			refresh_due(c);
+			pthread_mutex_lock(&c->mu);
+		}
+		if (c->n_refresh > 0 && !c->refresh_running && !c->stopping) {
+			if (c->refresh_thread_started) {
+				pthread_mutex_unlock(&c->mu);
+				pthread_join(c->refresh_thread, NULL);
+				pthread_mutex_lock(&c->mu);
+				c->refresh_thread_started = false;
+			}
+			c->refresh_running = true;
+			if (pthread_create(&c->refresh_thread, NULL,
+					   refresh_main, c) == 0)
+				c->refresh_thread_started = true;
+			else
+				c->refresh_running = false;
+		}
+		pthread_mutex_unlock(&c->mu);
+		admit(c);
+		pthread_mutex_lock(&c->mu);
+		if (c->stopping)
+			break;
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += SCHED_TICK_MS * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&c->cv, &c->mu, &until);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+/* ---- start, reconcile, stop -------------------------------------------- */
+
+/* What a previous server left: sessions caught mid-flight go back to the
+ * queue (keeping their place) through `interrupted`, with the reason in
+ * their log; sandboxes of this store's sessions are stopped (their
+ * workspaces are on disk; a new sandbox takes over). */
+static int reconcile(struct control *c, struct wr_error **err)
+{
+	struct store *st = c->st;
+	static const enum session_state inflight[] = {
+	    SESSION_PROVISIONING, SESSION_RUNNING, SESSION_VERIFYING,
+	    SESSION_INTERRUPTED};
+	for (size_t k = 0; k < sizeof(inflight) / sizeof(inflight[0]); k++) {
+		struct store_session *v = NULL;
+		size_t n = 0;
+		int r = st->ops->session_list_state(st, inflight[k], &v, &n,
+						    err);
+		if (r < 0)
+			return r;
+		for (size_t i = 0; i < n; i++) {
+			struct store_session_update upd =
+			    STORE_SESSION_UPDATE_INIT;
+			struct wr_error *terr = NULL;
+			if (v[i].state != SESSION_INTERRUPTED) {
+				char why[128];
+				snprintf(why, sizeof(why),
+					 "server restarted while the session "
+					 "was %s",
+					 session_state_name(v[i].state));
+				upd.reason = why;
+				upd.sandbox = "";
+				if (control_transition(c, v[i].id,
+						       (int)v[i].state,
+						       SESSION_INTERRUPTED,
+						       &upd, NULL, &terr) < 0) {
+					wr_error_free(terr);
+					continue;
+				}
+			}
+			struct store_session_update q =
+			    STORE_SESSION_UPDATE_INIT;
+			q.sandbox = "";
+			if (control_transition(
+				c, v[i].id, SESSION_INTERRUPTED, SESSION_QUEUED,
+				&q, json_pack("{s:s}", "why", "resume"),
+				&terr) < 0)
+				wr_error_free(terr);
+		}
+		store_sessions_free(v, n);
+	}
+	/* sandboxes named after this store's sessions */
+	struct sandbox_info *sb = NULL;
+	size_t nsb = 0;
+	if (sandbox_list(&sb, &nsb, NULL) == 0) {
+		for (size_t i = 0; i < nsb; i++) {
+			if (strncmp(sb[i].name, "ws-s-", 5))
+				continue;
+			struct store_session s;
+			if (st->ops->session_get(st, sb[i].name + 3, &s,
+						 NULL) < 0)
+				continue;
+			store_session_clear(&s);
+			struct wr_error *rerr = NULL;
+			if (sandbox_remove(sb[i].name, &rerr) < 0) {
+				fprintf(stderr,
+					"warren serve: stop sandbox %s: %s\n",
+					sb[i].name,
+					rerr && rerr->msg ? rerr->msg : "");
+				wr_error_free(rerr);
+			}
+			control_event(c, sb[i].name + 3, "sandbox",
+				      json_pack("{s:s, s:s}", "sandbox",
+						sb[i].name, "action",
+						"stopped at server start"));
+		}
+		sandbox_info_free_array(sb, nsb);
+	}
+	/* resting sessions kept a sandbox name that is gone now */
+	struct store_session *rv = NULL;
+	size_t nr = 0;
+	if (st->ops->session_list_state(st, SESSION_REVIEW, &rv, &nr, NULL) ==
+	    0) {
+		for (size_t i = 0; i < nr; i++) {
+			if (!rv[i].sandbox)
+				continue;
+			struct store_session_update u =
+			    STORE_SESSION_UPDATE_INIT;
+			u.sandbox = "";
+			st->ops->session_update(st, rv[i].id, &u, NULL);
+		}
+		store_sessions_free(rv, nr);
+	}
+	return 0;
+}
+
+static void control_free(struct control *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->n_refresh; i++)
+		free(c->refresh_queue[i]);
+	free(c->refresh_queue);
+	free(c->building);
+	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->cv);
+	pthread_cond_destroy(&c->build_cv);
+	pthread_mutex_destroy(&c->ev_mu);
+	pthread_cond_destroy(&c->ev_cv);
+	pthread_mutex_destroy(&c->metrics_mu);
+	free(c->data_dir);
+	free(c->warren_bin);
+	free(c->default_agent_json);
+	free(c);
+}
+
+int control_start(const struct control_config *cfg, struct store *st,
+		  struct control **out, struct wr_error **err)
+{
+	struct control *c = wr_calloc(1, sizeof(*c));
+	if (!c)
+		return wr_error_set(err, ENOMEM, "control plane");
+	c->cfg = *cfg;
+	c->st = st;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	pthread_cond_init(&c->build_cv, NULL);
+	pthread_mutex_init(&c->ev_mu, NULL);
+	pthread_cond_init(&c->ev_cv, NULL);
+	pthread_mutex_init(&c->metrics_mu, NULL);
+	c->data_dir = wr_strdup(cfg->data_dir ? cfg->data_dir : ".warren");
+	c->warren_bin = cfg->warren_bin ? wr_strdup(cfg->warren_bin) : NULL;
+	c->default_agent_json = cfg->default_agent_json
+				    ? wr_strdup(cfg->default_agent_json)
+				    : NULL;
+	if (!c->data_dir || (cfg->warren_bin && !c->warren_bin) ||
+	    (cfg->default_agent_json && !c->default_agent_json)) {
+		control_free(c);
+		return wr_error_set(err, ENOMEM, "control plane");
+	}
+	c->cfg.data_dir = c->data_dir;
+	c->cfg.warren_bin = c->warren_bin;
+	c->cfg.default_agent_json = c->default_agent_json;
+	if (!c->cfg.max_sandboxes)
+		c->cfg.max_sandboxes = 8;
+	if (!c->cfg.refresh_check_ms)
+		c->cfg.refresh_check_ms = 60 * 1000;
+	if (!c->cfg.retry_backoff_ms)
+		c->cfg.retry_backoff_ms = 1000;
+	if (!cfg->no_worker) {
+		if (!c->warren_bin) {
+			control_free(c);
+			return wr_error_set(err, EINVAL,
+					    "control plane: no warren "
+					    "executable");
+		}
+		int r = reconcile(c, err);
+		if (r < 0) {
+			control_free(c);
+			return wr_error_wrap(err, "reconcile");
+		}
+		/* sessions outlive a server; records of sandboxes killed
+		 * with it do not */
+		sandbox_reap_stale(NULL);
+		int e = pthread_create(&c->sched_thread, NULL, sched_main, c);
+		if (e) {
+			control_free(c);
+			return wr_error_set(err, e, "scheduler thread");
+		}
+		c->sched_started = true;
+	}
+	*out = c;
+	return 0;
+}
+
+void control_stop(struct control *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->stopping = true;
+	for (struct run *r = c->runs; r; r = r->next) {
+		r->shutdown = true;
+		if (r->child > 0)
+			kill(r->child, SIGTERM);
+		pthread_cond_signal(&r->cv);
+	}
+	pthread_cond_broadcast(&c->cv);
+	pthread_cond_broadcast(&c->build_cv);
+	pthread_mutex_unlock(&c->mu);
+	if (c->sched_started)
+		pthread_join(c->sched_thread, NULL);
+	pthread_mutex_lock(&c->mu);
+	while (c->runs) {
+		struct run *r = c->runs;
+		c->runs = r->next;
+		pthread_mutex_unlock(&c->mu);
+		pthread_join(r->thread, NULL);
+		run_free(r);
+		pthread_mutex_lock(&c->mu);
+	}
+	bool refresh = c->refresh_thread_started;
+	pthread_mutex_unlock(&c->mu);
+	if (refresh)
+		pthread_join(c->refresh_thread, NULL);
+	control_notify(c);
+	control_free(c);
+}

@@ -1,0 +1,110 @@
+/* control.h - the control plane's session manager: what the API (and the
+ * server's main) may ask of it.
+ *
+ * Owns the session lifecycle: submission (validation, repository lookup,
+ * limits against the server's maximums), the queue and the scheduler thread
+ * that admits sessions (global cap, free memory, per-user fairness), the
+ * runner of each session (sandbox from the newest snapshot, drift sync,
+ * services, the agent command, output lines as events), follow-ups,
+ * cancel, lifetime and idle timers, retry after sandbox death, snapshot
+ * builds and refreshes, reconciliation after a crash, and the metrics.
+ *
+ * Every state change goes through the store in one transaction; the
+ * control plane keeps only caches and timers in memory. */
+#ifndef WR_SCHED_CONTROL_H
+#define WR_SCHED_CONTROL_H
+
+#include "store/store.h"
+#include "util/error.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Per-session limits; 0 means "not set" (the server's default applies). */
+struct control_limits {
+	uint64_t millicpus;
+	uint64_t memory_bytes;
+	uint64_t pids;
+	uint64_t disk_bytes;
+	uint64_t lifetime_ms;
+	uint64_t idle_ms;
+};
+
+struct control_config {
+	const char *data_dir;	 /* snapshots, layers, sessions/, artifacts/ */
+	const char *warren_bin;	 /* the lean `warren` executable */
+	unsigned max_sandboxes;	 /* global cap on concurrent sandboxes */
+	unsigned max_per_user;	 /* one user's share of the cap, 0: cap/2+1 */
+	uint64_t min_free_memory; /* admit only while MemAvailable exceeds */
+	struct control_limits defaults; /* applied where a session sets none */
+	struct control_limits maximums; /* a session may not ask for more */
+	unsigned retry_max;		/* re-provisioning attempts after death */
+	uint64_t retry_backoff_ms;	/* first back-off, doubled per retry */
+	const char *default_agent_json; /* JSON argv, NULL: none configured */
+	uint64_t refresh_check_ms;	/* how often due refreshes are looked for */
+	bool no_worker; /* accept and store, never run (fuzzing, tests) */
+};
+
+/* A submission from the API. */
+struct control_submit {
+	const char *user;
+	const char *repo;	/* repository id, name, or a URL/path */
+	const char *prompt;
+	const char *ref;	/* NULL: the repository's default */
+	const char *agent_json; /* JSON argv array, NULL: repo/server default */
+	const struct control_limits *limits; /* NULL: defaults */
+};
+
+struct control;
+
+/* Reconciles what a previous server left (sessions in provisioning,
+ * running or verifying; sandboxes named after sessions), then starts the
+ * scheduler (unless cfg->no_worker). */
+int control_start(const struct control_config *cfg, struct store *st,
+		  struct control **out, struct wr_error **err);
+/* Clean shutdown: stops admitting, checkpoints every running session to
+ * `interrupted` (reason "server shutdown"), stops their sandboxes, joins
+ * the threads. The sessions resume at the next start. */
+void control_stop(struct control *c);
+
+/* 0 and *out on success; -EINVAL (bad_input) on a bad field, -ENOENT for
+ * an unknown repository. */
+int control_submit(struct control *c, const struct control_submit *req,
+		   struct store_session *out, struct wr_error **err);
+/* A follow-up: queued behind a running turn, or starts a new turn on a
+ * session in review. -ENOENT unknown, -EPERM (bad_input) if the session is
+ * in a terminal state. Returns the message id. */
+int64_t control_message(struct control *c, const char *session_id,
+			const char *user, const char *text,
+			struct wr_error **err);
+/* Stops the turn and the sandbox; the session goes to cancelled. -EPERM
+ * (bad_input) if it already finished. */
+int control_cancel(struct control *c, const char *session_id,
+		   const char *user, struct wr_error **err);
+
+/* Registers a repository (name may be NULL: derived from the URL) and
+ * starts its first snapshot build in the background. */
+int control_repo_add(struct control *c, const char *name, const char *url,
+		     const char *default_ref, uint64_t refresh_ms,
+		     const char *agent_json, struct store_repo *out,
+		     struct wr_error **err);
+/* Queues a snapshot refresh of the repository (id or name). */
+int control_repo_refresh(struct control *c, const char *id_or_name,
+			 struct wr_error **err);
+
+/* Event notification for streams: the generation changes whenever any
+ * session gets an event; wait returns when it differs from gen or after
+ * timeout_ms. Returns the current generation. */
+uint64_t control_event_generation(struct control *c);
+uint64_t control_wait_events(struct control *c, uint64_t gen, int timeout_ms);
+
+/* Prometheus text exposition of the metrics (caller frees). */
+char *control_metrics(struct control *c);
+
+/* Parses a JSON limits object ({"cpus":"1.5","memory":"1G","pids":256,
+ * "disk":"2G","lifetime":"1h","idle":"10m"}); unknown keys are an error. */
+int control_limits_from_json(const char *what, const void *json_obj,
+			     struct control_limits *out,
+			     struct wr_error **err);
+
+#endif

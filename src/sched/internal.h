@@ -1,0 +1,119 @@
+/* internal.h - what control.c, runner.c and metrics.c share. */
+#ifndef WR_SCHED_INTERNAL_H
+#define WR_SCHED_INTERNAL_H
+
+#include "sched/control.h"
+#include "sched/proc.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Start-latency phases (POST to the agent's first line), in order. */
+enum metric_phase {
+	PHASE_QUEUE,	/* created -> admitted */
+	PHASE_RESTORE,	/* sandbox from the snapshot's layers */
+	PHASE_SYNC,	/* drift sync and session hooks */
+	PHASE_SERVICES, /* services started and ready */
+	PHASE_AGENT,	/* agent exec -> its first output line */
+	PHASE_TOTAL,	/* created -> first output line */
+	PHASE_MAX
+};
+
+#define METRIC_BUCKETS 16
+
+struct metrics {
+	uint64_t bucket[PHASE_MAX][METRIC_BUCKETS]; /* cumulative at render */
+	uint64_t count[PHASE_MAX];
+	double sum_ms[PHASE_MAX];
+	uint64_t sessions_started;
+	uint64_t retries;
+	uint64_t sandboxes_started;
+	double sandbox_seconds; /* of sandboxes already stopped */
+	uint64_t snapshot_builds, snapshot_build_failures;
+};
+
+/* One admitted session: a thread that holds one sandbox slot. */
+struct run {
+	struct run *next;
+	struct control *ctl;
+	char id[STORE_ID_MAX];
+	char *user;
+	char sandbox[64];
+	pthread_t thread;
+	pthread_cond_t cv; /* wakes the runner (with ctl->mu) */
+	/* below: guarded by ctl->mu */
+	pid_t child;	 /* its current `warren` child, 0 if none */
+	pid_t init_pid;	 /* the sandbox's init, 0 without a sandbox */
+	bool cancel;	 /* cancel the session */
+	bool expire;	 /* lifetime reached */
+	bool shutdown;	 /* the server is stopping */
+	bool reclaim;	 /* give the slot back (idle, or needed) */
+	bool wake;	 /* a follow-up arrived */
+	bool resting;	 /* in review, sandbox kept for a follow-up */
+	bool done;	 /* thread finished, to be joined */
+	int64_t life_start_ms;	/* lifetime counts from here */
+	int64_t last_active_ms; /* idle counts from here */
+	int64_t sandbox_start_ms;
+	unsigned baseline_procs; /* processes once services were ready */
+	uint64_t last_cpu_ticks;
+	struct control_limits limits;
+};
+
+struct control {
+	char *data_dir, *warren_bin, *default_agent_json;
+	struct control_config cfg; /* strings point at the copies above */
+	struct store *st;
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* wakes the scheduler */
+	struct run *runs;
+	bool stopping;
+	bool sched_started;
+	pthread_t sched_thread;
+	bool mem_blocked; /* admission is waiting for memory */
+
+	/* snapshot builds and refreshes (guarded by mu) */
+	char **building; /* repository ids with a build running */
+	size_t n_building;
+	pthread_cond_t build_cv;
+	char **refresh_queue; /* repository ids to refresh */
+	size_t n_refresh;
+	bool refresh_running;
+	pthread_t refresh_thread;
+	bool refresh_thread_started;
+	pid_t build_pids[16]; /* `warren snapshot` children, to stop them */
+
+	pthread_mutex_t ev_mu;
+	pthread_cond_t ev_cv;
+	uint64_t ev_gen;
+
+	pthread_mutex_t metrics_mu;
+	struct metrics m;
+};
+
+/* runner.c */
+void *runner_main(void *arg);
+/* Builds (or refreshes) the repository's snapshot; serialised per
+ * repository. Returns 0 and the store record of the newest snapshot. */
+int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
+			    bool refresh, struct store_snapshot *out,
+			    struct wr_error **err);
+
+/* control.c */
+void control_notify(struct control *c);
+/* Appends an event (data is consumed) and wakes the streams. */
+int64_t control_event(struct control *c, const char *session_id,
+		      const char *kind, json_t *data);
+/* A state transition (see store.h) that also wakes the streams. */
+int64_t control_transition(struct control *c, const char *id, int from,
+			   enum session_state to,
+			   const struct store_session_update *upd,
+			   json_t *extra, struct wr_error **err);
+
+/* metrics.c */
+void metrics_observe(struct control *c, enum metric_phase p, double ms);
+void metrics_add(struct control *c, uint64_t *counter, uint64_t n);
+
+#endif

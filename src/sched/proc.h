@@ -1,0 +1,54 @@
+/* proc.h - the control plane's child processes.
+ *
+ * The server never clones a sandbox itself (it is multi-threaded and links
+ * heavy libraries); it runs the lean, static `warren` for that: `sandbox
+ * create`, `sandbox exec`, `sandbox rm`, `snapshot refresh`. Children die
+ * with the server (PR_SET_PDEATHSIG) so a killed server leaves no client
+ * behind; the sandboxes themselves outlive it and are reconciled at the
+ * next start. Also: the activity of a sandbox's process tree, for idle. */
+#ifndef WR_SCHED_PROC_H
+#define WR_SCHED_PROC_H
+
+#include "util/error.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct proc {
+	pid_t pid;
+	int pidfd;  /* readable when the child exits */
+	int out_fd; /* read end of its stdout, -1 if not piped */
+	int err_fd; /* read end of its stderr, -1 if not piped */
+};
+
+/* Starts argv (argv[0] a path) with stdin from /dev/null; stdout and
+ * stderr piped, or stderr to log_fd when log_fd >= 0. */
+int proc_spawn(char *const argv[], int log_fd, struct proc *out,
+	       struct wr_error **err);
+/* Waits for the child; returns its exit status, 128+N for signal N. */
+int proc_wait(struct proc *p);
+/* Closes the pipes and the pidfd (does not wait). */
+void proc_close(struct proc *p);
+/* Runs argv to completion, keeping at most max bytes of its stdout in
+ * *out (NUL-terminated); stderr goes to log_fd (or is kept in *out_err,
+ * its last max bytes, when log_fd < 0 and out_err is given). Returns the
+ * exit status. */
+int proc_run(char *const argv[], size_t max, int log_fd, char **out,
+	     char **out_err, struct wr_error **err);
+/* proc_run, publishing the child's pid in *track (under *mu) while it
+ * runs so another thread may signal it. */
+int proc_run_tracked(char *const argv[], size_t max, int log_fd, char **out,
+		     char **out_err, pid_t *track, pthread_mutex_t *mu,
+		     struct wr_error **err);
+
+/* Processes in the tree under pid (pid excluded) and their CPU time in
+ * clock ticks (pid included). */
+struct proc_activity {
+	unsigned processes;
+	uint64_t cpu_ticks;
+};
+int proc_tree_activity(pid_t pid, struct proc_activity *out);
+
+#endif

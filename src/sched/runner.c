@@ -1,0 +1,994 @@
+/* runner.c - one admitted session, from provisioning to rest.
+ *
+ * A runner thread owns one sandbox slot. It restores the newest snapshot
+ * of the repository into a sandbox whose writable layer is the session's
+ * workspace on disk (DATA/sessions/<id>), runs the agent for each pending
+ * message (a turn), turns the agent's output lines into events, and then
+ * rests in `review` with the sandbox kept for a follow-up until it is idle,
+ * its slot is needed or its lifetime ends. When the sandbox dies under it,
+ * the session goes `interrupted` and is re-provisioned on the same
+ * workspace after a back-off, up to the retry limit.
+ *
+ * The sandbox work itself is done by the lean `warren` executable (proc.h):
+ * `sandbox create` (restore, drift sync, hooks, services), `sandbox exec`
+ * (a turn; it forwards SIGTERM to the agent), `sandbox rm`. */
+#include "sched/internal.h"
+
+#include "util/alloc.h"
+#include "util/cleanup.h"
+#include "util/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LINE_MAX_BYTES 8192
+#define TURN_MAX_LINES 100000
+#define STOP_GRACE_MS 5000
+#define BACKOFF_MAX_MS 60000
+#define PROMPT_FILE "/tmp/warren-prompt"
+
+static double mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
+}
+
+static void log_error(const struct run *run, const char *what,
+		      struct wr_error *err)
+{
+	fprintf(stderr, "warren serve: session %s: %s: %s\n", run->id, what,
+		err && err->msg ? err->msg : "failed");
+}
+
+/* The last line of text (for error messages), trimmed. */
+static void tail_line(const char *text, char *out, size_t size)
+{
+	out[0] = '\0';
+	if (!text)
+		return;
+	size_t len = strlen(text);
+	while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == ' '))
+		len--;
+	size_t start = len;
+	while (start > 0 && text[start - 1] != '\n')
+		start--;
+	/* a few lines of context, not just the last */
+	for (int more = 0; more < 3 && start > 0; more++) {
+		start--;
+		while (start > 0 && text[start - 1] != '\n')
+			start--;
+	}
+	snprintf(out, size, "%.*s", (int)(len - start), text + start);
+}
+
+/* ---- requests from other threads ---------------------------------------- */
+
+static bool stop_requested(struct run *run)
+{
+	pthread_mutex_lock(&run->ctl->mu);
+	bool stop = run->cancel || run->shutdown || run->expire;
+	pthread_mutex_unlock(&run->ctl->mu);
+	return stop;
+}
+
+static void set_child(struct run *run, pid_t pid)
+{
+	pthread_mutex_lock(&run->ctl->mu);
+	run->child = pid;
+	/* a request that came before the child existed */
+	if (pid > 0 && (run->cancel || run->shutdown || run->expire))
+		kill(pid, SIGTERM);
+	pthread_mutex_unlock(&run->ctl->mu);
+}
+
+/* ---- snapshots ------------------------------------------------------------ */
+
+static bool building(struct control *c, const char *repo_id)
+{
+	for (size_t i = 0; i < c->n_building; i++)
+		if (!strcmp(c->building[i], repo_id))
+			return true;
+	return false;
+}
+
+static pid_t *build_slot(struct control *c)
+{
+	for (size_t i = 0; i < sizeof(c->build_pids) / sizeof(pid_t); i++)
+		if (c->build_pids[i] == 0)
+			return &c->build_pids[i];
+	return NULL;
+}
+
+/* Runs `warren snapshot refresh` for repo and records the snapshot it
+ * reports (built or kept). */
+static int snapshot_refresh(struct control *c, const struct store_repo *repo,
+			    struct store_snapshot *out, struct wr_error **err)
+{
+	_cleanup_free_ char *log_dir = wr_asprintf("%s/logs", c->data_dir);
+	_cleanup_free_ char *log_path =
+	    wr_asprintf("%s/logs/build-%s.log", c->data_dir, repo->id);
+	if (!log_dir || !log_path)
+		return wr_error_set(err, ENOMEM, "snapshot");
+	wr_mkdir_p(log_dir, 0700);
+	int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
+			  0600);
+	char *argv[16];
+	int n = 0;
+	argv[n++] = c->warren_bin;
+	argv[n++] = "snapshot";
+	argv[n++] = "refresh";
+	argv[n++] = repo->url;
+	argv[n++] = "--data";
+	argv[n++] = c->data_dir;
+	argv[n++] = "--json";
+	if (repo->default_ref) {
+		argv[n++] = "--ref";
+		argv[n++] = repo->default_ref;
+	}
+	argv[n] = NULL;
+	pthread_mutex_lock(&c->mu);
+	pid_t *slot = build_slot(c);
+	pthread_mutex_unlock(&c->mu);
+	_cleanup_free_ char *output = NULL, *errors = NULL;
+	double t0 = mono_ms();
+	int status = proc_run_tracked(argv, 1 << 20, log_fd, &output,
+				      log_fd < 0 ? &errors : NULL, slot,
+				      &c->mu, err);
+	double build_ms = mono_ms() - t0;
+	if (log_fd >= 0)
+		close(log_fd);
+	if (status < 0)
+		return status;
+	if (status != 0) {
+		metrics_add(c, &c->m.snapshot_build_failures, 1);
+		return wr_error_set(err, EIO,
+				    "snapshot of %s failed (exit %d); see %s",
+				    repo->name, status, log_path);
+	}
+	json_error_t jerr;
+	json_t *j = json_loads(output, 0, &jerr);
+	json_t *m = json_object_get(j, "snapshot");
+	const char *id = json_string_value(json_object_get(m, "id"));
+	const char *commit = json_string_value(json_object_get(m, "commit"));
+	if (!id || !commit || strlen(id) >= STORE_ID_MAX ||
+	    strlen(commit) > 40) {
+		json_decref(j);
+		return wr_error_set(err, EPROTO,
+				    "snapshot of %s: unexpected output", repo->name);
+	}
+	if (json_is_true(json_object_get(j, "built")))
+		metrics_add(c, &c->m.snapshot_builds, 1);
+	struct store_snapshot s = {0};
+	snprintf(s.id, sizeof(s.id), "%s", id);
+	snprintf(s.repo_id, sizeof(s.repo_id), "%s", repo->id);
+	snprintf(s.commit, sizeof(s.commit), "%s", commit);
+	s.created_ms = json_integer_value(json_object_get(m, "created_ms"));
+	if (!s.created_ms)
+		s.created_ms = store_now_ms();
+	json_t *t = json_object_get(m, "timings");
+	if (t)
+		json_object_set_new(t, "refresh_ms", json_real(build_ms));
+	s.timings_json = t ? json_dumps(t, JSON_COMPACT) : NULL;
+	json_decref(j);
+	int r = c->st->ops->snapshot_add(c->st, &s, err);
+	free(s.timings_json);
+	if (r == -EEXIST) {
+		wr_error_freep(err);
+		r = 0;
+	}
+	if (r < 0)
+		return r;
+	return c->st->ops->snapshot_latest(c->st, repo->id, out, err);
+}
+
+int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
+			    bool refresh, struct store_snapshot *out,
+			    struct wr_error **err)
+{
+	struct store *st = c->st;
+	if (!refresh && st->ops->snapshot_latest(st, repo->id, out, NULL) == 0)
+		return 0;
+	/* one build per repository at a time; who waited for one takes its
+	 * result */
+	pthread_mutex_lock(&c->mu);
+	bool waited = false;
+	while (building(c, repo->id) && !c->stopping) {
+		waited = true;
+		pthread_cond_wait(&c->build_cv, &c->mu);
+	}
+	if (c->stopping) {
+		pthread_mutex_unlock(&c->mu);
+		return wr_error_set(err, ECANCELED, "server stopping");
+	}
+	if (waited && !refresh) {
+		pthread_mutex_unlock(&c->mu);
+		if (st->ops->snapshot_latest(st, repo->id, out, NULL) == 0)
+			return 0;
+		pthread_mutex_lock(&c->mu);
+	}
+	char **b = wr_realloc(c->building, (c->n_building + 1) * sizeof(*b));
+	if (!b) {
+		pthread_mutex_unlock(&c->mu);
+		return wr_error_set(err, ENOMEM, "snapshot");
+	}
+	c->building = b;
+	c->building[c->n_building++] = (char *)repo->id;
+	pthread_mutex_unlock(&c->mu);
+
+	int r = snapshot_refresh(c, repo, out, err);
+
+	pthread_mutex_lock(&c->mu);
+	for (size_t i = 0; i < c->n_building; i++)
+		if (c->building[i] == repo->id) {
+			c->building[i] = c->building[--c->n_building];
+			break;
+		}
+	pthread_cond_broadcast(&c->build_cv);
+	pthread_mutex_unlock(&c->mu);
+	return r;
+}
+
+/* ---- the sandbox ---------------------------------------------------------- */
+
+static void sandbox_stop(struct run *run)
+{
+	struct control *c = run->ctl;
+	char *argv[] = {c->warren_bin, "sandbox", "rm", run->sandbox, NULL};
+	struct wr_error *err = NULL;
+	_cleanup_free_ char *errors = NULL;
+	int status = proc_run(argv, 4096, -1, NULL, &errors, &err);
+	/* exit 1 with "no such sandbox" is fine: it is gone already */
+	if (status < 0)
+		log_error(run, "stop sandbox", err);
+	wr_error_free(err);
+	pthread_mutex_lock(&c->mu);
+	if (run->sandbox_start_ms) {
+		pthread_mutex_lock(&c->metrics_mu);
+		c->m.sandbox_seconds +=
+		    (store_now_ms() - run->sandbox_start_ms) / 1000.0;
+		pthread_mutex_unlock(&c->metrics_mu);
+	}
+	run->sandbox_start_ms = 0;
+	run->init_pid = 0;
+	pthread_mutex_unlock(&c->mu);
+}
+
+static bool sandbox_alive(struct run *run)
+{
+	pthread_mutex_lock(&run->ctl->mu);
+	pid_t pid = run->init_pid;
+	pthread_mutex_unlock(&run->ctl->mu);
+	return pid > 0 && kill(pid, 0) == 0;
+}
+
+/* `warren sandbox create` from the snapshot on the session's workspace;
+ * fills the start breakdown into start (restore, sync, services). */
+static int sandbox_start(struct run *run, const struct store_session *s,
+			 const char *snapshot_id, json_t *start,
+			 struct wr_error **err)
+{
+	struct control *c = run->ctl;
+	_cleanup_free_ char *sessions = wr_asprintf("%s/sessions", c->data_dir);
+	_cleanup_free_ char *upper =
+	    wr_asprintf("%s/sessions/%s", c->data_dir, s->id);
+	if (!sessions || !upper)
+		return wr_error_set(err, ENOMEM, "sandbox");
+	wr_mkdir_p(sessions, 0700);
+	char mem[32], cpus[32], pids[32];
+	char *argv[32];
+	int n = 0;
+	argv[n++] = c->warren_bin;
+	argv[n++] = "sandbox";
+	argv[n++] = "create";
+	argv[n++] = "--name";
+	argv[n++] = run->sandbox;
+	argv[n++] = "--snapshot";
+	argv[n++] = (char *)snapshot_id;
+	argv[n++] = "--data";
+	argv[n++] = c->data_dir;
+	argv[n++] = "--upper";
+	argv[n++] = upper;
+	argv[n++] = "--json";
+	if (s->ref) {
+		argv[n++] = "--ref";
+		argv[n++] = s->ref;
+	}
+	if (run->limits.memory_bytes) {
+		snprintf(mem, sizeof(mem), "%llu",
+			 (unsigned long long)run->limits.memory_bytes);
+		argv[n++] = "--memory";
+		argv[n++] = mem;
+	}
+	if (run->limits.millicpus) {
+		snprintf(cpus, sizeof(cpus), "%.3f",
+			 run->limits.millicpus / 1000.0);
+		argv[n++] = "--cpus";
+		argv[n++] = cpus;
+	}
+	if (run->limits.pids) {
+		snprintf(pids, sizeof(pids), "%llu",
+			 (unsigned long long)run->limits.pids);
+		argv[n++] = "--pids";
+		argv[n++] = pids;
+	}
+	argv[n] = NULL;
+	_cleanup_free_ char *output = NULL, *errors = NULL;
+	double t0 = mono_ms();
+	int status = proc_run_tracked(argv, 1 << 16, -1, &output, &errors,
+				      &run->child, &c->mu, err);
+	double wall = mono_ms() - t0;
+	if (status < 0)
+		return status;
+	json_t *j = status == 0 ? json_loads(output, 0, NULL) : NULL;
+	json_int_t init_pid = json_integer_value(json_object_get(j, "init_pid"));
+	if (status != 0 || init_pid <= 0) {
+		char why[1024];
+		tail_line(errors, why, sizeof(why));
+		json_decref(j);
+		return wr_error_set(err, EIO, "sandbox create failed (exit %d): %s",
+				    status, why[0] ? why : "no output");
+	}
+	json_t *sess = json_object_get(j, "session");
+	double sync = json_real_value(json_object_get(sess, "sync_ms")) +
+		      json_real_value(json_object_get(sess, "hooks_ms"));
+	double services = json_real_value(json_object_get(sess, "services_ms"));
+	double restore = wall - sync - services;
+	json_object_set_new(start, "restore", json_real(restore));
+	json_object_set_new(start, "sync", json_real(sync));
+	json_object_set_new(start, "services", json_real(services));
+	if (sess)
+		json_object_set(start, "session", sess);
+	json_decref(j);
+	metrics_observe(c, PHASE_RESTORE, restore);
+	metrics_observe(c, PHASE_SYNC, sync);
+	metrics_observe(c, PHASE_SERVICES, services);
+	metrics_add(c, &c->m.sandboxes_started, 1);
+	struct proc_activity a = {0};
+	proc_tree_activity((pid_t)init_pid, &a);
+	pthread_mutex_lock(&c->mu);
+	run->init_pid = (pid_t)init_pid;
+	run->sandbox_start_ms = store_now_ms();
+	run->baseline_procs = a.processes;
+	run->last_cpu_ticks = a.cpu_ticks;
+	pthread_mutex_unlock(&c->mu);
+	return 0;
+}
+
+/* ---- a turn --------------------------------------------------------------- */
+
+struct line_buf {
+	const char *stream;
+	char buf[LINE_MAX_BYTES];
+	size_t len;
+};
+
+struct turn {
+	struct run *run;
+	int number;
+	long lines;
+	bool truncated;
+	double spawned_ms;
+	double first_line_ms; /* 0 until the first line */
+};
+
+static void emit_line(struct turn *t, const char *stream, const char *line,
+		      size_t len, bool partial)
+{
+	if (t->first_line_ms == 0)
+		t->first_line_ms = mono_ms();
+	if (t->lines >= TURN_MAX_LINES) {
+		if (!t->truncated)
+			control_event(t->run->ctl, t->run->id, "output",
+				      json_pack("{s:s, s:s, s:i, s:b}",
+						"stream", stream, "line",
+						"[warren: output truncated]",
+						"turn", t->number,
+						"truncated", 1));
+		t->truncated = true;
+		return;
+	}
+	t->lines++;
+	json_t *data = json_object();
+	json_object_set_new(data, "stream", json_string(stream));
+	/* the agent's bytes may not be UTF-8: keep them readable */
+	json_t *text = json_stringn(line, len);
+	if (!text) {
+		char *copy = wr_strndup(line, len);
+		for (size_t i = 0; copy && i < len; i++)
+			if ((unsigned char)copy[i] >= 0x80 || !copy[i])
+				copy[i] = '?';
+		text = json_string(copy ? copy : "");
+		free(copy);
+	}
+	json_object_set_new(data, "line", text);
+	json_object_set_new(data, "turn", json_integer(t->number));
+	if (partial)
+		json_object_set_new(data, "partial", json_true());
+	control_event(t->run->ctl, t->run->id, "output", data);
+}
+
+/* Reads what fd has; returns false at EOF or error. */
+static bool read_lines(struct turn *t, int fd, struct line_buf *lb)
+{
+	char chunk[16384];
+	ssize_t n = read(fd, chunk, sizeof(chunk));
+	if (n < 0)
+		return errno == EINTR || errno == EAGAIN;
+	if (n == 0)
+		return false;
+	for (ssize_t i = 0; i < n; i++) {
+		if (chunk[i] == '\n') {
+			emit_line(t, lb->stream, lb->buf, lb->len, false);
+			lb->len = 0;
+			continue;
+		}
+		if (lb->len == sizeof(lb->buf)) {
+			emit_line(t, lb->stream, lb->buf, lb->len, true);
+			lb->len = 0;
+		}
+		lb->buf[lb->len++] = chunk[i];
+	}
+	return true;
+}
+
+/* Concatenated pending messages: the turn's prompt. */
+static char *turn_prompt(struct store_message *msgs, size_t n)
+{
+	size_t len = 1;
+	for (size_t i = 0; i < n; i++)
+		len += strlen(msgs[i].text) + 2;
+	char *p = wr_malloc(len);
+	if (!p)
+		return NULL;
+	p[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			strcat(p, "\n\n");
+		strcat(p, msgs[i].text);
+	}
+	return p;
+}
+
+/* Runs one turn of the agent; returns its exit status (128+N for a
+ * signal) or -errno. */
+static int turn_run(struct run *run, const struct store_session *s,
+		    int number, const char *prompt, struct turn *t,
+		    struct wr_error **err)
+{
+	struct control *c = run->ctl;
+	json_t *agent = json_loads(s->agent_json ? s->agent_json : "[]", 0,
+				   NULL);
+	size_t na = json_array_size(agent);
+	if (na == 0 || na > 256) {
+		json_decref(agent);
+		return wr_error_set(err, EINVAL, "no agent command");
+	}
+	_cleanup_free_ char *env_prompt = wr_asprintf("WARREN_PROMPT=%s", prompt);
+	_cleanup_free_ char *env_session =
+	    wr_asprintf("WARREN_SESSION=%s", s->id);
+	_cleanup_free_ char *env_turn = wr_asprintf("WARREN_TURN=%d", number);
+	char **argv = wr_calloc(32 + na, sizeof(char *));
+	if (!env_prompt || !env_session || !env_turn || !argv) {
+		free(argv);
+		json_decref(agent);
+		return wr_error_set(err, ENOMEM, "turn");
+	}
+	int n = 0;
+	argv[n++] = c->warren_bin;
+	argv[n++] = "sandbox";
+	argv[n++] = "exec";
+	argv[n++] = run->sandbox;
+	argv[n++] = "--cwd";
+	argv[n++] = "/workspace";
+	argv[n++] = "--env";
+	argv[n++] = env_prompt;
+	argv[n++] = "--env";
+	argv[n++] = "WARREN_PROMPT_FILE=" PROMPT_FILE;
+	argv[n++] = "--env";
+	argv[n++] = env_session;
+	argv[n++] = "--env";
+	argv[n++] = env_turn;
+	argv[n++] = "--";
+	/* the prompt also as a file; then the agent's own argv, untouched */
+	argv[n++] = "/bin/sh";
+	argv[n++] = "-c";
+	argv[n++] = "printf '%s\\n' \"$WARREN_PROMPT\" >\"$WARREN_PROMPT_FILE\" "
+		    "|| exit 125; exec \"$@\"";
+	argv[n++] = "warren-agent";
+	for (size_t i = 0; i < na; i++)
+		argv[n++] = (char *)json_string_value(json_array_get(agent, i));
+	argv[n] = NULL;
+
+	struct proc p;
+	t->spawned_ms = mono_ms();
+	int r = proc_spawn(argv, -1, &p, err);
+	free(argv);
+	json_decref(agent);
+	if (r < 0)
+		return r;
+	set_child(run, p.pid);
+	struct line_buf out = {.stream = "stdout"}, errb = {.stream = "stderr"};
+	bool exited = false;
+	double stop_at = 0;
+	while (!exited || p.out_fd >= 0 || p.err_fd >= 0) {
+		struct pollfd pf[3] = {
+		    {.fd = p.out_fd, .events = POLLIN},
+		    {.fd = p.err_fd, .events = POLLIN},
+		    {.fd = exited ? -1 : p.pidfd, .events = POLLIN},
+		};
+		/* after the exit, take only what is already there: a
+		 * background process may hold the pipes open */
+		int pr = poll(pf, 3, exited ? 0 : 250);
+		if (pr < 0 && errno != EINTR)
+			break;
+		if (pr == 0 && exited)
+			break;
+		if (pf[0].revents && !read_lines(t, p.out_fd, &out)) {
+			close(p.out_fd);
+			p.out_fd = -1;
+		}
+		if (pf[1].revents && !read_lines(t, p.err_fd, &errb)) {
+			close(p.err_fd);
+			p.err_fd = -1;
+		}
+		if (pf[2].revents)
+			exited = true;
+		/* cancel, expiry, shutdown: SIGTERM went to the agent (the
+		 * exec client forwards it); after the grace, end the client */
+		if (!exited && stop_requested(run)) {
+			if (stop_at == 0)
+				stop_at = mono_ms();
+			else if (mono_ms() - stop_at > STOP_GRACE_MS)
+				kill(p.pid, SIGKILL);
+		}
+	}
+	if (out.len)
+		emit_line(t, "stdout", out.buf, out.len, true);
+	if (errb.len)
+		emit_line(t, "stderr", errb.buf, errb.len, true);
+	set_child(run, 0);
+	int status = proc_wait(&p);
+	proc_close(&p);
+	return status;
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+/* The workspace at expiry: the agent was stopped; its files are kept as a
+ * git stash commit under refs/warren/checkpoint (the working tree is left
+ * as it is) and synced to disk before the sandbox goes. */
+static void checkpoint(struct run *run)
+{
+	struct control *c = run->ctl;
+	json_t *data = json_object();
+	if (sandbox_alive(run)) {
+		char *argv[] = {
+		    c->warren_bin, "sandbox", "exec", run->sandbox, "--cwd",
+		    "/workspace", "--", "/bin/sh", "-c",
+		    "git add -A >/dev/null 2>&1; "
+		    "sha=$(git -c user.name=warren -c user.email=warren@localhost "
+		    "stash create 'warren checkpoint' 2>/dev/null); "
+		    "[ -n \"$sha\" ] || sha=$(git rev-parse HEAD 2>/dev/null); "
+		    "git update-ref refs/warren/checkpoint \"$sha\" 2>/dev/null; "
+		    "echo \"$sha\"; git status --porcelain 2>/dev/null | wc -l",
+		    NULL};
+		_cleanup_free_ char *output = NULL;
+		struct wr_error *err = NULL;
+		if (proc_run(argv, 4096, -1, &output, NULL, &err) == 0 && output) {
+			char sha[64] = "";
+			long files = 0;
+			if (sscanf(output, "%63s %ld", sha, &files) >= 1) {
+				json_object_set_new(data, "commit",
+						    json_string(sha));
+				json_object_set_new(data, "files_changed",
+						    json_integer(files));
+			}
+		}
+		wr_error_free(err);
+	}
+	_cleanup_free_ char *upper =
+	    wr_asprintf("%s/sessions/%s", c->data_dir, run->id);
+	int fd = upper ? open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	if (fd >= 0) {
+		syncfs(fd);
+		close(fd);
+	}
+	json_object_set_new(data, "workspace", json_string(upper ? upper : ""));
+	control_event(c, run->id, "checkpoint", data);
+}
+
+/* Ends the session in a final state (the sandbox is already stopped). */
+static void finish(struct run *run, enum session_state to, const char *why,
+		   int exit_code)
+{
+	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+	upd.reason = why ? why : "";
+	upd.sandbox = "";
+	upd.finished_ms = store_now_ms();
+	if (exit_code != INT32_MIN)
+		upd.exit_code = exit_code;
+	struct wr_error *err = NULL;
+	if (control_transition(run->ctl, run->id, -1, to, &upd, NULL, &err) <
+	    0) {
+		log_error(run, "finish", err);
+		wr_error_free(err);
+	}
+}
+
+enum turn_end {
+	TURN_OK,
+	TURN_FAILED,
+	TURN_DIED,
+	TURN_STOPPED, /* cancel, expiry or shutdown */
+};
+
+/* What to do with the session after its sandbox is gone. */
+static void stopped(struct run *run, enum session_state state)
+{
+	pthread_mutex_lock(&run->ctl->mu);
+	bool cancel = run->cancel, expire = run->expire;
+	pthread_mutex_unlock(&run->ctl->mu);
+	if (cancel) {
+		finish(run, SESSION_CANCELLED, "cancelled by user", INT32_MIN);
+	} else if (expire) {
+		finish(run, SESSION_EXPIRED,
+		       "lifetime reached (workspace checkpointed)", INT32_MIN);
+	} else if (state != SESSION_REVIEW) {
+		/* shutdown: resumed at the next start */
+		struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+		upd.reason = "server shutdown";
+		upd.sandbox = "";
+		struct wr_error *err = NULL;
+		if (control_transition(run->ctl, run->id, -1,
+				       SESSION_INTERRUPTED, &upd, NULL,
+				       &err) < 0)
+			wr_error_free(err);
+	}
+}
+
+/* Waits in review for a follow-up; returns true if one came (and the
+ * session is running it), false when the rest is over. */
+static bool rest(struct run *run)
+{
+	struct control *c = run->ctl;
+	struct store *st = c->st;
+	pthread_mutex_lock(&c->mu);
+	run->resting = true;
+	run->last_active_ms = store_now_ms();
+	for (;;) {
+		while (!run->wake && !run->cancel && !run->expire &&
+		       !run->shutdown && !run->reclaim)
+			pthread_cond_wait(&run->cv, &c->mu);
+		if (!run->wake)
+			break;
+		run->wake = false;
+		pthread_mutex_unlock(&c->mu);
+		struct store_message *m = NULL;
+		size_t n = 0;
+		int r = st->ops->message_pending(st, run->id, &m, &n, NULL);
+		store_messages_free(m, n);
+		pthread_mutex_lock(&c->mu);
+		if (r == 0 && n > 0) {
+			struct store_session_update upd =
+			    STORE_SESSION_UPDATE_INIT;
+			upd.finished_ms = -1;
+			upd.reason = "";
+			struct wr_error *err = NULL;
+			if (control_transition(c, run->id, SESSION_REVIEW,
+					       SESSION_RUNNING, &upd,
+					       json_pack("{s:s}", "why",
+							 "follow-up"),
+					       &err) >= 0) {
+				run->resting = false;
+				pthread_mutex_unlock(&c->mu);
+				return true;
+			}
+			wr_error_free(err);
+		}
+	}
+	run->resting = false;
+	pthread_mutex_unlock(&c->mu);
+	return false;
+}
+
+/* Runs turns while messages are pending. */
+static enum turn_end turns(struct run *run, struct store_session *s,
+			   json_t *outcome, bool *first_turn, int *exit_code,
+			   char *why, size_t why_size)
+{
+	struct control *c = run->ctl;
+	struct store *st = c->st;
+	for (;;) {
+		if (stop_requested(run))
+			return TURN_STOPPED;
+		struct store_message *msgs = NULL;
+		size_t nm = 0;
+		struct wr_error *err = NULL;
+		if (st->ops->message_pending(st, run->id, &msgs, &nm, &err) <
+		    0) {
+			snprintf(why, why_size, "messages: %s",
+				 err && err->msg ? err->msg : "failed");
+			wr_error_free(err);
+			return TURN_FAILED;
+		}
+		if (nm == 0)
+			return TURN_OK;
+		_cleanup_free_ char *prompt = turn_prompt(msgs, nm);
+		int number = s->turns + 1;
+		struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+		upd.turns = number;
+		st->ops->session_update(st, run->id, &upd, NULL);
+		s->turns = number;
+		control_event(c, run->id, "turn",
+			      json_pack("{s:i, s:s}", "turn", number, "status",
+					"started"));
+		struct turn t = {.run = run, .number = number};
+		int status = prompt ? turn_run(run, s, number, prompt, &t, &err)
+				    : -ENOMEM;
+		if (*first_turn && t.first_line_ms > 0) {
+			double agent = t.first_line_ms - t.spawned_ms;
+			double total = (double)(store_now_ms() - s->created_ms) -
+				       (mono_ms() - t.first_line_ms);
+			json_t *start = json_object_get(outcome, "start_ms");
+			json_object_set_new(start, "agent", json_real(agent));
+			json_object_set_new(start, "total", json_real(total));
+			metrics_observe(c, PHASE_AGENT, agent);
+			metrics_observe(c, PHASE_TOTAL, total);
+			*first_turn = false;
+		}
+		if (status < 0) {
+			snprintf(why, why_size, "agent: %s",
+				 err && err->msg ? err->msg : strerror(-status));
+			wr_error_free(err);
+			store_messages_free(msgs, nm);
+			return TURN_FAILED;
+		}
+		if (stop_requested(run)) {
+			store_messages_free(msgs, nm);
+			return TURN_STOPPED;
+		}
+		/* the exec client could not finish (125 with the sandbox
+		 * gone) or the agent was killed (SIGKILL: OOM, kill -9) */
+		bool alive = sandbox_alive(run);
+		if (!alive || status == 128 + SIGKILL) {
+			snprintf(why, why_size, "%s",
+				 !alive ? "sandbox died (its init is gone)"
+					: "agent killed (SIGKILL: out of memory "
+					  "or killed)");
+			store_messages_free(msgs, nm);
+			return TURN_DIED;
+		}
+		for (size_t i = 0; i < nm; i++)
+			st->ops->message_consume(st, msgs[i].id, number, NULL);
+		store_messages_free(msgs, nm);
+		*exit_code = status;
+		control_event(c, run->id, "turn",
+			      json_pack("{s:i, s:s, s:i}", "turn", number,
+					"status", "finished", "exit_code",
+					status));
+		if (status != 0) {
+			snprintf(why, why_size, "agent exited with status %d",
+				 status);
+			return TURN_FAILED;
+		}
+	}
+}
+
+void *runner_main(void *arg)
+{
+	struct run *run = arg;
+	struct control *c = run->ctl;
+	struct store *st = c->st;
+	struct store_session s = {0};
+	struct store_repo repo = {0};
+	struct store_snapshot snap = {0};
+	struct wr_error *err = NULL;
+	json_t *outcome = json_pack("{s:{}}", "start_ms");
+	char why[1024] = "";
+	bool first_turn = true;
+	unsigned deaths = 0;
+	int exit_code = INT32_MIN;
+
+	if (st->ops->session_get(st, run->id, &s, &err) < 0 ||
+	    st->ops->repo_get(st, s.repo_id, &repo, &err) < 0) {
+		log_error(run, "load", err);
+		snprintf(why, sizeof(why), "cannot load the session: %s",
+			 err && err->msg ? err->msg : "");
+		finish(run, SESSION_FAILED, why, INT32_MIN);
+		goto out;
+	}
+	if (s.limits_json) {
+		json_t *lj = json_loads(s.limits_json, 0, NULL);
+		if (lj)
+			control_limits_from_json("limits", lj, &run->limits,
+						 NULL);
+		json_decref(lj);
+	}
+	pthread_mutex_lock(&c->mu);
+	if (s.started_ms)
+		run->life_start_ms = s.started_ms;
+	pthread_mutex_unlock(&c->mu);
+	metrics_add(c, &c->m.sessions_started, s.turns == 0 ? 1 : 0);
+
+	for (;;) { /* provisioning attempts */
+		if (stop_requested(run)) {
+			stopped(run, SESSION_PROVISIONING);
+			goto out;
+		}
+		json_t *start = json_object_get(outcome, "start_ms");
+		double t0 = mono_ms();
+		if (control_snapshot_ensure(c, &repo, false, &snap, &err) < 0) {
+			snprintf(why, sizeof(why), "no snapshot: %s",
+				 err && err->msg ? err->msg : "failed");
+			wr_error_freep(&err);
+			if (stop_requested(run))
+				stopped(run, SESSION_PROVISIONING);
+			else
+				finish(run, SESSION_FAILED, why, INT32_MIN);
+			goto out;
+		}
+		if (mono_ms() - t0 > 50)
+			control_event(c, run->id, "phase",
+				      json_pack("{s:s, s:f}", "phase",
+						"snapshot", "ms",
+						mono_ms() - t0));
+		if (sandbox_start(run, &s, snap.id, start, &err) < 0) {
+			snprintf(why, sizeof(why), "%s",
+				 err && err->msg ? err->msg : "sandbox failed");
+			wr_error_freep(&err);
+			sandbox_stop(run);
+			if (stop_requested(run))
+				stopped(run, SESSION_PROVISIONING);
+			else
+				finish(run, SESSION_FAILED, why, INT32_MIN);
+			goto out;
+		}
+		control_event(c, run->id, "phase",
+			      json_pack("{s:s, s:O}", "phase", "ready",
+					"start_ms", start));
+		struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+		upd.sandbox = run->sandbox;
+		upd.snapshot_id = snap.id;
+		upd.reason = "";
+		if (!s.started_ms)
+			upd.started_ms = s.started_ms = store_now_ms();
+		char *oc = json_dumps(outcome, JSON_COMPACT);
+		upd.outcome_json = oc;
+		int64_t tr = control_transition(c, run->id, SESSION_PROVISIONING,
+						SESSION_RUNNING, &upd, NULL,
+						&err);
+		free(oc);
+		store_snapshot_clear(&snap);
+		if (tr < 0) {
+			/* cancelled while provisioning */
+			wr_error_freep(&err);
+			sandbox_stop(run);
+			stopped(run, SESSION_PROVISIONING);
+			goto out;
+		}
+		pthread_mutex_lock(&c->mu);
+		run->life_start_ms = s.started_ms;
+		pthread_mutex_unlock(&c->mu);
+
+		for (;;) { /* turns, then rest */
+			enum turn_end end = turns(run, &s, outcome, &first_turn,
+						  &exit_code, why, sizeof(why));
+			if (end == TURN_OK) {
+				struct store_session_update u =
+				    STORE_SESSION_UPDATE_INIT;
+				u.finished_ms = store_now_ms();
+				u.exit_code = exit_code;
+				char *o = json_dumps(outcome, JSON_COMPACT);
+				u.outcome_json = o;
+				int64_t rr = control_transition(
+				    c, run->id, SESSION_RUNNING, SESSION_REVIEW,
+				    &u, NULL, &err);
+				free(o);
+				if (rr < 0) {
+					log_error(run, "review", err);
+					wr_error_freep(&err);
+				}
+				if (rest(run))
+					continue;
+				/* idle, reclaimed, expired or shutdown: the
+				 * session stays in review without a sandbox */
+				sandbox_stop(run);
+				struct store_session_update cl =
+				    STORE_SESSION_UPDATE_INIT;
+				cl.sandbox = "";
+				st->ops->session_update(st, run->id, &cl, NULL);
+				control_notify(c);
+				goto out;
+			}
+			if (end == TURN_FAILED) {
+				sandbox_stop(run);
+				finish(run, SESSION_FAILED, why, exit_code);
+				goto out;
+			}
+			if (end == TURN_STOPPED) {
+				pthread_mutex_lock(&c->mu);
+				bool expire = run->expire;
+				pthread_mutex_unlock(&c->mu);
+				if (expire)
+					checkpoint(run);
+				sandbox_stop(run);
+				stopped(run, SESSION_RUNNING);
+				goto out;
+			}
+			break; /* TURN_DIED */
+		}
+		/* the sandbox died: interrupted, then the same workspace in a
+		 * new sandbox after a back-off */
+		sandbox_stop(run);
+		deaths++;
+		metrics_add(c, &c->m.retries, 1);
+		struct store_session_update iu = STORE_SESSION_UPDATE_INIT;
+		iu.reason = why;
+		iu.sandbox = "";
+		control_transition(c, run->id, SESSION_RUNNING,
+				   SESSION_INTERRUPTED, &iu,
+				   json_pack("{s:i}", "deaths", (int)deaths),
+				   NULL);
+		if (deaths > c->cfg.retry_max) {
+			char gave_up[1200];
+			snprintf(gave_up, sizeof(gave_up),
+				 "gave up after %u sandbox deaths: %s", deaths,
+				 why);
+			finish(run, SESSION_FAILED, gave_up, INT32_MIN);
+			goto out;
+		}
+		uint64_t backoff = c->cfg.retry_backoff_ms << (deaths - 1);
+		if (backoff > BACKOFF_MAX_MS)
+			backoff = BACKOFF_MAX_MS;
+		control_event(c, run->id, "retry",
+			      json_pack("{s:i, s:I}", "attempt",
+					(int)(s.attempts + 1), "backoff_ms",
+					(json_int_t)backoff));
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += (time_t)(backoff / 1000);
+		until.tv_nsec += (long)(backoff % 1000) * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_mutex_lock(&c->mu);
+		while (!run->cancel && !run->shutdown && !run->expire &&
+		       pthread_cond_timedwait(&run->cv, &c->mu, &until) !=
+			   ETIMEDOUT)
+			;
+		pthread_mutex_unlock(&c->mu);
+		if (stop_requested(run)) {
+			stopped(run, SESSION_INTERRUPTED);
+			goto out;
+		}
+		struct store_session_update pu = STORE_SESSION_UPDATE_INIT;
+		pu.attempts = ++s.attempts;
+		if (control_transition(c, run->id, SESSION_INTERRUPTED,
+				       SESSION_PROVISIONING, &pu, NULL,
+				       &err) < 0) {
+			wr_error_freep(&err);
+			goto out;
+		}
+	}
+out:
+	json_decref(outcome);
+	store_session_clear(&s);
+	store_repo_clear(&repo);
+	store_snapshot_clear(&snap);
+	pthread_mutex_lock(&c->mu);
+	run->done = true;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	control_notify(c);
+	return NULL;
+}

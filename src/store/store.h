@@ -1,0 +1,290 @@
+/* store.h - the control plane's durable state, behind one interface.
+ *
+ * Owns repositories, snapshots (as the control plane knows them), sessions,
+ * messages (prompts and follow-ups), events (each session's log), artifacts
+ * and API tokens. One backend today (SQLite, WAL, store_open_sqlite); the
+ * interface is a struct of function pointers so PostgreSQL can follow with
+ * the same portable SQL.
+ *
+ * Rules every backend keeps:
+ *   - every call is one transaction; a state transition and its event are
+ *     written together or not at all;
+ *   - event sequence numbers are per session, start at 1 and have no gaps;
+ *   - records returned are owned by the caller (free with the *_clear or
+ *     *_free functions below); out-parameters are written only on success;
+ *   - functions return 0 (or a count) on success, -errno on failure:
+ *     -ENOENT unknown id, -EEXIST duplicate, -ESTALE a transition whose
+ *     expected state no longer holds, -EIO for a database error (with *err).
+ * The store is safe to call from several threads. */
+#ifndef WR_STORE_STORE_H
+#define WR_STORE_STORE_H
+
+#include "util/error.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum session_state {
+	SESSION_QUEUED,
+	SESSION_PROVISIONING,
+	SESSION_RUNNING,
+	SESSION_VERIFYING,
+	SESSION_REVIEW,
+	SESSION_APPROVED,
+	SESSION_PUSHED,
+	SESSION_REJECTED,
+	SESSION_FAILED,
+	SESSION_CANCELLED,
+	SESSION_EXPIRED,
+	SESSION_INTERRUPTED,
+	SESSION_STATE_MAX
+};
+
+/* "queued", "provisioning", ... ; NULL for an out-of-range value. */
+const char *session_state_name(enum session_state s);
+/* The state named text, or -EINVAL. */
+int session_state_parse(const char *text);
+/* failed, cancelled, expired, rejected, pushed: nothing more will happen. */
+bool session_state_terminal(enum session_state s);
+/* Does the lifecycle allow from -> to (ARCHITECTURE.md, Session
+ * lifecycle)? Besides the diagram: review -> queued and review -> running
+ * start a follow-up turn (queued when the session has no sandbox left,
+ * running when its resting sandbox takes the turn); interrupted -> queued
+ * waits for a slot again; running -> running is not a transition. */
+bool session_transition_allowed(enum session_state from,
+				enum session_state to);
+
+#define STORE_ID_MAX 40 /* ids are short printable tokens */
+
+struct store_repo {
+	char id[STORE_ID_MAX];
+	char *name;	   /* unique, [A-Za-z0-9._-] */
+	char *url;	   /* local path or git URL */
+	char *default_ref; /* NULL: the remote's HEAD */
+	char *agent_json;  /* default agent argv as a JSON array, or NULL */
+	int64_t refresh_ms; /* snapshot refresh interval, 0: spec/default */
+	int64_t created_ms;
+	int64_t last_refresh_ms; /* last refresh attempt, 0: never */
+};
+
+struct store_snapshot {
+	char id[STORE_ID_MAX]; /* the snapshot store's id (manifest name) */
+	char repo_id[STORE_ID_MAX];
+	char commit[41];
+	int64_t created_ms;
+	char *timings_json; /* build phase timings, JSON object */
+};
+
+struct store_session {
+	char id[STORE_ID_MAX];
+	char repo_id[STORE_ID_MAX];
+	char *user;	   /* who asked (token's user) */
+	char *prompt;	   /* the first prompt */
+	char *ref;	   /* requested ref, or NULL */
+	char *agent_json;  /* agent argv as a JSON array, or NULL */
+	char *limits_json; /* requested limits, JSON object, or NULL */
+	enum session_state state;
+	char *reason; /* why it is in this state (error, signal...), or NULL */
+	char *snapshot_id;  /* the snapshot it was restored from, or NULL */
+	char *sandbox;	    /* name of its sandbox while it has one, or NULL */
+	char *outcome_json; /* start breakdown, sync outcome, exit: JSON */
+	int attempts;	    /* provisioning attempts (retries after death) */
+	int turns;	    /* turns started */
+	int exit_code;	    /* last turn's exit status, -1 none yet */
+	int64_t queue_seq;  /* FIFO position, set whenever it is (re)queued */
+	int64_t created_ms, updated_ms;
+	int64_t started_ms;  /* first agent start, 0 before */
+	int64_t finished_ms; /* reached a terminal state or review, 0 before */
+};
+
+/* Fields a transition may change besides the state; NULL/negative means
+ * "leave as is". */
+struct store_session_update {
+	const char *reason;	  /* "" clears */
+	const char *snapshot_id;  /* "" clears */
+	const char *sandbox;	  /* "" clears */
+	const char *outcome_json; /* replaces */
+	int attempts;		  /* -1: keep */
+	int turns;		  /* -1: keep */
+	int exit_code;		  /* INT32_MIN: keep */
+	bool requeue;		  /* give it a new queue_seq (end of FIFO) */
+	int64_t started_ms;	  /* 0: keep */
+	int64_t finished_ms;	  /* 0: keep, -1: clear */
+};
+#define STORE_SESSION_UPDATE_INIT                                              \
+	{                                                                      \
+		.attempts = -1, .turns = -1, .exit_code = INT32_MIN            \
+	}
+
+struct store_event {
+	int64_t seq; /* 1, 2, ... within the session */
+	int64_t time_ms;
+	char *kind;	 /* "state", "output", "phase", "message", ... */
+	char *data_json; /* JSON object */
+};
+
+struct store_message {
+	int64_t id;
+	char *user;
+	char *text;
+	int turn; /* the turn that consumed it, 0 while pending */
+	int64_t created_ms;
+};
+
+struct store_artifact {
+	char *name; /* relative name, no "..", no leading "/" */
+	char *path; /* where it is on disk */
+	char *media_type;
+	int64_t size;
+	int64_t created_ms;
+};
+
+struct store_token {
+	char *user;
+	char *role; /* "admin", "reviewer", "submitter" */
+	int64_t created_ms;
+	int64_t expires_ms; /* 0: does not expire */
+};
+
+struct store_session_filter {
+	int state;	    /* -1: any */
+	const char *user;   /* NULL: any */
+	const char *repo_id; /* NULL: any */
+	const char *before_id; /* page: sessions created before this one */
+	int limit;	    /* 1..500 */
+};
+
+struct store;
+
+struct store_ops {
+	void (*close)(struct store *st);
+
+	int (*token_add)(struct store *st, const char *hash_hex,
+			 const struct store_token *t, struct wr_error **err);
+	/* -ENOENT if unknown or expired. */
+	int (*token_lookup)(struct store *st, const char *hash_hex,
+			    int64_t now_ms, struct store_token *out,
+			    struct wr_error **err);
+	int (*token_count)(struct store *st, struct wr_error **err);
+
+	int (*repo_add)(struct store *st, const struct store_repo *r,
+			struct wr_error **err);
+	/* By id or by name. */
+	int (*repo_get)(struct store *st, const char *id_or_name,
+			struct store_repo *out, struct wr_error **err);
+	int (*repo_list)(struct store *st, struct store_repo **out,
+			 size_t *n_out, struct wr_error **err);
+	int (*repo_set_refreshed)(struct store *st, const char *id,
+				  int64_t when_ms, struct wr_error **err);
+
+	int (*snapshot_add)(struct store *st, const struct store_snapshot *s,
+			    struct wr_error **err);
+	/* The newest snapshot of repo_id; -ENOENT if none. */
+	int (*snapshot_latest)(struct store *st, const char *repo_id,
+			       struct store_snapshot *out,
+			       struct wr_error **err);
+	/* repo_id NULL: all, newest first. */
+	int (*snapshot_list)(struct store *st, const char *repo_id,
+			     struct store_snapshot **out, size_t *n_out,
+			     struct wr_error **err);
+
+	/* Inserts s (state queued, a new queue_seq), the first message
+	 * (s->prompt by s->user) and event 1 ("state", {"state":"queued"}). */
+	int (*session_create)(struct store *st, const struct store_session *s,
+			      struct wr_error **err);
+	int (*session_get)(struct store *st, const char *id,
+			   struct store_session *out, struct wr_error **err);
+	/* Newest first. */
+	int (*session_list)(struct store *st,
+			    const struct store_session_filter *f,
+			    struct store_session **out, size_t *n_out,
+			    struct wr_error **err);
+	/* Sessions in state, oldest queue_seq first (the queue for
+	 * SESSION_QUEUED). */
+	int (*session_list_state)(struct store *st, enum session_state state,
+				  struct store_session **out, size_t *n_out,
+				  struct wr_error **err);
+	/* Counts per state (counts[SESSION_STATE_MAX]). */
+	int (*session_count)(struct store *st, int64_t *counts,
+			     struct wr_error **err);
+	/* One transaction: if the session is in `from` (any state when
+	 * from < 0) and from -> to is allowed, set state to, apply upd,
+	 * append event ("state", {"state":to,"from":..., "reason":...}
+	 * merged with extra_json if given). -ESTALE if the state was not
+	 * `from`, -EPERM if the transition is not allowed. Returns the
+	 * event's seq. */
+	int64_t (*session_transition)(struct store *st, const char *id,
+				      int from, enum session_state to,
+				      const struct store_session_update *upd,
+				      const char *extra_json,
+				      struct wr_error **err);
+	/* Update fields without a state change (no event). */
+	int (*session_update)(struct store *st, const char *id,
+			      const struct store_session_update *upd,
+			      struct wr_error **err);
+
+	/* Appends one event; returns its seq. */
+	int64_t (*event_append)(struct store *st, const char *session_id,
+				const char *kind, const char *data_json,
+				struct wr_error **err);
+	/* Events with seq > after_seq, at most limit, in order. */
+	int (*event_list)(struct store *st, const char *session_id,
+			  int64_t after_seq, int limit, struct store_event **out,
+			  size_t *n_out, struct wr_error **err);
+
+	/* Adds a follow-up; returns its id. Appends a "message" event. */
+	int64_t (*message_add)(struct store *st, const char *session_id,
+			       const char *user, const char *text,
+			       struct wr_error **err);
+	/* Messages not yet consumed by a turn, oldest first. */
+	int (*message_pending)(struct store *st, const char *session_id,
+			       struct store_message **out, size_t *n_out,
+			       struct wr_error **err);
+	int (*message_consume)(struct store *st, int64_t message_id, int turn,
+			       struct wr_error **err);
+
+	int (*artifact_add)(struct store *st, const char *session_id,
+			    const struct store_artifact *a,
+			    struct wr_error **err);
+	int (*artifact_list)(struct store *st, const char *session_id,
+			     struct store_artifact **out, size_t *n_out,
+			     struct wr_error **err);
+};
+
+struct store {
+	const struct store_ops *ops;
+};
+
+/* Opens (creating if needed) the SQLite database at path, WAL mode, and
+ * applies pending migrations. */
+struct store *store_open_sqlite(const char *path, struct wr_error **err);
+/* The schema version the database is at after open (for tests/ops). */
+int store_schema_version(struct store *st);
+
+static inline void store_close(struct store *st)
+{
+	if (st)
+		st->ops->close(st);
+}
+
+/* A fresh random id: prefix + 16 lowercase hex digits ("s-1f3a..."). */
+void store_new_id(const char *prefix, char out[STORE_ID_MAX]);
+int64_t store_now_ms(void);
+
+void store_repo_clear(struct store_repo *r);
+void store_snapshot_clear(struct store_snapshot *s);
+void store_session_clear(struct store_session *s);
+void store_event_clear(struct store_event *e);
+void store_message_clear(struct store_message *m);
+void store_artifact_clear(struct store_artifact *a);
+void store_token_clear(struct store_token *t);
+/* Free an array returned by a *_list call (clears every element). */
+void store_repos_free(struct store_repo *v, size_t n);
+void store_snapshots_free(struct store_snapshot *v, size_t n);
+void store_sessions_free(struct store_session *v, size_t n);
+void store_events_free(struct store_event *v, size_t n);
+void store_messages_free(struct store_message *v, size_t n);
+void store_artifacts_free(struct store_artifact *v, size_t n);
+
+#endif
