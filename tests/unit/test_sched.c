@@ -35,7 +35,7 @@ static void test_global_cap(void **state)
 {
 	(void)state;
 	struct sched_entry q[] = {{"a", 1, false}, {"b", 2, false}, {"c", 3, false}};
-	struct sched_user_load load[] = {{"x", 3, false}};
+	struct sched_user_load load[] = {{"x", 3}};
 	assert_int_equal(pick(q, 3, load, 1, 3, 0, 4, 4), 1);
 	assert_true(q[0].picked);
 	assert_false(q[1].picked || q[2].picked);
@@ -64,7 +64,7 @@ static void test_least_loaded_first(void **state)
 {
 	(void)state;
 	struct sched_entry q[] = {{"alice", 1, false}, {"bob", 2, false}};
-	struct sched_user_load load[] = {{"alice", 2, false}};
+	struct sched_user_load load[] = {{"alice", 2}};
 	assert_int_equal(pick(q, 2, load, 1, 2, 0, 3, 3), 1);
 	assert_false(q[0].picked);
 	assert_true(q[1].picked);
