@@ -713,13 +713,15 @@ static void admit(struct control *c)
 	size_t nload = 0;
 	pthread_mutex_lock(&c->mu);
 	unsigned active = runs_active(c);
+	/* a user's share counts sandboxes at work; resting ones (review,
+	 * kept for a follow-up) only take global slots, given back below */
 	for (struct run *r = c->runs; r; r = r->next)
-		if (!r->done)
+		if (!r->done && !r->resting)
 			nload++;
 	load = nload ? wr_calloc(nload, sizeof(*load)) : NULL;
 	size_t k = 0;
 	for (struct run *r = c->runs; r && load; r = r->next)
-		if (!r->done)
+		if (!r->done && !r->resting)
 			load[k++] = (struct sched_user_load){r->user, 1};
 	if (!e || (nload && !load)) {
 		pthread_mutex_unlock(&c->mu);

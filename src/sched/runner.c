@@ -262,20 +262,45 @@ static void sandbox_stop(struct run *run)
 	pthread_mutex_unlock(&c->mu);
 }
 
-static bool sandbox_alive(struct run *run)
+/* Is pid running (a zombie is not: the sandbox's init is reaped by the
+ * host's init once it has died, which may take a moment)? */
+static bool pid_running(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
+/* After the exec client failed (status 125), its sandbox may be dying: give
+ * the kernel a moment to finish the job before deciding. */
+static bool sandbox_alive(struct run *run, int status)
 {
 	pthread_mutex_lock(&run->ctl->mu);
 	pid_t pid = run->init_pid;
 	pthread_mutex_unlock(&run->ctl->mu);
-	return pid > 0 && kill(pid, 0) == 0;
+	if (pid <= 0)
+		return false;
+	for (int i = 0; status == 125 && i < 50 && pid_running(pid); i++)
+		usleep(10 * 1000);
+	return pid_running(pid);
 }
 
 /* `warren sandbox create` from the snapshot on the session's workspace;
  * fills the start breakdown into start (restore, sync, services). */
 static int sandbox_start(struct run *run, const struct store_session *s,
-			 const char *snapshot_id, json_t *start,
+			 const char *snapshot_id, json_t *outcome,
 			 struct wr_error **err)
 {
+	json_t *start = json_object_get(outcome, "start_ms");
 	struct control *c = run->ctl;
 	_cleanup_free_ char *sessions = wr_asprintf("%s/sessions", c->data_dir);
 	_cleanup_free_ char *upper =
@@ -346,7 +371,7 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	json_object_set_new(start, "sync", json_real(sync));
 	json_object_set_new(start, "services", json_real(services));
 	if (sess)
-		json_object_set(start, "session", sess);
+		json_object_set(outcome, "session", sess);
 	json_decref(j);
 	metrics_observe(c, PHASE_RESTORE, restore);
 	metrics_observe(c, PHASE_SYNC, sync);
@@ -570,7 +595,7 @@ static void checkpoint(struct run *run)
 {
 	struct control *c = run->ctl;
 	json_t *data = json_object();
-	if (sandbox_alive(run)) {
+	if (sandbox_alive(run, 0)) {
 		char *argv[] = {
 		    c->warren_bin, "sandbox", "exec", run->sandbox, "--cwd",
 		    "/workspace", "--", "/bin/sh", "-c",
@@ -758,7 +783,7 @@ static enum turn_end turns(struct run *run, struct store_session *s,
 		}
 		/* the exec client could not finish (125 with the sandbox
 		 * gone) or the agent was killed (SIGKILL: OOM, kill -9) */
-		bool alive = sandbox_alive(run);
+		bool alive = sandbox_alive(run, status);
 		if (!alive || status == 128 + SIGKILL) {
 			snprintf(why, why_size, "%s",
 				 !alive ? "sandbox died (its init is gone)"
@@ -841,7 +866,7 @@ void *runner_main(void *arg)
 				      json_pack("{s:s, s:f}", "phase",
 						"snapshot", "ms",
 						mono_ms() - t0));
-		if (sandbox_start(run, &s, snap.id, start, &err) < 0) {
+		if (sandbox_start(run, &s, snap.id, outcome, &err) < 0) {
 			snprintf(why, sizeof(why), "%s",
 				 err && err->msg ? err->msg : "sandbox failed");
 			wr_error_freep(&err);

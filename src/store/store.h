@@ -51,11 +51,14 @@ bool session_state_terminal(enum session_state s);
  * lifecycle)? Besides the diagram: review -> queued and review -> running
  * start a follow-up turn (queued when the session has no sandbox left,
  * running when its resting sandbox takes the turn); interrupted -> queued
- * waits for a slot again; running -> running is not a transition. */
+ * waits for a slot again; running -> running is not a transition. Also
+ * running -> review (nothing to verify), review -> cancelled | expired,
+ * approved -> failed (the push failed), interrupted -> failed | cancelled
+ * | expired (store.c has the whole table). */
 bool session_transition_allowed(enum session_state from,
 				enum session_state to);
 
-#define STORE_ID_MAX 40 /* ids are short printable tokens */
+#define STORE_ID_MAX 72 /* ids are short printable tokens (snapshot ids: 64 hex) */
 
 struct store_repo {
 	char id[STORE_ID_MAX];
@@ -116,6 +119,11 @@ struct store_session_update {
 	{                                                                      \
 		.attempts = -1, .turns = -1, .exit_code = INT32_MIN            \
 	}
+
+/* Most bytes of an event's data_json (event_append: -E2BIG beyond). */
+#define STORE_EVENT_DATA_MAX (1024 * 1024)
+/* Most events one event_list call returns (a limit <= 0 means this). */
+#define STORE_EVENT_LIST_MAX 10000
 
 struct store_event {
 	int64_t seq; /* 1, 2, ... within the session */

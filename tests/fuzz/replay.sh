@@ -15,7 +15,17 @@ BUILD="${BUILD:-build}"
 CC="${REPLAY_CC:-gcc}"
 OUT="$BUILD/fuzz"
 mkdir -p "$OUT"
-LIB_SRC=(src/util/*.c src/sandbox/proto.c src/snapshot/spec.c src/snapshot/jsonc.c)
+# what each target links besides its own file (the api target needs the
+# whole control plane: store, session manager, API and their libraries)
+target_sources() {
+	case "$1" in
+	api) echo src/util/*.c src/sandbox/*.c src/snapshot/*.c src/store/*.c \
+		  src/sched/*.c src/api/*.c \
+		  -lmicrohttpd -lsqlite3 -ljansson -lsodium -lseccomp -lpthread ;;
+	*) echo src/util/*.c src/sandbox/proto.c src/snapshot/spec.c \
+		src/snapshot/jsonc.c -ljansson -lsodium ;;
+	esac
+}
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
@@ -32,7 +42,7 @@ for src in tests/fuzz/fuzz_*.c; do
 	log="$OUT/replay_$target.log"
 	if ! "$CC" -std=c17 -D_GNU_SOURCE -Isrc -g -O1 -fno-omit-frame-pointer \
 		-fsanitize=address,undefined -fno-sanitize-recover=undefined \
-		-o "$bin" tests/fuzz/replay.c "$src" "${LIB_SRC[@]}" -ljansson -lsodium >"$log" 2>&1; then
+		-o "$bin" tests/fuzz/replay.c "$src" $(target_sources "$kind") >"$log" 2>&1; then
 		result "FAIL fuzz-replay $target: build failed, see $log"
 		status=1
 		continue

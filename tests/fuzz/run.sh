@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build}"
 SECONDS_EACH="${FUZZ_SECONDS:-60}"
-TARGETS="${FUZZ_TARGETS:-parse proto spec}"
+TARGETS="${FUZZ_TARGETS:-parse proto spec api}"
 JOBS="${FUZZ_JOBS:-1}"
 OUT="$BUILD/fuzz"
 
@@ -31,6 +31,18 @@ if ! command -v clang >/dev/null; then
 	fi
 fi
 
+# what each target links besides its own file (the api target needs the
+# whole control plane: store, session manager, API and their libraries)
+target_sources() {
+	case "$1" in
+	api) echo src/util/*.c src/sandbox/*.c src/snapshot/*.c src/store/*.c \
+		  src/sched/*.c src/api/*.c \
+		  -lmicrohttpd -lsqlite3 -ljansson -lsodium -lseccomp -lpthread ;;
+	*) echo src/util/*.c src/sandbox/proto.c src/snapshot/spec.c \
+		src/snapshot/jsonc.c -ljansson -lsodium ;;
+	esac
+}
+
 mkdir -p "$OUT"
 status=0
 for kind in $TARGETS; do
@@ -39,7 +51,7 @@ for kind in $TARGETS; do
 	echo "== $target: build"
 	if ! clang -std=c17 -D_GNU_SOURCE -Isrc -g -O1 -fno-omit-frame-pointer \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-		-o "$bin" "tests/fuzz/$target.c" src/util/*.c src/sandbox/proto.c src/snapshot/spec.c src/snapshot/jsonc.c -ljansson -lsodium; then
+		-o "$bin" "tests/fuzz/$target.c" $(target_sources "$kind"); then
 		echo "FAIL $target: build failed"
 		status=1
 		continue

@@ -1,0 +1,125 @@
+/* api.h - the control plane's HTTP API (docs/api.md).
+ *
+ * Owns the HTTP server (libmicrohttpd, one thread per connection), request
+ * validation, bearer-token authentication and roles, the JSON rendering of
+ * sessions, repositories, snapshots and events, and the Server-Sent Events
+ * stream of a session's log. It keeps no state of its own beyond caches:
+ * every request goes to the store (struct store) or the session manager
+ * (struct control).
+ *
+ * The request handling (api_handle) is transport-independent so that the
+ * unit tests and the fuzz target drive it without a socket; server.c is
+ * the glue between it and libmicrohttpd. A request that fails changes
+ * nothing, and the API never exits the process: it logs one line to stderr
+ * per 5xx answer and nothing else. */
+#ifndef WR_API_API_H
+#define WR_API_API_H
+
+#include "sched/control.h"
+#include "store/store.h"
+#include "util/error.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define API_MAX_BODY_DEFAULT (1024 * 1024)
+#define API_KEEPALIVE_MS_DEFAULT 15000
+
+struct api_config {
+	struct store *st;
+	struct control *ctl;
+	const char *listen_addr; /* IPv4 or IPv6 literal; NULL: "127.0.0.1" */
+	uint16_t port;		 /* 0: any free port (see api_port) */
+	size_t max_body;	 /* request body cap, 0: 1 MiB */
+	int keepalive_ms;	 /* SSE keepalive comment interval, 0: 15 s */
+};
+
+struct api;
+
+/* Binds listen_addr:port and serves in libmicrohttpd's threads (one per
+ * connection). A bind failure comes back as -errno with a message naming
+ * the address ("listen on 127.0.0.1:7777: Address already in use"). */
+int api_start(const struct api_config *cfg, struct api **out,
+	      struct wr_error **err);
+/* The handler alone, listening nowhere: for tests and the fuzz target,
+ * which call api_handle directly. Free it with api_stop. */
+int api_new(const struct api_config *cfg, struct api **out,
+	    struct wr_error **err);
+/* The port actually bound (useful with cfg->port 0); 0 for api_new. */
+uint16_t api_port(const struct api *a);
+/* Stops serving (open event streams end within about a second), waits for
+ * the connection threads and frees a. Accepts NULL. Call it before
+ * control_stop and store_close. */
+void api_stop(struct api *a);
+
+/* One HTTP request, as the transport received it. Strings are
+ * NUL-terminated; absent headers are NULL. */
+struct api_request {
+	const char *method;	   /* "GET", "POST", ... (case-sensitive) */
+	const char *path;	   /* raw (still percent-encoded), no query */
+	const char *query;	   /* raw, without the '?'; NULL or "": none */
+	const char *authorization; /* the Authorization header */
+	const char *content_type;  /* the Content-Type header */
+	const char *last_event_id; /* the Last-Event-ID header */
+	const char *body;	   /* body_len bytes (need not end in NUL) */
+	size_t body_len;
+};
+
+/* The answer. body is owned (free with api_response_clear); the strings
+ * content_type points to are static. */
+struct api_response {
+	unsigned status;
+	const char *content_type; /* NULL when there is no body */
+	char *body;
+	size_t body_len;
+	char allow[32]; /* 405: the methods the path takes ("GET, POST") */
+	/* An event stream (GET .../events without ?format=json): the
+	 * transport answers status/content_type with headers
+	 * Cache-Control: no-cache and streams api_stream_read(api_stream_new(
+	 * a, stream_session, stream_after)) as the body. body is NULL. */
+	bool stream;
+	char stream_session[STORE_ID_MAX];
+	int64_t stream_after; /* send events with seq > stream_after */
+};
+
+/* Routes, authenticates, validates and answers one request. Always fills
+ * *out (an error is an answer: {"error": {"code", "message"}} with the
+ * documented status); returns 0, or -ENOMEM when not even an error body
+ * could be allocated (then out->status is 500 and out->body NULL). */
+int api_handle(struct api *a, const struct api_request *req,
+	       struct api_response *out);
+void api_response_clear(struct api_response *r);
+
+/* The body of an event stream, transport-independent. api_stream_read
+ * blocks (it runs in the connection's own thread) until it has bytes for
+ * buf: pending events ("id: N\nevent: KIND\ndata: {...}\n\n", in seq
+ * order, read from the store in batches), or ": keepalive\n\n" when
+ * nothing happened for keepalive_ms (and once at the start when nothing is
+ * pending, so that the headers go out). Once the session rests (review or
+ * a terminal state) with every event sent, or the API stops, it returns
+ * API_STREAM_END; on a store error API_STREAM_ERROR (logged once). */
+#define API_STREAM_END ((ssize_t)-1)
+#define API_STREAM_ERROR ((ssize_t)-2)
+struct api_stream;
+struct api_stream *api_stream_new(struct api *a, const char *session_id,
+				  int64_t after_seq);
+ssize_t api_stream_read(struct api_stream *s, char *buf, size_t max);
+void api_stream_free(struct api_stream *s);
+
+/* Tokens. A token is "wr_" + 43 base64url characters (32 random bytes);
+ * the store keeps only its SHA-256 (lowercase hex). */
+#define API_TOKEN_USER_MAX 64
+/* out_hex: 64 hex digits and a NUL. -EINVAL for NULL. */
+int api_token_hash(const char *plain, char out_hex[65]);
+/* Creates a token for user (1..64 of [A-Za-z0-9._@+-], starting with an
+ * alphanumeric) with role "admin", "reviewer" or "submitter", stores its
+ * hash (no expiry) and returns the plain text (caller frees) — the only
+ * time it exists. */
+int api_token_create(struct store *st, const char *user, const char *role,
+		     char **plain_out, struct wr_error **err);
+/* 0 if user is a valid token user name, else -EINVAL. */
+int api_validate_user(const char *user);
+
+#endif

@@ -1,0 +1,206 @@
+/* repos.c - the routes around sessions: repositories, snapshots, tokens,
+ * health and metrics. */
+#include "api/internal.h"
+
+#include "util/alloc.h"
+#include "util/cleanup.h"
+#include "util/parse.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int api_repos_list(struct api_ctx *c)
+{
+	struct store *st = c->a->st;
+	struct store_repo *v = NULL;
+	size_t n = 0;
+	struct wr_error *err = NULL;
+	int r = st->ops->repo_list(st, &v, &n, &err);
+	if (r < 0) {
+		api_reply_failure(c, r, err, "list repositories");
+		wr_error_free(err);
+		return 0;
+	}
+	json_t *list = json_array();
+	int bad = !list;
+	for (size_t i = 0; i < n && !bad; i++)
+		bad = json_array_append_new(list, api_repo_json(&v[i]));
+	store_repos_free(v, n);
+	json_t *obj = bad ? NULL : json_pack("{s:o}", "repositories", list);
+	if (bad)
+		json_decref(list);
+	return api_reply_render(c, 200, obj, "render the repositories");
+}
+
+int api_repos_add(struct api_ctx *c)
+{
+	static const char *const keys[] = {"url",     "name",  "ref",
+					   "refresh", "agent", NULL};
+	const char *url, *name, *ref;
+	bool has_refresh;
+	uint64_t refresh_ms = 0;
+	_cleanup_free_ char *agent = NULL;
+	struct store_repo repo = {0};
+	struct wr_error *err = NULL;
+
+	if (api_body_check_keys(c, keys) < 0 ||
+	    api_body_string(c, "url", true, API_URL_MAX,
+			    API_STR_NOT_BLANK | API_STR_NO_CONTROL, &url) < 0 ||
+	    api_body_string(c, "name", false, 63, API_STR_NO_CONTROL, &name) <
+		0 ||
+	    api_body_string(c, "ref", false, API_REF_MAX,
+			    API_STR_NOT_BLANK | API_STR_NO_CONTROL, &ref) < 0 ||
+	    api_body_duration(c, "refresh", &has_refresh, &refresh_ms) < 0 ||
+	    api_body_agent(c, "agent", &agent) < 0)
+		return 0;
+	if (name && wr_validate_name(name) < 0)
+		return api_reply_error(c->out, 400,
+				       "key 'name': expected 1 to 63 of "
+				       "[A-Za-z0-9_.-], starting with a "
+				       "letter or digit");
+	/* repositories are looked up by id or name: a name shaped like an
+	 * id would be ambiguous */
+	if (name && api_id_valid(name, 'r'))
+		return api_reply_error(c->out, 400,
+				       "key 'name': must not look like a "
+				       "repository id");
+	int r = control_repo_add(c->a->ctl, name, url, ref, refresh_ms, agent,
+				 &repo, &err);
+	if (r < 0) {
+		api_reply_failure(c, r, err, "add the repository");
+		wr_error_free(err);
+		return 0;
+	}
+	json_t *obj = api_repo_json(&repo);
+	store_repo_clear(&repo);
+	return api_reply_render(c, 201, obj, "render the repository");
+}
+
+int api_repo_refresh(struct api_ctx *c)
+{
+	static const char *const keys[] = {NULL};
+	struct wr_error *err = NULL;
+	if (api_body_check_keys(c, keys) < 0)
+		return 0;
+	int r = control_repo_refresh(c->a->ctl, c->id, &err);
+	if (r == -ENOENT) {
+		wr_error_free(err);
+		return api_reply_error(c->out, 404, "repository %s not found",
+				       c->id);
+	}
+	if (r < 0) {
+		api_reply_failure(c, r, err, "refresh the repository");
+		wr_error_free(err);
+		return 0;
+	}
+	return api_reply_render(c, 202, json_pack("{s:s}", "status", "queued"),
+				"render the answer");
+}
+
+int api_snapshots_list(struct api_ctx *c)
+{
+	struct store *st = c->a->st;
+	char repo_id[STORE_ID_MAX];
+	const char *repo = api_query_get(c, "repo");
+	struct store_snapshot *v = NULL;
+	size_t n = 0;
+	struct wr_error *err = NULL;
+	if (repo && api_resolve_repo(c, "repo", repo, repo_id) < 0)
+		return 0;
+	int r = st->ops->snapshot_list(st, repo ? repo_id : NULL, &v, &n, &err);
+	if (r < 0) {
+		api_reply_failure(c, r, err, "list snapshots");
+		wr_error_free(err);
+		return 0;
+	}
+	json_t *list = json_array();
+	int bad = !list;
+	for (size_t i = 0; i < n && !bad; i++)
+		bad = json_array_append_new(list, api_snapshot_json(&v[i]));
+	store_snapshots_free(v, n);
+	json_t *obj = bad ? NULL : json_pack("{s:o}", "snapshots", list);
+	if (bad)
+		json_decref(list);
+	return api_reply_render(c, 200, obj, "render the snapshots");
+}
+
+int api_tokens_create(struct api_ctx *c)
+{
+	static const char *const keys[] = {"user", "role", NULL};
+	const char *user, *role;
+	struct wr_error *err = NULL;
+	_cleanup_free_ char *plain = NULL;
+
+	if (c->who.role != API_ROLE_ADMIN)
+		return api_reply_error(c->out, 403,
+				       "creating tokens needs the admin role");
+	if (api_body_check_keys(c, keys) < 0 ||
+	    api_body_string(c, "user", true, API_TOKEN_USER_MAX, 0, &user) <
+		0 ||
+	    api_body_string(c, "role", true, 16, 0, &role) < 0)
+		return 0;
+	if (api_validate_user(user) < 0)
+		return api_reply_error(c->out, 400,
+				       "key 'user': expected 1 to %d of "
+				       "[A-Za-z0-9._@+-], starting with a "
+				       "letter or digit",
+				       API_TOKEN_USER_MAX);
+	if (api_role_parse(role) < 0)
+		return api_reply_error(c->out, 400,
+				       "key 'role': expected admin, reviewer "
+				       "or submitter");
+	int r = api_token_create(c->a->st, user, role, &plain, &err);
+	if (r < 0) {
+		api_reply_failure(c, r, err, "create the token");
+		wr_error_free(err);
+		return 0;
+	}
+	return api_reply_render(c, 201,
+				json_pack("{s:s,s:s,s:s}", "token", plain,
+					  "user", user, "role", role),
+				"render the token");
+}
+
+int api_healthz(struct api_ctx *c)
+{
+	int64_t counts[SESSION_STATE_MAX] = {0};
+	struct wr_error *err = NULL;
+	int r = c->a->st->ops->session_count(c->a->st, counts, &err);
+	if (r < 0) {
+		char path[80];
+		api_log("%s %s: the store does not answer: %s", c->req->method,
+			api_quote(c->req->path, path),
+			err && err->msg ? err->msg : strerror(-r));
+		wr_error_free(err);
+		return api_reply_error(c->out, 503,
+				       "the store does not answer");
+	}
+	json_t *sessions = json_object();
+	int bad = !sessions;
+	for (int i = 0; i < SESSION_STATE_MAX && !bad; i++)
+		bad = json_object_set_new(
+		    sessions, session_state_name((enum session_state)i),
+		    json_integer(counts[i]));
+	json_t *obj =
+	    bad ? NULL
+		: json_pack("{s:s,s:I,s:o}", "status", "ok", "time_ms",
+			    (json_int_t)store_now_ms(), "sessions", sessions);
+	if (bad)
+		json_decref(sessions);
+	return api_reply_render(c, 200, obj, "render the health");
+}
+
+int api_metrics(struct api_ctx *c)
+{
+	char *text = control_metrics(c->a->ctl);
+	if (!text)
+		return api_reply_internal(c, "render the metrics");
+	api_response_clear(c->out);
+	c->out->status = 200;
+	c->out->content_type = "text/plain; version=0.0.4; charset=utf-8";
+	c->out->body = text;
+	c->out->body_len = strlen(text);
+	return 0;
+}

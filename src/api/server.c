@@ -1,0 +1,353 @@
+/* server.c - libmicrohttpd glue: the listening socket, one request's
+ * state (raw target, body with its cap), the answer, and the event stream.
+ *
+ * libmicrohttpd runs one thread per connection (MHD_USE_THREAD_PER_CONNECTION
+ * with an internal polling thread that accepts), so a handler and an event
+ * stream may block without holding up other clients.
+ *
+ * The path goes to api_handle raw: libmicrohttpd's own URL argument is
+ * already percent-decoded (a "%2e%2e" would arrive as ".."), so the request
+ * target is taken from the URI log callback, which sees it as sent. */
+#include "api/internal.h"
+
+#include "util/alloc.h"
+#include "util/cleanup.h"
+#include "util/parse.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define CONNECTION_LIMIT 1024u
+#define CONNECTION_TIMEOUT_S 120u      /* an idle keep-alive connection */
+#define CONNECTION_MEMORY (64u * 1024) /* request line and headers */
+#define STREAM_BLOCK (16u * 1024)
+
+/* One request, from its URI to its completion. */
+struct conn_request {
+	char *target; /* path?query, as sent */
+	char *body;
+	size_t body_len, body_cap;
+	bool started;
+	bool too_large; /* the body went past max_body: 413 at the end */
+};
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	(void)cls;
+	(void)conn;
+	struct conn_request *cr = wr_calloc(1, sizeof(*cr));
+	if (!cr)
+		return NULL;
+	cr->target = wr_strdup(uri ? uri : "");
+	if (!cr->target) {
+		free(cr);
+		return NULL;
+	}
+	return cr;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	(void)cls;
+	(void)conn;
+	(void)toe;
+	struct conn_request *cr = *con_cls;
+	if (cr) {
+		free(cr->body);
+		free(cr->target);
+		free(cr);
+	}
+	*con_cls = NULL;
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)pos;
+	ssize_t n = api_stream_read(cls, buf, max);
+	if (n == API_STREAM_END)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	if (n < 0)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	return n;
+}
+
+static void stream_free(void *cls)
+{
+	api_stream_free(cls);
+}
+
+static enum MHD_Result queue(struct MHD_Connection *conn, struct api *a,
+			     struct api_response *res)
+{
+	struct MHD_Response *r = NULL;
+	unsigned status = res->status;
+	if (res->stream) {
+		struct api_stream *s =
+		    api_stream_new(a, res->stream_session, res->stream_after);
+		if (s) {
+			r = MHD_create_response_from_callback(
+			    MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_reader, s,
+			    stream_free);
+			if (!r)
+				api_stream_free(s);
+		}
+		if (r) {
+			MHD_add_response_header(r, "Cache-Control", "no-cache");
+			/* proxies such as nginx must pass events on at once */
+			MHD_add_response_header(r, "X-Accel-Buffering", "no");
+		}
+	} else if (res->body) {
+		r = MHD_create_response_from_buffer(res->body_len, res->body,
+						    MHD_RESPMEM_MUST_FREE);
+		if (r)
+			res->body = NULL; /* libmicrohttpd frees it */
+	} else {
+		r = MHD_create_response_from_buffer(0, (void *)"",
+						    MHD_RESPMEM_PERSISTENT);
+	}
+	if (!r) {
+		api_log("create a response: out of memory");
+		return MHD_NO; /* drops the connection */
+	}
+	if (res->content_type)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+					res->content_type);
+	if (res->allow[0])
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, res->allow);
+	if (status == 401)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+					"Bearer");
+	enum MHD_Result ret = MHD_queue_response(conn, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result reply_too_large(struct MHD_Connection *conn,
+				       struct api *a)
+{
+	struct api_response res = {0};
+	api_reply_error(&res, 413, "the body exceeds %zu bytes", a->max_body);
+	enum MHD_Result ret = queue(conn, a, &res);
+	api_response_clear(&res);
+	return ret;
+}
+
+static const char *header(struct MHD_Connection *conn, const char *name)
+{
+	return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
+}
+
+/* Collects the body; false once it is past the cap (the rest is read
+ * and dropped, and the answer is 413). */
+static bool body_append(struct conn_request *cr, size_t max, const char *data,
+			size_t len)
+{
+	if (cr->too_large)
+		return false;
+	if (len > max - cr->body_len) {
+		cr->too_large = true;
+		free(cr->body);
+		cr->body = NULL;
+		cr->body_len = cr->body_cap = 0;
+		return false;
+	}
+	if (cr->body_len + len > cr->body_cap) {
+		size_t cap = cr->body_cap ? cr->body_cap : 1024;
+		while (cap < cr->body_len + len)
+			cap *= 2;
+		if (cap > max)
+			cap = max;
+		char *bigger = wr_realloc(cr->body, cap);
+		if (!bigger)
+			return false;
+		cr->body = bigger;
+		cr->body_cap = cap;
+	}
+	memcpy(cr->body + cr->body_len, data, len);
+	cr->body_len += len;
+	return true;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
+				  const char *url, const char *method,
+				  const char *version, const char *upload_data,
+				  size_t *upload_data_size, void **con_cls)
+{
+	(void)url;
+	(void)version;
+	struct api *a = cls;
+	struct conn_request *cr = *con_cls;
+	if (!cr)
+		return MHD_NO; /* on_uri ran out of memory: drop it */
+
+	if (!cr->started) {
+		cr->started = true;
+		/* A declared length past the cap is refused before the body
+		 * is read (libmicrohttpd then closes the connection). */
+		const char *len = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
+		uint64_t n;
+		if (len && wr_parse_uint(len, 0, UINT64_MAX, &n) == 0 &&
+		    n > a->max_body)
+			return reply_too_large(conn, a);
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		if (!body_append(cr, a->max_body, upload_data,
+				 *upload_data_size) &&
+		    !cr->too_large)
+			return MHD_NO; /* out of memory */
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (cr->too_large)
+		return reply_too_large(conn, a);
+
+	char *query = strchr(cr->target, '?');
+	if (query)
+		*query++ = '\0';
+	struct api_request req = {
+	    .method = method,
+	    .path = cr->target,
+	    .query = query,
+	    .authorization = header(conn, MHD_HTTP_HEADER_AUTHORIZATION),
+	    .content_type = header(conn, MHD_HTTP_HEADER_CONTENT_TYPE),
+	    .last_event_id = header(conn, "Last-Event-ID"),
+	    .body = cr->body,
+	    .body_len = cr->body_len,
+	};
+	struct api_response res;
+	api_handle(a, &req, &res);
+	enum MHD_Result ret = queue(conn, a, &res);
+	api_response_clear(&res);
+	return ret;
+}
+
+int api_new(const struct api_config *cfg, struct api **out,
+	    struct wr_error **err)
+{
+	if (!cfg || !cfg->st || !cfg->ctl)
+		return wr_error_set(err, EINVAL, "api: no store or control");
+	if (sodium_init() < 0)
+		return wr_error_set(err, EIO, "api: initialize libsodium");
+	struct api *a = wr_calloc(1, sizeof(*a));
+	if (!a)
+		return wr_error_set(err, ENOMEM, "api");
+	a->st = cfg->st;
+	a->ctl = cfg->ctl;
+	a->max_body = cfg->max_body ? cfg->max_body : API_MAX_BODY_DEFAULT;
+	a->keepalive_ms = cfg->keepalive_ms > 0 ? cfg->keepalive_ms
+						: API_KEEPALIVE_MS_DEFAULT;
+	atomic_init(&a->stopping, false);
+	pthread_mutex_init(&a->cache_lock, NULL);
+	*out = a;
+	return 0;
+}
+
+/* A listening TCP socket on addr:port (IPv4 or IPv6 literal). */
+static int listen_on(const char *addr, uint16_t port, uint16_t *bound,
+		     struct wr_error **err)
+{
+	struct sockaddr_storage ss = {0};
+	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+	socklen_t len;
+	const char *fmt;
+	if (inet_pton(AF_INET, addr, &in4->sin_addr) == 1) {
+		in4->sin_family = AF_INET;
+		in4->sin_port = htons(port);
+		len = sizeof(*in4);
+		fmt = "listen on %s:%u";
+	} else if (inet_pton(AF_INET6, addr, &in6->sin6_addr) == 1) {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons(port);
+		len = sizeof(*in6);
+		fmt = "listen on [%s]:%u";
+	} else {
+		return wr_error_input(err, 0,
+				      "listen address '%s': expected an IPv4 "
+				      "or IPv6 address",
+				      addr);
+	}
+	_cleanup_close_ int fd =
+	    socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return wr_error_set(err, errno, fmt, addr, port);
+	int one = 1;
+	/* a restart must not wait for the last run's TIME_WAIT sockets */
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (ss.ss_family == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 256) < 0)
+		return wr_error_set(err, errno, fmt, addr, port);
+	len = sizeof(ss);
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+		return wr_error_set(err, errno, fmt, addr, port);
+	*bound =
+	    ntohs(ss.ss_family == AF_INET6 ? in6->sin6_port : in4->sin_port);
+	return TAKE_FD(fd);
+}
+
+int api_start(const struct api_config *cfg, struct api **out,
+	      struct wr_error **err)
+{
+	struct api *a = NULL;
+	int r = api_new(cfg, &a, err);
+	if (r < 0)
+		return r;
+	const char *addr = cfg->listen_addr ? cfg->listen_addr : "127.0.0.1";
+	int fd = listen_on(addr, cfg->port, &a->port, err);
+	if (fd < 0) {
+		api_stop(a);
+		return fd;
+	}
+	unsigned flags = MHD_USE_THREAD_PER_CONNECTION |
+			 MHD_USE_INTERNAL_POLLING_THREAD |
+			 /* poll, not select: descriptors past FD_SETSIZE */
+			 MHD_USE_POLL;
+	a->daemon = MHD_start_daemon(
+	    flags, 0, NULL, NULL, on_request, a, MHD_OPTION_LISTEN_SOCKET, fd,
+	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, a, MHD_OPTION_NOTIFY_COMPLETED,
+	    on_completed, a, MHD_OPTION_CONNECTION_LIMIT, CONNECTION_LIMIT,
+	    MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
+	    MHD_OPTION_END);
+	if (!a->daemon) {
+		/* fd is not closed here: whether libmicrohttpd closed the
+		 * socket it was given on a failed start depends on its
+		 * version, and closing a number that another thread may
+		 * have reused is worse than one descriptor left open on a
+		 * start that failed */
+		api_stop(a);
+		return wr_error_set(err, EIO, "start the HTTP server on %s:%u",
+				    addr, cfg->port);
+	}
+	*out = a;
+	return 0;
+}
+
+uint16_t api_port(const struct api *a)
+{
+	return a ? a->port : 0;
+}
+
+void api_stop(struct api *a)
+{
+	if (!a)
+		return;
+	/* open event streams notice within a wait slice and end; stopping
+	 * the daemon closes the sockets and joins every connection thread */
+	atomic_store(&a->stopping, true);
+	if (a->daemon)
+		MHD_stop_daemon(a->daemon);
+	api_cache_clear(a);
+	pthread_mutex_destroy(&a->cache_lock);
+	free(a);
+}

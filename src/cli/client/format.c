@@ -1,0 +1,454 @@
+/* format.c - how the client prints: JSON, tables, ages and times, events.
+ *
+ * Everything shown in a table or a key: value line comes from the server
+ * (and, through it, from other users): control characters are replaced
+ * before it reaches the terminal. Agent output lines are the exception:
+ * they are the agent's own terminal output and are printed as they are. */
+#include "cli/client/client.h"
+
+#include "util/alloc.h"
+#include "util/cleanup.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *client_json_str(const json_t *obj, const char *key)
+{
+	return json_string_value(json_object_get(obj, key));
+}
+
+int64_t client_json_int(const json_t *obj, const char *key, int64_t dflt)
+{
+	json_t *v = json_object_get(obj, key);
+	if (json_is_integer(v))
+		return (int64_t)json_integer_value(v);
+	if (json_is_real(v))
+		return (int64_t)json_real_value(v);
+	return dflt;
+}
+
+static int stdout_status(void)
+{
+	if (fflush(stdout) != 0 || ferror(stdout))
+		return errno ? -errno : -EIO;
+	return 0;
+}
+
+int client_print_json(const json_t *j)
+{
+	if (json_dumpf(j, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10)) < 0)
+		return -ENOMEM;
+	putchar('\n');
+	return stdout_status();
+}
+
+int client_print_json_line(const json_t *j)
+{
+	if (json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(10)) < 0)
+		return -ENOMEM;
+	putchar('\n');
+	return stdout_status();
+}
+
+int64_t client_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void client_format_age(int64_t ms, char *buf, size_t size)
+{
+	int64_t s = ms < 0 ? 0 : ms / 1000;
+	if (s < 120)
+		snprintf(buf, size, "%llds", (long long)s);
+	else if (s < 120 * 60)
+		snprintf(buf, size, "%lldm", (long long)(s / 60));
+	else if (s < 48 * 3600)
+		snprintf(buf, size, "%lldh", (long long)(s / 3600));
+	else
+		snprintf(buf, size, "%lldd", (long long)(s / 86400));
+}
+
+void client_format_duration(int64_t ms, char *buf, size_t size)
+{
+	static const struct {
+		const char *unit;
+		int64_t ms;
+	} units[] = {{"d", 86400000},
+		     {"h", 3600000},
+		     {"m", 60000},
+		     {"s", 1000},
+		     {"ms", 1}};
+	size_t used = 0;
+	buf[0] = '\0';
+	if (ms <= 0) {
+		snprintf(buf, size, "0s");
+		return;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(units) && used < size; i++) {
+		int64_t n = ms / units[i].ms;
+		if (!n)
+			continue;
+		ms -= n * units[i].ms;
+		int w = snprintf(buf + used, size - used, "%lld%s",
+				 (long long)n, units[i].unit);
+		if (w < 0)
+			return;
+		used += (size_t)w;
+	}
+}
+
+void client_format_time(int64_t epoch_ms, char *buf, size_t size)
+{
+	if (epoch_ms <= 0) {
+		snprintf(buf, size, "-");
+		return;
+	}
+	time_t t = (time_t)(epoch_ms / 1000);
+	struct tm tm;
+	if (!localtime_r(&t, &tm) ||
+	    !strftime(buf, size, "%Y-%m-%d %H:%M:%S", &tm))
+		snprintf(buf, size, "%lld", (long long)epoch_ms);
+}
+
+char *client_clean(const char *text)
+{
+	char *copy = wr_strdup(text ? text : "");
+	if (!copy)
+		return NULL;
+	for (unsigned char *p = (unsigned char *)copy; *p; p++)
+		if (*p < ' ' || *p == 0x7f)
+			*p = ' ';
+	return copy;
+}
+
+/* Characters a shell takes literally outside quotes. */
+static bool shell_plain(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV"
+			    "WXYZ0123456789_-./=:,+@%",
+			    *s))
+			return false;
+	return true;
+}
+
+char *client_argv_string(const json_t *argv)
+{
+	if (json_is_string(argv)) /* the API also takes a string */
+		return client_clean(json_string_value(argv));
+	char *out = wr_strdup("");
+	size_t i;
+	json_t *arg;
+	json_array_foreach(argv, i, arg)
+	{
+		const char *s = json_string_value(arg);
+		if (!out || !s)
+			break;
+		_cleanup_free_ char *quoted = NULL;
+		if (shell_plain(s)) {
+			quoted = wr_strdup(s);
+		} else {
+			/* 'it'\''s' */
+			size_t n = 2;
+			for (const char *p = s; *p; p++)
+				n += *p == '\'' ? 4 : 1;
+			quoted = wr_malloc(n + 1);
+			if (quoted) {
+				char *q = quoted;
+				*q++ = '\'';
+				for (const char *p = s; *p; p++) {
+					if (*p == '\'') {
+						memcpy(q, "'\\''", 4);
+						q += 4;
+					} else {
+						*q++ = *p;
+					}
+				}
+				*q++ = '\'';
+				*q = '\0';
+			}
+		}
+		char *joined =
+		    quoted ? wr_asprintf("%s%s%s", out, i ? " " : "", quoted)
+			   : NULL;
+		free(out);
+		out = joined;
+	}
+	if (!out)
+		return NULL;
+	char *clean = client_clean(out);
+	free(out);
+	return clean;
+}
+
+bool client_state_rests(const char *state)
+{
+	/* as the server decides when a stream ends: review, or a state
+	 * nothing follows (approved still goes on to pushed or failed) */
+	static const char *const resting[] = {
+	    "review", "pushed", "rejected", "failed", "cancelled", "expired",
+	};
+	if (!state)
+		return false;
+	for (size_t i = 0; i < ARRAY_SIZE(resting); i++)
+		if (!strcmp(state, resting[i]))
+			return true;
+	return false;
+}
+
+int client_print_event(const json_t *event)
+{
+	const char *kind = client_json_str(event, "kind");
+	json_t *data = json_object_get(event, "data");
+	_cleanup_free_ char *a = NULL;
+	_cleanup_free_ char *b = NULL;
+	if (!kind)
+		return 0;
+	if (!strcmp(kind, "output")) {
+		const char *line = client_json_str(data, "line");
+		const char *stream = client_json_str(data, "stream");
+		bool err = stream && !strcmp(stream, "stderr");
+		if (!line)
+			return 0;
+		if (err) {
+			fflush(stdout); /* keep the two streams in order */
+			fprintf(stderr, "%s\n", line);
+			return 0;
+		}
+		printf("%s\n", line);
+	} else if (!strcmp(kind, "state")) {
+		a = client_clean(client_json_str(data, "state"));
+		const char *reason = client_json_str(data, "reason");
+		b = reason ? client_clean(reason) : NULL;
+		if (!a)
+			return -ENOMEM;
+		printf("-- state: %s%s%s%s\n", a, b ? " (" : "", b ? b : "",
+		       b ? ")" : "");
+	} else if (!strcmp(kind, "message")) {
+		a = client_clean(client_json_str(data, "user"));
+		b = client_clean(client_json_str(data, "text"));
+		if (!a || !b)
+			return -ENOMEM;
+		printf("-- message from %s: %s\n", a, b);
+	} else if (!strcmp(kind, "turn")) {
+		int64_t code = client_json_int(data, "exit_code", -1);
+		printf("-- turn %lld ended",
+		       (long long)client_json_int(data, "turn", 0));
+		if (code >= 0)
+			printf(" with exit code %lld", (long long)code);
+		printf("\n");
+	} else if (!strcmp(kind, "error")) {
+		a = client_clean(client_json_str(data, "message"));
+		if (!a)
+			return -ENOMEM;
+		printf("-- error: %s\n", a);
+	}
+	/* phase events are timings: `logs --json` and `run --follow` */
+	return stdout_status();
+}
+
+char *client_local_path(const char *text, bool any_relative)
+{
+	if (text[0] == '/' || strstr(text, "://"))
+		return wr_strdup(text);
+	/* "host:path" is git's scp-like URL */
+	const char *colon = strchr(text, ':');
+	if (colon && !memchr(text, '/', (size_t)(colon - text)))
+		return wr_strdup(text);
+	/* A name never holds '/' nor is "." or "..": such an argument can
+	 * only be a path. */
+	bool path_like =
+	    !strcmp(text, ".") || !strcmp(text, "..") || strchr(text, '/');
+	struct stat st;
+	if ((path_like || any_relative) && stat(text, &st) == 0 &&
+	    S_ISDIR(st.st_mode)) {
+		char *real = realpath(text, NULL);
+		if (real) {
+			char *copy = wr_strdup(real);
+			free(real);
+			return copy;
+		}
+	}
+	return wr_strdup(text);
+}
+
+int client_json_set_str(json_t *obj, const char *key, const char *text,
+			struct wr_error **err)
+{
+	json_t *v = json_string(text);
+	if (!v) {
+		/* json_string() refuses text that is not UTF-8 */
+		json_t *raw = json_string_nocheck(text);
+		json_decref(raw);
+		if (raw)
+			return wr_error_input(err, 0, "%s is not valid UTF-8",
+					      key);
+		return wr_error_set(err, ENOMEM, "%s", key);
+	}
+	if (json_object_set_new(obj, key, v) < 0)
+		return wr_error_set(err, ENOMEM, "%s", key);
+	return 0;
+}
+
+int client_json_set_agent(json_t *obj, const char *cmd, struct wr_error **err)
+{
+	json_t *holder = json_object();
+	json_t *argv = json_pack("[ss]", "sh", "-c");
+	int r = -ENOMEM;
+	if (!holder || !argv) {
+		wr_error_set(err, ENOMEM, "agent");
+		goto out;
+	}
+	r = client_json_set_str(holder, "agent", cmd, err);
+	if (r < 0)
+		goto out;
+	if (json_array_append(argv, json_object_get(holder, "agent")) < 0 ||
+	    json_object_set(obj, "agent", argv) < 0) {
+		r = wr_error_set(err, ENOMEM, "agent");
+		goto out;
+	}
+	r = 0;
+out:
+	json_decref(holder);
+	json_decref(argv);
+	return r;
+}
+
+/* --- tables ------------------------------------------------------------ */
+
+int client_table_init(struct client_table *t, const char *const *headers,
+		      size_t n_cols)
+{
+	memset(t, 0, sizeof(*t));
+	t->headers = headers;
+	t->n_cols = n_cols;
+	return 0;
+}
+
+int client_table_add(struct client_table *t, ...)
+{
+	if (t->n_rows == t->cap_rows) {
+		size_t cap = t->cap_rows ? t->cap_rows * 2 : 16;
+		char **grown =
+		    wr_realloc(t->cells, cap * t->n_cols * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		t->cells = grown;
+		t->cap_rows = cap;
+	}
+	char **row = t->cells + t->n_rows * t->n_cols;
+	va_list ap;
+	va_start(ap, t);
+	int r = 0;
+	for (size_t i = 0; i < t->n_cols; i++) {
+		const char *cell = va_arg(ap, const char *);
+		row[i] = r ? NULL : client_clean(cell ? cell : "-");
+		if (!row[i])
+			r = -ENOMEM;
+	}
+	va_end(ap);
+	if (r < 0) {
+		for (size_t i = 0; i < t->n_cols; i++)
+			free(row[i]);
+		return r;
+	}
+	t->n_rows++;
+	return 0;
+}
+
+size_t client_terminal_width(void)
+{
+	struct winsize ws;
+	if (!isatty(STDOUT_FILENO) ||
+	    ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) < 0 || ws.ws_col == 0)
+		return 0;
+	return ws.ws_col;
+}
+
+/* Display width, counting UTF-8 code points (continuation bytes do not
+ * add a column). */
+static size_t text_width(const char *s)
+{
+	size_t w = 0;
+	for (; *s; s++)
+		if (((unsigned char)*s & 0xc0) != 0x80)
+			w++;
+	return w;
+}
+
+/* Prints s padded to width, or cut to max columns with "...". */
+static void print_cell(FILE *out, const char *s, size_t width, size_t max)
+{
+	size_t w = text_width(s);
+	if (max && w > max && max > 3) {
+		size_t cols = 0;
+		const char *p = s;
+		for (; *p; p++) {
+			if (((unsigned char)*p & 0xc0) != 0x80 &&
+			    cols++ == max - 3)
+				break;
+		}
+		fprintf(out, "%.*s...", (int)(p - s), s);
+		w = max;
+	} else {
+		fputs(s, out);
+	}
+	for (; w < width; w++)
+		fputc(' ', out);
+}
+
+int client_table_print(struct client_table *t, FILE *out)
+{
+	size_t widths[16] = {0};
+	if (t->n_cols > ARRAY_SIZE(widths))
+		return -EINVAL;
+	for (size_t c = 0; c < t->n_cols; c++) {
+		widths[c] = text_width(t->headers[c]);
+		for (size_t r = 0; r < t->n_rows; r++) {
+			size_t w = text_width(t->cells[r * t->n_cols + c]);
+			if (w > widths[c])
+				widths[c] = w;
+		}
+	}
+	size_t last = t->n_cols - 1;
+	size_t last_max = t->last_max;
+	if (t->fit_width) {
+		size_t used = 0;
+		for (size_t c = 0; c < last; c++)
+			used += widths[c] + 2;
+		last_max = t->fit_width > used + 20 ? t->fit_width - used : 20;
+	}
+	for (size_t r = 0; r <= t->n_rows; r++) {
+		for (size_t c = 0; c < t->n_cols; c++) {
+			const char *s = r == 0
+					    ? t->headers[c]
+					    : t->cells[(r - 1) * t->n_cols + c];
+			if (c == last) {
+				print_cell(out, s, 0, last_max);
+				fputc('\n', out);
+			} else {
+				print_cell(out, s, widths[c] + 2, 0);
+			}
+		}
+	}
+	return 0;
+}
+
+void client_table_clear(struct client_table *t)
+{
+	for (size_t i = 0; i < t->n_rows * t->n_cols; i++)
+		free(t->cells[i]);
+	free(t->cells);
+	t->cells = NULL;
+	t->n_rows = t->cap_rows = 0;
+}

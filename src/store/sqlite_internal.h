@@ -1,0 +1,233 @@
+/* sqlite_internal.h - the SQLite store backend's shared parts.
+ *
+ * sqlite.c owns the connections (one writer, a pool of readers), the
+ * prepared-statement cache, transactions, error mapping and the schema
+ * migrations; sqlite_schema.c holds every SQL text (the schema and the
+ * statements, in one place for the PostgreSQL port); sqlite_catalog.c
+ * implements tokens, repositories and snapshots; sqlite_session.c sessions,
+ * events, messages and artifacts. Nothing here leaves the backend. */
+#ifndef WR_STORE_SQLITE_INTERNAL_H
+#define WR_STORE_SQLITE_INTERNAL_H
+
+#include "store/store.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+
+/* Every statement the backend runs, prepared once per connection. */
+enum sq_stmt {
+	SQ_BEGIN,
+	SQ_BEGIN_IMMEDIATE,
+	SQ_COMMIT,
+	SQ_ROLLBACK,
+	SQ_TOKEN_ADD,
+	SQ_TOKEN_LOOKUP,
+	SQ_TOKEN_COUNT,
+	SQ_REPO_ADD,
+	SQ_REPO_GET,
+	SQ_REPO_LIST,
+	SQ_REPO_SET_REFRESHED,
+	SQ_SNAPSHOT_ADD,
+	SQ_SNAPSHOT_LATEST,
+	SQ_SNAPSHOT_LIST_REPO,
+	SQ_SNAPSHOT_LIST_ALL,
+	SQ_QUEUE_SEQ_NEXT,
+	SQ_SESSION_INSERT,
+	SQ_SESSION_GET,
+	SQ_SESSION_STATE,
+	SQ_SESSION_EXISTS,
+	SQ_SESSION_CREATED,
+	SQ_SESSION_LIST_STATE,
+	SQ_SESSION_COUNT,
+	SQ_SESSION_APPLY,
+	SQ_EVENT_NEXT_SEQ,
+	SQ_EVENT_INSERT,
+	SQ_EVENT_LIST,
+	SQ_MESSAGE_INSERT,
+	SQ_MESSAGE_PENDING,
+	SQ_MESSAGE_CONSUME,
+	SQ_MESSAGE_EXISTS,
+	SQ_ARTIFACT_ADD,
+	SQ_ARTIFACT_LIST,
+	/* session_list: one variant per combination of filters, the
+	 * SQ_LIST_* bits added to SQ_SESSION_LIST */
+	SQ_SESSION_LIST,
+	SQ_STMT_MAX = SQ_SESSION_LIST + 16
+};
+
+#define SQ_LIST_STATE 1u
+#define SQ_LIST_USER 2u
+#define SQ_LIST_REPO 4u
+#define SQ_LIST_BEFORE 8u
+
+/* The SQL of statement id (session_list variants are built into buf). */
+const char *sq_stmt_sql(enum sq_stmt id, char *buf, size_t len);
+
+struct sq_migration {
+	int version;
+	const char *sql;
+};
+extern const struct sq_migration sq_migrations[];
+extern const size_t sq_n_migrations;
+
+/* One connection and its statements; lock held while it is in use (the
+ * connections are opened SQLITE_OPEN_NOMUTEX). */
+struct sq_conn {
+	pthread_mutex_t lock;
+	bool lock_init;
+	sqlite3 *db;
+	sqlite3_stmt *stmts[SQ_STMT_MAX];
+};
+
+#define SQ_READERS 4
+
+struct sq_store {
+	struct store base;
+	char *path;
+	int schema_version;
+	struct sq_conn writer;
+	struct sq_conn readers[SQ_READERS];
+	size_t n_readers; /* 0 for ":memory:": reads use the writer */
+	atomic_uint next_reader;
+};
+
+static inline struct sq_store *sq_of(struct store *st)
+{
+	return (struct sq_store *)st;
+}
+
+/* A connection, locked: the writer, or a reader from the pool. */
+struct sq_conn *sq_writer(struct sq_store *s);
+struct sq_conn *sq_reader(struct sq_store *s);
+void sq_release(struct sq_conn *c);
+static inline void sq_releasep(struct sq_conn **c)
+{
+	if (*c)
+		sq_release(*c);
+}
+
+/* The cached statement id of c, reset and unbound (see sq_resetp). */
+int sq_prepare(struct sq_conn *c, enum sq_stmt id, sqlite3_stmt **out,
+	       struct wr_error **err);
+/* Cleanup for a statement from sq_prepare: resets it for the next use. */
+static inline void sq_resetp(sqlite3_stmt **q)
+{
+	if (*q) {
+		sqlite3_reset(*q);
+		sqlite3_clear_bindings(*q);
+	}
+}
+
+/* -errno for an SQLite result code (constraint: -EEXIST, foreign key:
+ * -ENOENT, out of memory: -ENOMEM, anything else -EIO). */
+int sq_errno(int rc);
+/* Sets *err to "what: <sqlite3_errmsg>" with sq_errno(rc). */
+int sq_error(struct sq_conn *c, int rc, struct wr_error **err, const char *fmt,
+	     ...) __attribute__((format(printf, 4, 5)));
+
+/* Transactions on the writer (immediate: takes the write lock at once) or
+ * a reader. A started transaction is rolled back at scope exit unless
+ * committed:
+ *     _cleanup_(sq_rollbackp) struct sq_conn *tx = NULL;
+ *     r = sq_begin(c, true, &tx, err); ... r = sq_commit(&tx, err); */
+int sq_begin(struct sq_conn *c, bool immediate, struct sq_conn **tx,
+	     struct wr_error **err);
+int sq_commit(struct sq_conn **tx, struct wr_error **err);
+void sq_rollbackp(struct sq_conn **tx);
+
+/* Bind helpers: NULL text binds SQL NULL; the text must outlive the step
+ * (SQLITE_STATIC). */
+static inline int sq_bind_text(sqlite3_stmt *q, int i, const char *text)
+{
+	return text ? sqlite3_bind_text(q, i, text, -1, SQLITE_STATIC)
+		    : sqlite3_bind_null(q, i);
+}
+
+/* Column helpers: a copy (NULL for SQL NULL) or a bounded copy into a
+ * fixed buffer; -ENOMEM. */
+int sq_column_strdup(sqlite3_stmt *q, int col, char **out);
+void sq_column_copy(sqlite3_stmt *q, int col, char *buf, size_t size);
+
+/* Does the id fit a STORE_ID_MAX buffer (non-empty, printable)? */
+bool sq_id_ok(const char *id);
+
+/* A growable array for *_list results. */
+struct sq_vec {
+	void *v;
+	size_t n, cap, elem;
+};
+/* A zeroed slot at the end; NULL (-ENOMEM) when it cannot grow. */
+void *sq_vec_push(struct sq_vec *vec);
+
+/* Fills one record from the current row; on failure (-ENOMEM, -EIO) it
+ * leaves nothing allocated in out. */
+typedef int (*sq_row_fn)(sqlite3_stmt *q, void *out);
+typedef void (*sq_clear_fn)(void *rec);
+/* Steps q to the end, one record of elem bytes per row, into a new array
+ * (*out NULL when there are no rows). what names the call for errors. */
+int sq_collect(struct sq_conn *c, sqlite3_stmt *q, size_t elem, sq_row_fn row,
+	       sq_clear_fn clear, void **out, size_t *n_out, const char *what,
+	       struct wr_error **err);
+
+/* The ops (sqlite_catalog.c, sqlite_session.c). */
+int sq_token_add(struct store *st, const char *hash_hex,
+		 const struct store_token *t, struct wr_error **err);
+int sq_token_lookup(struct store *st, const char *hash_hex, int64_t now_ms,
+		    struct store_token *out, struct wr_error **err);
+int sq_token_count(struct store *st, struct wr_error **err);
+int sq_repo_add(struct store *st, const struct store_repo *r,
+		struct wr_error **err);
+int sq_repo_get(struct store *st, const char *id_or_name,
+		struct store_repo *out, struct wr_error **err);
+int sq_repo_list(struct store *st, struct store_repo **out, size_t *n_out,
+		 struct wr_error **err);
+int sq_repo_set_refreshed(struct store *st, const char *id, int64_t when_ms,
+			  struct wr_error **err);
+int sq_snapshot_add(struct store *st, const struct store_snapshot *s,
+		    struct wr_error **err);
+int sq_snapshot_latest(struct store *st, const char *repo_id,
+		       struct store_snapshot *out, struct wr_error **err);
+int sq_snapshot_list(struct store *st, const char *repo_id,
+		     struct store_snapshot **out, size_t *n_out,
+		     struct wr_error **err);
+
+int sq_session_create(struct store *st, const struct store_session *s,
+		      struct wr_error **err);
+int sq_session_get(struct store *st, const char *id, struct store_session *out,
+		   struct wr_error **err);
+int sq_session_list(struct store *st, const struct store_session_filter *f,
+		    struct store_session **out, size_t *n_out,
+		    struct wr_error **err);
+int sq_session_list_state(struct store *st, enum session_state state,
+			  struct store_session **out, size_t *n_out,
+			  struct wr_error **err);
+int sq_session_count(struct store *st, int64_t *counts, struct wr_error **err);
+int64_t sq_session_transition(struct store *st, const char *id, int from,
+			      enum session_state to,
+			      const struct store_session_update *upd,
+			      const char *extra_json, struct wr_error **err);
+int sq_session_update(struct store *st, const char *id,
+		      const struct store_session_update *upd,
+		      struct wr_error **err);
+int64_t sq_event_append(struct store *st, const char *session_id,
+			const char *kind, const char *data_json,
+			struct wr_error **err);
+int sq_event_list(struct store *st, const char *session_id, int64_t after_seq,
+		  int limit, struct store_event **out, size_t *n_out,
+		  struct wr_error **err);
+int64_t sq_message_add(struct store *st, const char *session_id,
+		       const char *user, const char *text,
+		       struct wr_error **err);
+int sq_message_pending(struct store *st, const char *session_id,
+		       struct store_message **out, size_t *n_out,
+		       struct wr_error **err);
+int sq_message_consume(struct store *st, int64_t message_id, int turn,
+		       struct wr_error **err);
+int sq_artifact_add(struct store *st, const char *session_id,
+		    const struct store_artifact *a, struct wr_error **err);
+int sq_artifact_list(struct store *st, const char *session_id,
+		     struct store_artifact **out, size_t *n_out,
+		     struct wr_error **err);
+
+#endif

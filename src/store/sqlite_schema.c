@@ -1,0 +1,245 @@
+/* sqlite_schema.c - every SQL text of the SQLite backend: the migrations
+ * and the statements.
+ *
+ * The table definitions stay portable to PostgreSQL: TEXT, INTEGER and
+ * BIGINT columns, plain PRIMARY KEY / UNIQUE / REFERENCES constraints, no
+ * WITHOUT ROWID, no AUTOINCREMENT, and no reserved words as column names
+ * ("user" is user_name, "commit" is commit_id). The one SQLite reading of a
+ * portable definition is messages.id: INTEGER PRIMARY KEY is SQLite's rowid
+ * (an increasing id); PostgreSQL will spell it BIGINT GENERATED ALWAYS AS
+ * IDENTITY. The statements use RETURNING (SQLite >= 3.35, PostgreSQL) and
+ * row values; only BEGIN IMMEDIATE is SQLite's own.
+ *
+ * Migrations are append-only: a released entry never changes, a schema
+ * change is a new entry. sqlite.c applies each pending one in its own
+ * transaction and records it in schema_version. */
+#include "store/sqlite_internal.h"
+
+#include <stdio.h>
+
+const struct sq_migration sq_migrations[] = {
+    {1, "CREATE TABLE tokens ("
+	"  hash TEXT PRIMARY KEY,"
+	"  user_name TEXT NOT NULL,"
+	"  role TEXT NOT NULL,"
+	"  created_ms BIGINT NOT NULL,"
+	"  expires_ms BIGINT NOT NULL DEFAULT 0"
+	");"
+	"CREATE TABLE repositories ("
+	"  id TEXT PRIMARY KEY,"
+	"  name TEXT NOT NULL UNIQUE,"
+	"  url TEXT NOT NULL,"
+	"  default_ref TEXT,"
+	"  agent_json TEXT,"
+	"  refresh_ms BIGINT NOT NULL DEFAULT 0,"
+	"  created_ms BIGINT NOT NULL,"
+	"  last_refresh_ms BIGINT NOT NULL DEFAULT 0"
+	");"
+	"CREATE TABLE snapshots ("
+	"  id TEXT PRIMARY KEY,"
+	"  repo_id TEXT NOT NULL REFERENCES repositories (id),"
+	"  commit_id TEXT NOT NULL,"
+	"  created_ms BIGINT NOT NULL,"
+	"  timings_json TEXT"
+	");"
+	"CREATE INDEX snapshots_by_repo ON snapshots (repo_id, created_ms);"
+	"CREATE INDEX snapshots_by_created ON snapshots (created_ms);"
+	/* named counters: queue_seq orders the FIFO of queued sessions */
+	"CREATE TABLE counters ("
+	"  name TEXT PRIMARY KEY,"
+	"  value BIGINT NOT NULL"
+	");"
+	"INSERT INTO counters (name, value) VALUES ('queue_seq', 0);"
+	"CREATE TABLE sessions ("
+	"  id TEXT PRIMARY KEY,"
+	"  repo_id TEXT NOT NULL REFERENCES repositories (id),"
+	"  user_name TEXT NOT NULL,"
+	"  prompt TEXT NOT NULL,"
+	"  ref TEXT,"
+	"  agent_json TEXT,"
+	"  limits_json TEXT,"
+	"  state TEXT NOT NULL,"
+	"  reason TEXT,"
+	"  snapshot_id TEXT,"
+	"  sandbox TEXT,"
+	"  outcome_json TEXT,"
+	"  attempts INTEGER NOT NULL DEFAULT 0,"
+	"  turns INTEGER NOT NULL DEFAULT 0,"
+	"  exit_code INTEGER NOT NULL DEFAULT -1,"
+	"  queue_seq BIGINT NOT NULL,"
+	"  created_ms BIGINT NOT NULL,"
+	"  updated_ms BIGINT NOT NULL,"
+	"  started_ms BIGINT NOT NULL DEFAULT 0,"
+	"  finished_ms BIGINT NOT NULL DEFAULT 0,"
+	/* the seq of the session's newest event: the next one is +1,
+	 * taken inside the write transaction that inserts it */
+	"  last_event_seq BIGINT NOT NULL DEFAULT 0"
+	");"
+	"CREATE INDEX sessions_by_state ON sessions (state, queue_seq);"
+	/* the API's newest-first list of one state */
+	"CREATE INDEX sessions_by_state_created ON sessions "
+	"  (state, created_ms, id);"
+	"CREATE INDEX sessions_by_user ON sessions (user_name, created_ms, id);"
+	"CREATE INDEX sessions_by_repo ON sessions (repo_id, created_ms, id);"
+	"CREATE INDEX sessions_by_created ON sessions (created_ms, id);"
+	"CREATE TABLE messages ("
+	"  id INTEGER PRIMARY KEY,"
+	"  session_id TEXT NOT NULL REFERENCES sessions (id),"
+	"  user_name TEXT NOT NULL,"
+	"  text TEXT NOT NULL,"
+	"  turn INTEGER NOT NULL DEFAULT 0,"
+	"  created_ms BIGINT NOT NULL"
+	");"
+	"CREATE INDEX messages_by_session ON messages (session_id, turn, id);"
+	"CREATE TABLE events ("
+	"  session_id TEXT NOT NULL REFERENCES sessions (id),"
+	"  seq BIGINT NOT NULL,"
+	"  time_ms BIGINT NOT NULL,"
+	"  kind TEXT NOT NULL,"
+	"  data TEXT NOT NULL,"
+	"  PRIMARY KEY (session_id, seq)"
+	");"
+	"CREATE TABLE artifacts ("
+	"  session_id TEXT NOT NULL REFERENCES sessions (id),"
+	"  name TEXT NOT NULL,"
+	"  path TEXT NOT NULL,"
+	"  media_type TEXT,"
+	"  size BIGINT NOT NULL,"
+	"  created_ms BIGINT NOT NULL,"
+	"  PRIMARY KEY (session_id, name)"
+	");"},
+};
+const size_t sq_n_migrations = sizeof(sq_migrations) / sizeof(sq_migrations[0]);
+
+#define REPO_COLUMNS                                                       \
+	"id, name, url, default_ref, agent_json, refresh_ms, created_ms, " \
+	"last_refresh_ms"
+#define SNAPSHOT_COLUMNS "id, repo_id, commit_id, created_ms, timings_json"
+/* the order sqlite_session.c's session_from_row reads */
+#define SESSION_COLUMNS                                                  \
+	"id, repo_id, user_name, prompt, ref, agent_json, limits_json, " \
+	"state, "                                                        \
+	"reason, snapshot_id, sandbox, outcome_json, attempts, turns, "  \
+	"exit_code, queue_seq, created_ms, updated_ms, started_ms, "     \
+	"finished_ms"
+
+static const char *const stmt_sql[SQ_SESSION_LIST] = {
+    [SQ_BEGIN] = "BEGIN",
+    [SQ_BEGIN_IMMEDIATE] = "BEGIN IMMEDIATE",
+    [SQ_COMMIT] = "COMMIT",
+    [SQ_ROLLBACK] = "ROLLBACK",
+
+    [SQ_TOKEN_ADD] = "INSERT INTO tokens (hash, user_name, role, created_ms, "
+		     "expires_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+    [SQ_TOKEN_LOOKUP] = "SELECT user_name, role, created_ms, expires_ms "
+			"FROM tokens WHERE hash = ?1 "
+			"AND (expires_ms = 0 OR expires_ms > ?2)",
+    [SQ_TOKEN_COUNT] = "SELECT COUNT(*) FROM tokens",
+
+    [SQ_REPO_ADD] = "INSERT INTO repositories (" REPO_COLUMNS ") "
+		    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    /* an id match wins over a name match */
+    [SQ_REPO_GET] = "SELECT " REPO_COLUMNS " FROM repositories "
+		    "WHERE id = ?1 OR name = ?1 "
+		    "ORDER BY CASE WHEN id = ?1 THEN 0 ELSE 1 END LIMIT 1",
+    [SQ_REPO_LIST] = "SELECT " REPO_COLUMNS " FROM repositories "
+		     "ORDER BY name",
+    [SQ_REPO_SET_REFRESHED] = "UPDATE repositories SET last_refresh_ms = ?2 "
+			      "WHERE id = ?1",
+
+    [SQ_SNAPSHOT_ADD] = "INSERT INTO snapshots (" SNAPSHOT_COLUMNS ") "
+			"VALUES (?1, ?2, ?3, ?4, ?5)",
+    [SQ_SNAPSHOT_LATEST] = "SELECT " SNAPSHOT_COLUMNS " FROM snapshots "
+			   "WHERE repo_id = ?1 "
+			   "ORDER BY created_ms DESC, id DESC LIMIT 1",
+    [SQ_SNAPSHOT_LIST_REPO] = "SELECT " SNAPSHOT_COLUMNS " FROM snapshots "
+			      "WHERE repo_id = ?1 "
+			      "ORDER BY created_ms DESC, id DESC",
+    [SQ_SNAPSHOT_LIST_ALL] = "SELECT " SNAPSHOT_COLUMNS " FROM snapshots "
+			     "ORDER BY created_ms DESC, id DESC",
+
+    [SQ_QUEUE_SEQ_NEXT] = "UPDATE counters SET value = value + 1 "
+			  "WHERE name = 'queue_seq' RETURNING value",
+
+    [SQ_SESSION_INSERT] =
+	"INSERT INTO sessions (id, repo_id, user_name, prompt, ref, "
+	"agent_json, limits_json, state, queue_seq, created_ms, updated_ms) "
+	"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
+    [SQ_SESSION_GET] = "SELECT " SESSION_COLUMNS " FROM sessions "
+		       "WHERE id = ?1",
+    [SQ_SESSION_STATE] = "SELECT state FROM sessions WHERE id = ?1",
+    [SQ_SESSION_EXISTS] = "SELECT 1 FROM sessions WHERE id = ?1",
+    [SQ_SESSION_CREATED] = "SELECT created_ms FROM sessions WHERE id = ?1",
+    [SQ_SESSION_LIST_STATE] = "SELECT " SESSION_COLUMNS " FROM sessions "
+			      "WHERE state = ?1 ORDER BY queue_seq",
+    [SQ_SESSION_COUNT] = "SELECT state, COUNT(*) FROM sessions "
+			 "GROUP BY state",
+    /* NULL parameters keep the column; '' clears the text ones */
+    [SQ_SESSION_APPLY] =
+	"UPDATE sessions SET "
+	"state = COALESCE(?2, state), "
+	"reason = CASE WHEN ?3 IS NULL THEN reason ELSE NULLIF(?3, '') END, "
+	"snapshot_id = CASE WHEN ?4 IS NULL THEN snapshot_id "
+	"  ELSE NULLIF(?4, '') END, "
+	"sandbox = CASE WHEN ?5 IS NULL THEN sandbox ELSE NULLIF(?5, '') END, "
+	"outcome_json = COALESCE(?6, outcome_json), "
+	"attempts = COALESCE(?7, attempts), "
+	"turns = COALESCE(?8, turns), "
+	"exit_code = COALESCE(?9, exit_code), "
+	"queue_seq = COALESCE(?10, queue_seq), "
+	"started_ms = COALESCE(?11, started_ms), "
+	"finished_ms = COALESCE(?12, finished_ms), "
+	"updated_ms = ?13 "
+	"WHERE id = ?1",
+
+    [SQ_EVENT_NEXT_SEQ] = "UPDATE sessions SET last_event_seq = "
+			  "last_event_seq + 1 WHERE id = ?1 "
+			  "RETURNING last_event_seq",
+    [SQ_EVENT_INSERT] = "INSERT INTO events (session_id, seq, time_ms, kind, "
+			"data) VALUES (?1, ?2, ?3, ?4, ?5)",
+    [SQ_EVENT_LIST] = "SELECT seq, time_ms, kind, data FROM events "
+		      "WHERE session_id = ?1 AND seq > ?2 "
+		      "ORDER BY seq LIMIT ?3",
+
+    [SQ_MESSAGE_INSERT] = "INSERT INTO messages (session_id, user_name, "
+			  "text, turn, created_ms) "
+			  "VALUES (?1, ?2, ?3, 0, ?4) RETURNING id",
+    [SQ_MESSAGE_PENDING] = "SELECT id, user_name, text, turn, created_ms "
+			   "FROM messages WHERE session_id = ?1 AND turn = 0 "
+			   "ORDER BY id",
+    [SQ_MESSAGE_CONSUME] = "UPDATE messages SET turn = ?2 "
+			   "WHERE id = ?1 AND turn = 0",
+    [SQ_MESSAGE_EXISTS] = "SELECT 1 FROM messages WHERE id = ?1",
+
+    [SQ_ARTIFACT_ADD] = "INSERT INTO artifacts (session_id, name, path, "
+			"media_type, size, created_ms) "
+			"VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [SQ_ARTIFACT_LIST] = "SELECT name, path, media_type, size, created_ms "
+			 "FROM artifacts WHERE session_id = ?1 ORDER BY name",
+};
+
+/* session_list, newest first, with the filters of the SQ_LIST_* bits:
+ * ?1 state, ?2 user, ?3 repo, ?4 ?5 the (created_ms, id) of the page's
+ * boundary, ?6 the limit. */
+static const char *session_list_sql(unsigned mask, char *buf, size_t len)
+{
+	int n = snprintf(
+	    buf, len,
+	    "SELECT " SESSION_COLUMNS " FROM sessions WHERE 1 = 1%s%s%s%s "
+	    "ORDER BY created_ms DESC, id DESC LIMIT ?6",
+	    mask & SQ_LIST_STATE ? " AND state = ?1" : "",
+	    mask & SQ_LIST_USER ? " AND user_name = ?2" : "",
+	    mask & SQ_LIST_REPO ? " AND repo_id = ?3" : "",
+	    mask & SQ_LIST_BEFORE ? " AND (created_ms, id) < (?4, ?5)" : "");
+	return n > 0 && (size_t)n < len ? buf : NULL;
+}
+
+const char *sq_stmt_sql(enum sq_stmt id, char *buf, size_t len)
+{
+	if (id >= SQ_SESSION_LIST && id < SQ_STMT_MAX)
+		return session_list_sql((unsigned)(id - SQ_SESSION_LIST), buf,
+					len);
+	if ((int)id < 0 || id >= SQ_SESSION_LIST)
+		return NULL;
+	return stmt_sql[id];
+}

@@ -1,0 +1,1425 @@
+/* test_db.c - the control plane's store (src/store/store.h) on SQLite:
+ * the lifecycle table, ids, open and migrations (reopen, a newer schema, a
+ * file that is not a database), every call's happy path and its -ENOENT,
+ * -EEXIST, -ESTALE and -EPERM paths, the atomicity of a transition and its
+ * event, gapless event seqs under concurrent appends (threads of one
+ * handle, and two handles as two processes would be), pagination, token
+ * expiry, and allocation failure at every step of the reading calls.
+ *
+ * Databases live in a scratch directory under /tmp, removed at the end
+ * with nftw. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+#include <sqlite3.h>
+
+#include "store/store.h"
+#include "util/alloc.h"
+#include "util/error.h"
+
+static char root[] = "/tmp/warren-unit-db.XXXXXX";
+static char dir[PATH_MAX]; /* this test's own directory under root */
+static int test_seq;
+
+static int remove_entry(const char *path, const struct stat *st, int type,
+			struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	return type == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	return mkdtemp(root) ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	return nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int test_setup(void **state)
+{
+	(void)state;
+	wr_alloc_fail_at(0);
+	snprintf(dir, sizeof(dir), "%s/t%d", root, ++test_seq);
+	return mkdir(dir, 0755);
+}
+
+static int test_teardown(void **state)
+{
+	(void)state;
+	wr_alloc_fail_at(0);
+	return 0;
+}
+
+/* dir/rel, in one of a few rotating buffers. */
+static const char *P(const char *rel)
+{
+	static char bufs[8][PATH_MAX];
+	static int next;
+	char *b = bufs[next++ % 8];
+	snprintf(b, PATH_MAX, "%s/%s", dir, rel);
+	return b;
+}
+
+static void fail_err(const char *what, long long r, struct wr_error *err)
+{
+	fail_msg("%s = %lld: %s", what, r, err ? err->msg : "(no error)");
+}
+
+/* A call that must succeed; evaluates to its result. */
+#define OK(call)                                   \
+	({                                         \
+		struct wr_error *err_ = NULL;      \
+		long long r_ = (long long)(call);  \
+		if (r_ < 0)                        \
+			fail_err(#call, r_, err_); \
+		r_;                                \
+	})
+/* A call that must fail with -errnum and say why. */
+#define FAILS(errnum, call)                                               \
+	do {                                                              \
+		struct wr_error *err_ = NULL;                             \
+		long long r_ = (long long)(call);                         \
+		if (r_ != -(errnum))                                      \
+			fail_msg("%s = %lld, want %d: %s", #call, r_,     \
+				 -(errnum), err_ ? err_->msg : "(none)"); \
+		assert_non_null(err_);                                    \
+		assert_non_null(err_->msg);                               \
+		wr_error_free(err_);                                      \
+	} while (0)
+
+static struct store *open_db(const char *name)
+{
+	struct wr_error *err = NULL;
+	struct store *st = store_open_sqlite(P(name), &err);
+	if (!st)
+		fail_err("store_open_sqlite", -1, err);
+	return st;
+}
+
+/* Runs SQL on the database file with a connection of its own. */
+static void raw_sql(const char *name, const char *sql)
+{
+	sqlite3 *db = NULL;
+	assert_int_equal(sqlite3_open(P(name), &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
+	char *msg = NULL;
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+		fail_msg("%s: %s", sql, msg);
+	sqlite3_close(db);
+}
+
+static void add_repo(struct store *st, const char *name, char id[STORE_ID_MAX])
+{
+	struct store_repo r = {.name = (char *)name, .url = (char *)"/src/x"};
+	store_new_id("r-", r.id);
+	OK(st->ops->repo_add(st, &r, &err_));
+	memcpy(id, r.id, STORE_ID_MAX);
+}
+
+static void add_session_at(struct store *st, const char *repo_id,
+			   const char *user, int64_t created_ms,
+			   char id[STORE_ID_MAX])
+{
+	struct store_session s = {.user = (char *)user,
+				  .prompt = (char *)"fix the test",
+				  .created_ms = created_ms};
+	store_new_id("s-", s.id);
+	snprintf(s.repo_id, sizeof(s.repo_id), "%s", repo_id);
+	OK(st->ops->session_create(st, &s, &err_));
+	memcpy(id, s.id, STORE_ID_MAX);
+}
+
+static void add_session(struct store *st, const char *repo_id,
+			char id[STORE_ID_MAX])
+{
+	add_session_at(st, repo_id, "alice", 0, id);
+}
+
+static enum session_state state_of(struct store *st, const char *id)
+{
+	struct store_session s;
+	OK(st->ops->session_get(st, id, &s, &err_));
+	enum session_state state = s.state;
+	store_session_clear(&s);
+	return state;
+}
+
+static size_t count_events(struct store *st, const char *id)
+{
+	struct store_event *ev = NULL;
+	size_t n = 0;
+	OK(st->ops->event_list(st, id, 0, 0, &ev, &n, &err_));
+	store_events_free(ev, n);
+	return n;
+}
+
+/* The data of event seq, parsed. */
+static json_t *event_data(struct store *st, const char *id, int64_t seq,
+			  const char *kind)
+{
+	struct store_event *ev = NULL;
+	size_t n = 0;
+	OK(st->ops->event_list(st, id, seq - 1, 1, &ev, &n, &err_));
+	assert_int_equal(n, 1);
+	assert_int_equal(ev[0].seq, seq);
+	assert_string_equal(ev[0].kind, kind);
+	json_t *j = json_loads(ev[0].data_json, 0, NULL);
+	assert_non_null(j);
+	store_events_free(ev, n);
+	return j;
+}
+
+/* ---- lifecycle, ids ----------------------------------------------------- */
+
+static void test_state_names_and_lifecycle(void **state)
+{
+	(void)state;
+	for (int i = 0; i < SESSION_STATE_MAX; i++) {
+		const char *name = session_state_name(i);
+		assert_non_null(name);
+		assert_int_equal(session_state_parse(name), i);
+	}
+	assert_null(session_state_name(SESSION_STATE_MAX));
+	assert_null(session_state_name((enum session_state) - 1));
+	assert_string_equal(session_state_name(SESSION_REVIEW), "review");
+	assert_int_equal(session_state_parse("Queued"), -EINVAL);
+	assert_int_equal(session_state_parse(""), -EINVAL);
+	assert_int_equal(session_state_parse(NULL), -EINVAL);
+
+	const enum session_state terminal[] = {
+	    SESSION_PUSHED, SESSION_REJECTED, SESSION_FAILED, SESSION_CANCELLED,
+	    SESSION_EXPIRED};
+	int n_terminal = 0;
+	for (int i = 0; i < SESSION_STATE_MAX; i++)
+		n_terminal += session_state_terminal(i);
+	assert_int_equal(n_terminal, 5);
+	for (size_t i = 0; i < 5; i++) {
+		assert_true(session_state_terminal(terminal[i]));
+		for (int to = 0; to < SESSION_STATE_MAX; to++)
+			assert_false(
+			    session_transition_allowed(terminal[i], to));
+	}
+	/* the main line */
+	const enum session_state line[] = {
+	    SESSION_QUEUED,    SESSION_PROVISIONING, SESSION_RUNNING,
+	    SESSION_VERIFYING, SESSION_REVIEW,	     SESSION_APPROVED,
+	    SESSION_PUSHED};
+	for (size_t i = 0; i + 1 < 7; i++) {
+		assert_true(session_transition_allowed(line[i], line[i + 1]));
+		assert_false(session_transition_allowed(line[i + 1], line[i]));
+	}
+	assert_true(
+	    session_transition_allowed(SESSION_REVIEW, SESSION_REJECTED));
+	assert_true(session_transition_allowed(SESSION_REVIEW, SESSION_QUEUED));
+	assert_true(
+	    session_transition_allowed(SESSION_REVIEW, SESSION_RUNNING));
+	assert_true(
+	    session_transition_allowed(SESSION_RUNNING, SESSION_REVIEW));
+	assert_true(
+	    session_transition_allowed(SESSION_INTERRUPTED, SESSION_QUEUED));
+	assert_true(
+	    session_transition_allowed(SESSION_INTERRUPTED, SESSION_FAILED));
+	assert_true(
+	    session_transition_allowed(SESSION_REVIEW, SESSION_CANCELLED));
+	assert_false(
+	    session_transition_allowed(SESSION_REVIEW, SESSION_FAILED));
+	assert_true(
+	    session_transition_allowed(SESSION_RUNNING, SESSION_INTERRUPTED));
+	assert_true(session_transition_allowed(SESSION_INTERRUPTED,
+					       SESSION_PROVISIONING));
+	assert_true(
+	    session_transition_allowed(SESSION_QUEUED, SESSION_CANCELLED));
+	assert_true(
+	    session_transition_allowed(SESSION_VERIFYING, SESSION_FAILED));
+	assert_false(
+	    session_transition_allowed(SESSION_QUEUED, SESSION_INTERRUPTED));
+	assert_false(
+	    session_transition_allowed(SESSION_QUEUED, SESSION_RUNNING));
+	assert_false(
+	    session_transition_allowed(SESSION_RUNNING, SESSION_RUNNING));
+	assert_false(
+	    session_transition_allowed(SESSION_REVIEW, SESSION_PUSHED));
+	assert_false(
+	    session_transition_allowed(SESSION_STATE_MAX, SESSION_QUEUED));
+	assert_false(session_transition_allowed(SESSION_QUEUED, -1));
+}
+
+static void test_new_id(void **state)
+{
+	(void)state;
+	char a[STORE_ID_MAX], b[STORE_ID_MAX];
+	store_new_id("s-", a);
+	store_new_id("s-", b);
+	assert_int_equal(strlen(a), 18);
+	assert_memory_equal(a, "s-", 2);
+	assert_int_equal(strspn(a + 2, "0123456789abcdef"), 16);
+	assert_string_not_equal(a, b);
+	store_new_id(NULL, a);
+	assert_int_equal(strlen(a), 16);
+	/* a prefix too long for the buffer is cut, never overflows */
+	char prefix[STORE_ID_MAX + 10];
+	memset(prefix, 'p', sizeof(prefix) - 1);
+	prefix[sizeof(prefix) - 1] = '\0';
+	store_new_id(prefix, a);
+	assert_int_equal(strlen(a), STORE_ID_MAX - 1);
+	assert_int_equal(strspn(a + STORE_ID_MAX - 17, "0123456789abcdef"), 16);
+	int64_t now = store_now_ms();
+	assert_true(now > 1600000000000LL);
+}
+
+/* ---- open and migrations ------------------------------------------------ */
+
+static void test_open_creates_migrates_and_reopens(void **state)
+{
+	(void)state;
+	struct store *st = open_db("w.db");
+	int version = store_schema_version(st);
+	assert_true(version >= 1);
+	char repo[STORE_ID_MAX], sid[STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	add_session(st, repo, sid);
+	store_close(st);
+
+	/* WAL is a property of the file; the schema is recorded */
+	sqlite3 *db = NULL;
+	assert_int_equal(sqlite3_open(P("w.db"), &db), SQLITE_OK);
+	sqlite3_stmt *q = NULL;
+	assert_int_equal(
+	    sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &q, NULL),
+	    SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	assert_string_equal((const char *)sqlite3_column_text(q, 0), "wal");
+	sqlite3_finalize(q);
+	assert_int_equal(sqlite3_prepare_v2(db,
+					    "SELECT MAX(version), COUNT(*) "
+					    "FROM schema_version",
+					    -1, &q, NULL),
+			 SQLITE_OK);
+	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(q, 0), version);
+	assert_int_equal(sqlite3_column_int(q, 1), version);
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+
+	/* reopen: nothing migrates twice, the data is there */
+	st = open_db("w.db");
+	assert_int_equal(store_schema_version(st), version);
+	struct store_repo r;
+	OK(st->ops->repo_get(st, "c-hello", &r, &err_));
+	assert_string_equal(r.id, repo);
+	store_repo_clear(&r);
+	assert_int_equal(state_of(st, sid), SESSION_QUEUED);
+	assert_int_equal(count_events(st, sid), 1);
+	store_close(st);
+}
+
+static void test_open_refuses_newer_schema(void **state)
+{
+	(void)state;
+	store_close(open_db("new.db"));
+	raw_sql("new.db", "INSERT INTO schema_version (version, applied_ms) "
+			  "VALUES (999, 0)");
+	struct wr_error *err = NULL;
+	assert_null(store_open_sqlite(P("new.db"), &err));
+	assert_non_null(err);
+	assert_int_equal(err->errnum, ENOTSUP);
+	assert_non_null(strstr(err->msg, "999"));
+	assert_non_null(strstr(err->msg, "newer"));
+	wr_error_free(err);
+}
+
+static void test_open_errors(void **state)
+{
+	(void)state;
+	/* not a database */
+	int fd = open(P("junk.db"), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	char junk[4096];
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = "not a database\n"[i % 15];
+	assert_int_equal(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	close(fd);
+	struct wr_error *err = NULL;
+	assert_null(store_open_sqlite(P("junk.db"), &err));
+	assert_non_null(err);
+	assert_int_equal(err->errnum, EIO);
+	assert_non_null(strstr(err->msg, "not a database"));
+	assert_non_null(strstr(err->msg, "junk.db"));
+	wr_error_free(err);
+
+	/* a directory that does not exist */
+	err = NULL;
+	assert_null(store_open_sqlite(P("missing/w.db"), &err));
+	assert_non_null(err);
+	assert_int_equal(err->errnum, ENOENT);
+	assert_non_null(strstr(err->msg, "missing/w.db"));
+	wr_error_free(err);
+
+	err = NULL;
+	assert_null(store_open_sqlite("", &err));
+	assert_int_equal(err->errnum, EINVAL);
+	wr_error_free(err);
+}
+
+static void test_open_in_memory(void **state)
+{
+	(void)state;
+	struct wr_error *err = NULL;
+	struct store *st = store_open_sqlite(":memory:", &err);
+	if (!st)
+		fail_err("open :memory:", -1, err);
+	char repo[STORE_ID_MAX], sid[STORE_ID_MAX];
+	add_repo(st, "mem", repo);
+	add_session(st, repo, sid);
+	assert_int_equal(state_of(st, sid), SESSION_QUEUED);
+	store_close(st);
+}
+
+/* ---- tokens, repositories, snapshots ------------------------------------ */
+
+static void test_tokens(void **state)
+{
+	(void)state;
+	struct store *st = open_db("w.db");
+	assert_int_equal(OK(st->ops->token_count(st, &err_)), 0);
+	struct store_token t = {.user = (char *)"admin",
+				.role = (char *)"admin"};
+	OK(st->ops->token_add(st, "aa11", &t, &err_));
+	FAILS(EEXIST, st->ops->token_add(st, "aa11", &t, &err_));
+	int64_t now = store_now_ms();
+	struct store_token exp = {.user = (char *)"bob",
+				  .role = (char *)"submitter",
+				  .created_ms = now - 10,
+				  .expires_ms = now + 1000};
+	OK(st->ops->token_add(st, "bb22", &exp, &err_));
+	assert_int_equal(OK(st->ops->token_count(st, &err_)), 2);
+
+	struct store_token got;
+	OK(st->ops->token_lookup(st, "aa11", now + 1000000000, &got, &err_));
+	assert_string_equal(got.user, "admin");
+	assert_string_equal(got.role, "admin");
+	assert_int_equal(got.expires_ms, 0);
+	assert_true(got.created_ms >= now - 1000);
+	store_token_clear(&got);
+
+	OK(st->ops->token_lookup(st, "bb22", now + 999, &got, &err_));
+	assert_string_equal(got.user, "bob");
+	assert_int_equal(got.created_ms, now - 10);
+	assert_int_equal(got.expires_ms, now + 1000);
+	store_token_clear(&got);
+
+	/* expired at expires_ms exactly; out untouched on failure */
+	struct store_token untouched = {.user = (char *)"x"};
+	FAILS(ENOENT,
+	      st->ops->token_lookup(st, "bb22", now + 1000, &untouched, &err_));
+	assert_string_equal(untouched.user, "x");
+	FAILS(ENOENT,
+	      st->ops->token_lookup(st, "cc33", now, &untouched, &err_));
+	FAILS(EINVAL, st->ops->token_add(st, "", &t, &err_));
+	store_close(st);
+}
+
+static void test_repositories(void **state)
+{
+	(void)state;
+	struct store *st = open_db("w.db");
+	struct store_repo r = {.name = (char *)"zeta",
+			       .url = (char *)"https://example.com/z.git",
+			       .default_ref = (char *)"main",
+			       .agent_json = (char *)"[\"sh\",\"-c\",\"x\"]",
+			       .refresh_ms = 60000};
+	store_new_id("r-", r.id);
+	OK(st->ops->repo_add(st, &r, &err_));
+	char alpha[STORE_ID_MAX];
+	add_repo(st, "alpha", alpha);
+
+	struct store_repo got;
+	OK(st->ops->repo_get(st, r.id, &got, &err_));
+	assert_string_equal(got.name, "zeta");
+	assert_string_equal(got.url, "https://example.com/z.git");
+	assert_string_equal(got.default_ref, "main");
+	assert_string_equal(got.agent_json, "[\"sh\",\"-c\",\"x\"]");
+	assert_int_equal(got.refresh_ms, 60000);
+	assert_true(got.created_ms > 0);
+	assert_int_equal(got.last_refresh_ms, 0);
+	store_repo_clear(&got);
+	OK(st->ops->repo_get(st, "alpha", &got, &err_));
+	assert_string_equal(got.id, alpha);
+	assert_null(got.default_ref);
+	assert_null(got.agent_json);
+	store_repo_clear(&got);
+
+	/* a duplicate name, a duplicate id */
+	struct store_repo dup = {.name = (char *)"alpha", .url = (char *)"/x"};
+	store_new_id("r-", dup.id);
+	FAILS(EEXIST, st->ops->repo_add(st, &dup, &err_));
+	dup.name = (char *)"beta";
+	memcpy(dup.id, alpha, STORE_ID_MAX);
+	FAILS(EEXIST, st->ops->repo_add(st, &dup, &err_));
+	dup.name = (char *)"bad name";
+	store_new_id("r-", dup.id);
+	FAILS(EINVAL, st->ops->repo_add(st, &dup, &err_));
+	dup.name = (char *)"..";
+	FAILS(EINVAL, st->ops->repo_add(st, &dup, &err_));
+
+	struct store_repo *v = NULL;
+	size_t n = 0;
+	OK(st->ops->repo_list(st, &v, &n, &err_));
+	assert_int_equal(n, 2);
+	assert_string_equal(v[0].name, "alpha");
+	assert_string_equal(v[1].name, "zeta");
+	store_repos_free(v, n);
+
+	OK(st->ops->repo_set_refreshed(st, alpha, 12345, &err_));
+	OK(st->ops->repo_get(st, alpha, &got, &err_));
+	assert_int_equal(got.last_refresh_ms, 12345);
+	store_repo_clear(&got);
+	FAILS(ENOENT, st->ops->repo_set_refreshed(st, "r-none", 1, &err_));
+	FAILS(ENOENT, st->ops->repo_get(st, "nope", &got, &err_));
+	store_close(st);
+}
+
+static void test_snapshots(void **state)
+{
+	(void)state;
+	struct store *st = open_db("w.db");
+	char a[STORE_ID_MAX], b[STORE_ID_MAX];
+	add_repo(st, "a", a);
+	add_repo(st, "b", b);
+	struct store_snapshot got;
+	FAILS(ENOENT, st->ops->snapshot_latest(st, a, &got, &err_));
+
+	const char *commit = "0123456789abcdef0123456789abcdef01234567";
+	for (int i = 0; i < 3; i++) {
+		struct store_snapshot s = {.created_ms = 1000 + i,
+					   .timings_json =
+					       (char *)"{\"build\":1}"};
+		snprintf(s.id, sizeof(s.id), "snap%d", i);
+		snprintf(s.repo_id, sizeof(s.repo_id), "%s", i == 1 ? b : a);
+		snprintf(s.commit, sizeof(s.commit), "%s", commit);
+		OK(st->ops->snapshot_add(st, &s, &err_));
+	}
+	OK(st->ops->snapshot_latest(st, a, &got, &err_));
+	assert_string_equal(got.id, "snap2");
+	assert_string_equal(got.repo_id, a);
+	assert_string_equal(got.commit, commit);
+	assert_string_equal(got.timings_json, "{\"build\":1}");
+	assert_int_equal(got.created_ms, 1002);
+	store_snapshot_clear(&got);
+
+	struct store_snapshot *v = NULL;
+	size_t n = 0;
+	OK(st->ops->snapshot_list(st, NULL, &v, &n, &err_));
+	assert_int_equal(n, 3);
+	assert_string_equal(v[0].id, "snap2");
+	assert_string_equal(v[1].id, "snap1");
+	assert_string_equal(v[2].id, "snap0");
+	store_snapshots_free(v, n);
+	OK(st->ops->snapshot_list(st, b, &v, &n, &err_));
+	assert_int_equal(n, 1);
+	assert_string_equal(v[0].id, "snap1");
+	store_snapshots_free(v, n);
+	OK(st->ops->snapshot_list(st, "r-none", &v, &n, &err_));
+	assert_int_equal(n, 0);
+	store_snapshots_free(v, n);
+
+	struct store_snapshot s = {0};
+	snprintf(s.id, sizeof(s.id), "snap0");
+	snprintf(s.repo_id, sizeof(s.repo_id), "%s", a);
+	snprintf(s.commit, sizeof(s.commit), "%s", commit);
+	FAILS(EEXIST, st->ops->snapshot_add(st, &s, &err_));
+	snprintf(s.id, sizeof(s.id), "snap9");
+	snprintf(s.repo_id, sizeof(s.repo_id), "r-none");
+	FAILS(ENOENT, st->ops->snapshot_add(st, &s, &err_));
+	store_close(st);
+}
+
+/* ---- sessions ----------------------------------------------------------- */
+
+static void test_session_create_and_get(void **state)
+{
+	(void)state;
+	struct store *st = open_db("w.db");
+	char repo[STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	struct store_session s = {
+	    .user = (char *)"alice",
+	    .prompt = (char *)"fix the failing test",
+	    .ref = (char *)"main",
+	    .agent_json = (char *)"[\"sh\",\"-c\",\"make\"]",
+	    .limits_json = (char *)"{\"memory\":\"1G\"}",
+	    /* ignored at create: */
+	    .state = SESSION_RUNNING,
+	    .attempts = 7,
+	};
+	store_new_id("s-", s.id);
+	snprintf(s.repo_id, sizeof(s.repo_id), "%s", repo);
+	OK(st->ops->session_create(st, &s, &err_));
+	FAILS(EEXIST, st->ops->session_create(st, &s, &err_));
+
+	struct store_session got;
+	OK(st->ops->session_get(st, s.id, &got, &err_));
+	assert_string_equal(got.id, s.id);
+	assert_string_equal(got.repo_id, repo);
+	assert_string_equal(got.user, "alice");
+	assert_string_equal(got.prompt, "fix the failing test");
+	assert_string_equal(got.ref, "main");
+	assert_string_equal(got.agent_json, "[\"sh\",\"-c\",\"make\"]");
+	assert_string_equal(got.limits_json, "{\"memory\":\"1G\"}");
+	assert_int_equal(got.state, SESSION_QUEUED);
+	assert_null(got.reason);
+	assert_null(got.snapshot_id);
+	assert_null(got.sandbox);
+	assert_null(got.outcome_json);
+	assert_int_equal(got.attempts, 0);
+	assert_int_equal(got.turns, 0);
+	assert_int_equal(got.exit_code, -1);
+	assert_true(got.queue_seq > 0);
+	assert_true(got.created_ms > 0);
+	assert_int_equal(got.updated_ms, got.created_ms);
+	assert_int_equal(got.started_ms, 0);
+	assert_int_equal(got.finished_ms, 0);
+	store_session_clear(&got);
+
+	/* event 1, and the prompt as a pending message */
+	json_t *j = event_data(st, s.id, 1, "state");
+	assert_string_equal(json_string_value(json_object_get(j, "state")),
+			    "queued");
+	json_decref(j);
+	struct store_message *m = NULL;
+	size_t n = 0;
+	OK(st->ops->message_pending(st, s.id, &m, &n, &err_));
+	assert_int_equal(n, 1);
+	assert_string_equal(m[0].user, "alice");
+	assert_string_equal(m[0].text, "fix the failing test");
+	assert_int_equal(m[0].turn, 0);
+	store_messages_free(m, n);
+
+	/* an unknown repository; unknown and malformed ids */
+	struct store_session bad = {.user = (char *)"a", .prompt = (char *)"p"};
+	store_new_id("s-", bad.id);
+	snprintf(bad.repo_id, sizeof(bad.repo_id), "r-none");
+	FAILS(ENOENT, st->ops->session_create(st, &bad, &err_));
+	FAILS(ENOENT, st->ops->session_get(st, bad.id, &got, &err_));
+	FAILS(ENOENT, st->ops->session_get(st, "", &got, &err_));
+	char long_id[STORE_ID_MAX + 1];
+	memset(long_id, 'a', STORE_ID_MAX);
+	long_id[STORE_ID_MAX] = '\0';
+	FAILS(ENOENT, st->ops->session_get(st, long_id, &got, &err_));
+	/* nothing half-written by the failed create */
+	struct store_event *ev = NULL;
+	FAILS(ENOENT, st->ops->event_list(st, bad.id, 0, 0, &ev, &n, &err_));
+	store_close(st);
+}
+
+static void test_session_transition(void **state)
+{
+	(void)state;
+	struct store *st = open_db("w.db");
+	char repo[STORE_ID_MAX], sid[STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	add_session(st, repo, sid);
+	struct store_session before;
+	OK(st->ops->session_get(st, sid, &before, &err_));
+
+	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+	upd.sandbox = "ws-1";
+	upd.snapshot_id = "snap1";
+	upd.attempts = 1;
+	int64_t seq = OK(st->ops->session_transition(
+	    st, sid, SESSION_QUEUED, SESSION_PROVISIONING, &upd,
+	    "{\"attempt\":1,\"state\":\"bogus\"}", &err_));
+	assert_int_equal(seq, 2);
+	json_t *j = event_data(st, sid, 2, "state");
+	/* the event's own keys win over extra's; key order is stable */
+	char *text = json_dumps(j, JSON_COMPACT);
+	assert_string_equal(text, "{\"state\":\"provisioning\",\"from\":"
+				  "\"queued\",\"reason\":null,\"attempt\":1}");
+	free(text);
+	json_decref(j);
+
+	struct store_session got;
+	OK(st->ops->session_get(st, sid, &got, &err_));
+	assert_int_equal(got.state, SESSION_PROVISIONING);
+	assert_string_equal(got.sandbox, "ws-1");
+	assert_string_equal(got.snapshot_id, "snap1");
+	assert_int_equal(got.attempts, 1);
+	assert_int_equal(got.exit_code, -1);
+	assert_int_equal(got.queue_seq, before.queue_seq);
+	assert_true(got.updated_ms >= before.updated_ms);
+	store_session_clear(&got);
+
+	/* a stale expectation changes nothing */
+	FAILS(ESTALE, st->ops->session_transition(st, sid, SESSION_QUEUED,
+						  SESSION_PROVISIONING, NULL,
+						  NULL, &err_));
+	/* neither does a transition the lifecycle does not allow */
+	FAILS(EPERM, st->ops->session_transition(st, sid, -1, SESSION_REVIEW,
+						 NULL, NULL, &err_));
+	FAILS(EPERM, st->ops->session_transition(st, sid, SESSION_PROVISIONING,
+						 SESSION_PROVISIONING, NULL,
+						 NULL, &err_));
+	assert_int_equal(count_events(st, sid), 2);
+	assert_int_equal(state_of(st, sid), SESSION_PROVISIONING);
+
+	/* any state (from -1), a reason, times, exit code */
+	struct store_session_update run = STORE_SESSION_UPDATE_INIT;
+	run.started_ms = 5000;
+	run.turns = 1;
+	assert_int_equal(OK(st->ops->session_transition(
+			     st, sid, -1, SESSION_RUNNING, &run, NULL, &err_)),
+			 3);
+	struct store_session_update fin = STORE_SESSION_UPDATE_INIT;
+	fin.reason = "agent exited 2";
+	fin.exit_code = 2;
+	fin.finished_ms = 9000;
+	fin.outcome_json = "{\"exit\":2}";
+	fin.sandbox = "";
+	assert_int_equal(
+	    OK(st->ops->session_transition(st, sid, SESSION_RUNNING,
+					   SESSION_REVIEW, &fin, NULL, &err_)),
+	    4);
+	j = event_data(st, sid, 4, "state");
+	assert_string_equal(json_string_value(json_object_get(j, "reason")),
+			    "agent exited 2");
+	assert_string_equal(json_string_value(json_object_get(j, "from")),
+			    "running");
+	json_decref(j);
+	OK(st->ops->session_get(st, sid, &got, &err_));
+	assert_int_equal(got.state, SESSION_REVIEW);
+	assert_string_equal(got.reason, "agent exited 2");
+	assert_null(got.sandbox);
+	assert_string_equal(got.snapshot_id, "snap1");
+	assert_string_equal(got.outcome_json, "{\"exit\":2}");
+	assert_int_equal(got.exit_code, 2);
+	assert_int_equal(got.turns, 1);
+	assert_int_equal(got.started_ms, 5000);
+	assert_int_equal(got.finished_ms, 9000);
+	store_session_clear(&got);
+
+	/* a follow-up: back to the end of the queue, reason and finish
+	 * cleared */
+	struct store_session_update again = STORE_SESSION_UPDATE_INIT;
+	again.requeue = true;
+	again.reason = "";
+	again.finished_ms = -1;
+	OK(st->ops->session_transition(st, sid, SESSION_REVIEW, SESSION_QUEUED,
+				       &again, NULL, &err_));
+	OK(st->ops->session_get(st, sid, &got, &err_));
+	assert_int_equal(got.state, SESSION_QUEUED);
+	assert_null(got.reason);
+	assert_int_equal(got.finished_ms, 0);
+	assert_true(got.queue_seq > before.queue_seq);
+	store_session_clear(&got);
+
+	FAILS(ENOENT, st->ops->session_transition(
+			  st, "s-none", -1, SESSION_FAILED, NULL, NULL, &err_));
+	FAILS(EINVAL, st->ops->session_transition(st, sid, -1, SESSION_FAILED,
+						  NULL, "[1]", &err_));
+	FAILS(EINVAL, st->ops->session_transition(st, sid, -1, SESSION_FAILED,
+						  NULL, "{", &err_));
+	FAILS(EINVAL, st->ops->session_transition(
+			  st, sid, -1, SESSION_STATE_MAX, NULL, NULL, &err_));
+	assert_int_equal(state_of(st, sid), SESSION_QUEUED);
+	assert_int_equal(count_events(st, sid), 5);
+	store_session_clear(&before);
+	store_close(st);
+}
+
+/* A transition whose event cannot be written leaves no trace: the state,
+ * the fields and the event counter roll back together. */
+static void test_transition_and_event_are_atomic(void **state)
+{
+	(void)state;
+	struct store *st = open_db("w.db");
+	char repo[STORE_ID_MAX], sid[STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	add_session(st, repo, sid);
+	raw_sql("w.db", "CREATE TRIGGER no_state_events BEFORE INSERT ON "
+			"events WHEN NEW.kind = 'state' BEGIN "
+			"SELECT RAISE(ABORT, 'injected failure'); END");
+	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+	upd.sandbox = "ws-x";
+	upd.requeue = true;
+	struct wr_error *err = NULL;
+	int64_t r = st->ops->session_transition(
+	    st, sid, SESSION_QUEUED, SESSION_PROVISIONING, &upd, NULL, &err);
+	assert_int_equal(r, -EIO);
+	assert_non_null(strstr(err->msg, "injected failure"));
+	wr_error_free(err);
+
+	struct store_session got;
+	OK(st->ops->session_get(st, sid, &got, &err_));
+	assert_int_equal(got.state, SESSION_QUEUED);
+	assert_null(got.sandbox);
+	int64_t queue_seq = got.queue_seq;
+	store_session_clear(&got);
+	assert_int_equal(count_events(st, sid), 1);
+
+	/* other kinds still go in, and the seqs stay gapless */
+	assert_int_equal(
+	    OK(st->ops->event_append(st, sid, "output", NULL, &err_)), 2);
+	raw_sql("w.db", "DROP TRIGGER no_state_events");
+	assert_int_equal(OK(st->ops->session_transition(st, sid, SESSION_QUEUED,
+							SESSION_PROVISIONING,
+							&upd, NULL, &err_)),
+			 3);
+	OK(st->ops->session_get(st, sid, &got, &err_));
+	assert_int_equal(got.state, SESSION_PROVISIONING);
+	assert_string_equal(got.sandbox, "ws-x");
+	/* the failed transition's queue position was rolled back too */
+	assert_int_equal(got.queue_seq, queue_seq + 1);
+	store_session_clear(&got);
+	store_close(st);
+}
+
+static void test_session_update(void **state)
+{
+	(void)state;
+	struct store *st = open_db("w.db");
+	char repo[STORE_ID_MAX], a[STORE_ID_MAX], b[STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	add_session(st, repo, a);
+	add_session(st, repo, b);
+	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+	upd.outcome_json = "{\"start_ms\":{\"total\":5}}";
+	upd.attempts = 3;
+	upd.exit_code = 0;
+	upd.requeue = true;
+	OK(st->ops->session_update(st, a, &upd, &err_));
+	struct store_session got;
+	OK(st->ops->session_get(st, a, &got, &err_));
+	assert_int_equal(got.state, SESSION_QUEUED);
+	assert_string_equal(got.outcome_json, "{\"start_ms\":{\"total\":5}}");
+	assert_int_equal(got.attempts, 3);
+	assert_int_equal(got.exit_code, 0);
+	store_session_clear(&got);
+	assert_int_equal(count_events(st, a), 1); /* no event */
+
+	/* requeued: a is now behind b */
+	struct store_session *v = NULL;
+	size_t n = 0;
+	OK(st->ops->session_list_state(st, SESSION_QUEUED, &v, &n, &err_));
+	assert_int_equal(n, 2);
+	assert_string_equal(v[0].id, b);
+	assert_string_equal(v[1].id, a);
+	store_sessions_free(v, n);
+	FAILS(ENOENT, st->ops->session_update(st, "s-none", &upd, &err_));
+	store_close(st);
+}
+
+static void test_events(void **state)
+{
+	(void)state;
+	struct store *st = open_db("w.db");
+	char repo[STORE_ID_MAX], sid[STORE_ID_MAX], other[STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	add_session(st, repo, sid);
+	add_session(st, repo, other);
+	for (int i = 0; i < 20; i++) {
+		char data[64];
+		snprintf(data, sizeof(data),
+			 "{\"stream\":\"stdout\",\"line\":\"%d\"}", i);
+		assert_int_equal(
+		    OK(st->ops->event_append(st, sid, "output", data, &err_)),
+		    i + 2);
+	}
+	assert_int_equal(OK(st->ops->event_append(st, other, "phase",
+						  "{\"phase\":\"x\"}", &err_)),
+			 2);
+
+	struct store_event *ev = NULL;
+	size_t n = 0;
+	OK(st->ops->event_list(st, sid, 5, 4, &ev, &n, &err_));
+	assert_int_equal(n, 4);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(ev[i].seq, 6 + (int64_t)i);
+		assert_string_equal(ev[i].kind, "output");
+		assert_true(ev[i].time_ms > 0);
+	}
+	assert_string_equal(ev[0].data_json,
+			    "{\"stream\":\"stdout\",\"line\":\"4\"}");
+	store_events_free(ev, n);
+	OK(st->ops->event_list(st, sid, 0, 0, &ev, &n, &err_));
+	assert_int_equal(n, 21);
+	store_events_free(ev, n);
+	/* past the end: empty, not an error */
+	OK(st->ops->event_list(st, sid, 21, 10, &ev, &n, &err_));
+	assert_int_equal(n, 0);
+	store_events_free(ev, n);
+
+	FAILS(ENOENT,
+	      st->ops->event_append(st, "s-none", "output", "{}", &err_));
+	FAILS(ENOENT, st->ops->event_list(st, "s-none", 0, 10, &ev, &n, &err_));
+	FAILS(EINVAL,
+	      st->ops->event_append(st, sid, "output", "not json", &err_));
+	FAILS(EINVAL,
+	      st->ops->event_append(st, sid, "output", "\"a string\"", &err_));
+	FAILS(EINVAL, st->ops->event_append(st, sid, "", "{}", &err_));
+	size_t big_len = STORE_EVENT_DATA_MAX + 10;
+	char *big = malloc(big_len + 1);
+	assert_non_null(big);
+	memset(big, ' ', big_len);
+	big[0] = '{';
+	big[big_len - 1] = '}';
+	big[big_len] = '\0';
+	FAILS(E2BIG, st->ops->event_append(st, sid, "output", big, &err_));
+	free(big);
+	/* nothing of the failures took a seq */
+	assert_int_equal(
+	    OK(st->ops->event_append(st, sid, "turn", NULL, &err_)), 22);
+	store_close(st);
+}
+
+/* ---- concurrency -------------------------------------------------------- */
+
+#define APPENDERS 4
+#define APPENDS 300
+
+struct appender {
+	struct store *st;
+	const char *sid;
+	int64_t seqs[APPENDS];
+	int failures;
+	char first_error[256];
+};
+
+static void *append_loop(void *arg)
+{
+	struct appender *a = arg;
+	for (int i = 0; i < APPENDS; i++) {
+		struct wr_error *err = NULL;
+		a->seqs[i] = a->st->ops->event_append(a->st, a->sid, "output",
+						      "{\"line\":\"x\"}", &err);
+		if (a->seqs[i] < 0) {
+			if (!a->failures++)
+				snprintf(a->first_error, sizeof(a->first_error),
+					 "%s", err ? err->msg : "?");
+			wr_error_free(err);
+		}
+	}
+	return NULL;
+}
+
+struct getter {
+	struct store *st;
+	const char *sid;
+	atomic_bool *stop;
+	long gets;
+	int failures;
+};
+
+static void *get_loop(void *arg)
+{
+	struct getter *g = arg;
+	int64_t last_seen = 0;
+	while (!atomic_load(g->stop)) {
+		struct wr_error *err = NULL;
+		struct store_session s;
+		if (g->st->ops->session_get(g->st, g->sid, &s, &err) < 0) {
+			g->failures++;
+			wr_error_free(err);
+			continue;
+		}
+		store_session_clear(&s);
+		struct store_event *ev = NULL;
+		size_t n = 0;
+		if (g->st->ops->event_list(g->st, g->sid, last_seen, 100, &ev,
+					   &n, &err) < 0) {
+			g->failures++;
+			wr_error_free(err);
+			continue;
+		}
+		/* a reader sees a gapless prefix, in order */
+		for (size_t i = 0; i < n; i++)
+			if (ev[i].seq != last_seen + 1 + (int64_t)i)
+				g->failures++;
+		if (n)
+			last_seen = ev[n - 1].seq;
+		store_events_free(ev, n);
+		g->gets++;
+	}
+	return NULL;
+}
+
+/* Every seq from 2 (event 1 is the creation) to the last exactly once. */
+static void check_seqs(struct appender *a, size_t n_appenders)
+{
+	size_t total = n_appenders * APPENDS;
+	bool *seen = calloc(total + 2, sizeof(bool));
+	assert_non_null(seen);
+	for (size_t t = 0; t < n_appenders; t++) {
+		if (a[t].failures)
+			fail_msg("appender %zu: %d failures, first: %s", t,
+				 a[t].failures, a[t].first_error);
+		for (int i = 0; i < APPENDS; i++) {
+			int64_t s = a[t].seqs[i];
+			assert_true(s >= 2 && s <= (int64_t)total + 1);
+			assert_false(seen[s]);
+			seen[s] = true;
+			/* one thread's seqs increase */
+			if (i)
+				assert_true(s > a[t].seqs[i - 1]);
+		}
+	}
+	free(seen);
+}
+
+static void test_concurrent_appends_are_gapless(void **state)
+{
+	(void)state;
+	struct store *st = open_db("w.db");
+	char repo[STORE_ID_MAX], sid[STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	add_session(st, repo, sid);
+	static struct appender a[APPENDERS];
+	pthread_t t[APPENDERS], gt[2];
+	atomic_bool stop = false;
+	struct getter g[2];
+	for (int i = 0; i < 2; i++) {
+		g[i] = (struct getter){.st = st, .sid = sid, .stop = &stop};
+		assert_int_equal(pthread_create(&gt[i], NULL, get_loop, &g[i]),
+				 0);
+	}
+	for (int i = 0; i < APPENDERS; i++) {
+		a[i] = (struct appender){.st = st, .sid = sid};
+		assert_int_equal(
+		    pthread_create(&t[i], NULL, append_loop, &a[i]), 0);
+	}
+	for (int i = 0; i < APPENDERS; i++)
+		pthread_join(t[i], NULL);
+	atomic_store(&stop, true);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(gt[i], NULL);
+		assert_int_equal(g[i].failures, 0);
+		assert_true(g[i].gets > 0);
+	}
+	check_seqs(a, APPENDERS);
+
+	struct store_event *ev = NULL;
+	size_t n = 0;
+	OK(st->ops->event_list(st, sid, 0, 0, &ev, &n, &err_));
+	assert_int_equal(n, APPENDERS * APPENDS + 1);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(ev[i].seq, (int64_t)i + 1);
+	store_events_free(ev, n);
+	store_close(st);
+}
+
+/* Two handles on one file (as two processes would have): the database's
+ * write lock, not our mutex, keeps the seqs gapless. */
+static void test_two_handles_append_gapless(void **state)
+{
+	(void)state;
+	struct store *st1 = open_db("w.db");
+	struct store *st2 = open_db("w.db");
+	char repo[STORE_ID_MAX], sid[STORE_ID_MAX];
+	add_repo(st1, "c-hello", repo);
+	add_session(st1, repo, sid);
+	static struct appender a[2];
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++) {
+		a[i] = (struct appender){.st = i ? st2 : st1, .sid = sid};
+		assert_int_equal(
+		    pthread_create(&t[i], NULL, append_loop, &a[i]), 0);
+	}
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	check_seqs(a, 2);
+	assert_int_equal(count_events(st2, sid), 2 * APPENDS + 1);
+	store_close(st2);
+	store_close(st1);
+}
+
+/* ---- messages, artifacts ------------------------------------------------ */
+
+static void test_messages(void **state)
+{
+	(void)state;
+	struct store *st = open_db("w.db");
+	char repo[STORE_ID_MAX], sid[STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	add_session(st, repo, sid);
+	struct store_message *m = NULL;
+	size_t n = 0;
+	OK(st->ops->message_pending(st, sid, &m, &n, &err_));
+	assert_int_equal(n, 1);
+	int64_t first = m[0].id;
+	store_messages_free(m, n);
+
+	int64_t id =
+	    OK(st->ops->message_add(st, sid, "bob", "also the docs", &err_));
+	assert_true(id > first);
+	json_t *j = event_data(st, sid, 2, "message");
+	assert_int_equal(json_integer_value(json_object_get(j, "id")), id);
+	assert_string_equal(json_string_value(json_object_get(j, "user")),
+			    "bob");
+	assert_string_equal(json_string_value(json_object_get(j, "text")),
+			    "also the docs");
+	json_decref(j);
+
+	OK(st->ops->message_consume(st, first, 1, &err_));
+	FAILS(ESTALE, st->ops->message_consume(st, first, 2, &err_));
+	FAILS(ENOENT, st->ops->message_consume(st, id + 100, 1, &err_));
+	FAILS(EINVAL, st->ops->message_consume(st, id, 0, &err_));
+	OK(st->ops->message_pending(st, sid, &m, &n, &err_));
+	assert_int_equal(n, 1);
+	assert_int_equal(m[0].id, id);
+	assert_string_equal(m[0].user, "bob");
+	assert_string_equal(m[0].text, "also the docs");
+	assert_true(m[0].created_ms > 0);
+	store_messages_free(m, n);
+	OK(st->ops->message_consume(st, id, 2, &err_));
+	OK(st->ops->message_pending(st, sid, &m, &n, &err_));
+	assert_int_equal(n, 0);
+	store_messages_free(m, n);
+
+	FAILS(ENOENT, st->ops->message_add(st, "s-none", "bob", "x", &err_));
+	FAILS(ENOENT, st->ops->message_pending(st, "s-none", &m, &n, &err_));
+	FAILS(EINVAL, st->ops->message_add(st, sid, "bob", "\xff\xfe", &err_));
+	assert_int_equal(count_events(st, sid), 2);
+	store_close(st);
+}
+
+static void test_artifacts(void **state)
+{
+	(void)state;
+	struct store *st = open_db("w.db");
+	char repo[STORE_ID_MAX], sid[STORE_ID_MAX], other[STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	add_session(st, repo, sid);
+	add_session(st, repo, other);
+	struct store_artifact a = {.name = (char *)"report/junit.xml",
+				   .path = (char *)"/data/a/1",
+				   .media_type = (char *)"application/xml",
+				   .size = 123};
+	OK(st->ops->artifact_add(st, sid, &a, &err_));
+	FAILS(EEXIST, st->ops->artifact_add(st, sid, &a, &err_));
+	struct store_artifact b = {.name = (char *)"diff.patch",
+				   .path = (char *)"/data/a/2"};
+	OK(st->ops->artifact_add(st, sid, &b, &err_));
+
+	struct store_artifact *v = NULL;
+	size_t n = 0;
+	OK(st->ops->artifact_list(st, sid, &v, &n, &err_));
+	assert_int_equal(n, 2);
+	assert_string_equal(v[0].name, "diff.patch");
+	assert_null(v[0].media_type);
+	assert_string_equal(v[1].name, "report/junit.xml");
+	assert_string_equal(v[1].path, "/data/a/1");
+	assert_string_equal(v[1].media_type, "application/xml");
+	assert_int_equal(v[1].size, 123);
+	assert_true(v[1].created_ms > 0);
+	store_artifacts_free(v, n);
+	OK(st->ops->artifact_list(st, other, &v, &n, &err_));
+	assert_int_equal(n, 0);
+	store_artifacts_free(v, n);
+
+	const char *bad[] = {"",     "/etc/passwd", "../x", "a/../b",
+			     "a//b", "a/",	    ".."};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct store_artifact x = {.name = (char *)bad[i],
+					   .path = (char *)"/p"};
+		FAILS(EINVAL, st->ops->artifact_add(st, sid, &x, &err_));
+	}
+	FAILS(ENOENT, st->ops->artifact_add(st, "s-none", &b, &err_));
+	FAILS(ENOENT, st->ops->artifact_list(st, "s-none", &v, &n, &err_));
+	store_close(st);
+}
+
+/* ---- lists -------------------------------------------------------------- */
+
+static int cmp_newest_first(const void *pa, const void *pb)
+{
+	const struct store_session *a = pa, *b = pb;
+	if (a->created_ms != b->created_ms)
+		return a->created_ms > b->created_ms ? -1 : 1;
+	return -strcmp(a->id, b->id);
+}
+
+static void test_session_list_pagination(void **state)
+{
+	(void)state;
+	struct store *st = open_db("w.db");
+	char r1[STORE_ID_MAX], r2[STORE_ID_MAX];
+	add_repo(st, "one", r1);
+	add_repo(st, "two", r2);
+	enum { N = 37 };
+	struct store_session all[N];
+	memset(all, 0, sizeof(all));
+	for (int i = 0; i < N; i++) {
+		/* pairs share a creation time: the id breaks the tie */
+		add_session_at(st, i % 3 ? r1 : r2, i % 2 ? "bob" : "alice",
+			       1000 + i / 2, all[i].id);
+		all[i].created_ms = 1000 + i / 2;
+	}
+	qsort(all, N, sizeof(all[0]), cmp_newest_first);
+
+	/* pages of 5 walk the whole list in order */
+	struct store_session_filter f = {.state = -1, .limit = 5};
+	char before[STORE_ID_MAX] = "";
+	int seen = 0, pages = 0;
+	for (;;) {
+		f.before_id = *before ? before : NULL;
+		struct store_session *v = NULL;
+		size_t n = 0;
+		OK(st->ops->session_list(st, &f, &v, &n, &err_));
+		pages++;
+		for (size_t i = 0; i < n; i++) {
+			assert_true(seen < N);
+			assert_string_equal(v[i].id, all[seen].id);
+			assert_int_equal(v[i].created_ms, all[seen].created_ms);
+			seen++;
+		}
+		if (n)
+			memcpy(before, v[n - 1].id, STORE_ID_MAX);
+		store_sessions_free(v, n);
+		if (n < 5)
+			break;
+	}
+	assert_int_equal(seen, N);
+	assert_int_equal(pages, N / 5 + 1);
+
+	/* filters */
+	struct store_session *v = NULL;
+	size_t n = 0;
+	f = (struct store_session_filter){
+	    .state = -1, .user = "bob", .limit = 500};
+	OK(st->ops->session_list(st, &f, &v, &n, &err_));
+	assert_int_equal(n, N / 2);
+	for (size_t i = 0; i < n; i++)
+		assert_string_equal(v[i].user, "bob");
+	store_sessions_free(v, n);
+	f = (struct store_session_filter){
+	    .state = -1, .repo_id = r2, .user = "alice", .limit = 1000};
+	OK(st->ops->session_list(st, &f, &v, &n, &err_));
+	assert_int_equal(n, 7); /* i = 0, 6, 12, ... 36 */
+	for (size_t i = 0; i < n; i++)
+		assert_string_equal(v[i].repo_id, r2);
+	store_sessions_free(v, n);
+
+	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+	OK(st->ops->session_transition(st, all[3].id, SESSION_QUEUED,
+				       SESSION_CANCELLED, &upd, NULL, &err_));
+	f = (struct store_session_filter){.state = SESSION_CANCELLED,
+					  .limit = 1};
+	OK(st->ops->session_list(st, &f, &v, &n, &err_));
+	assert_int_equal(n, 1);
+	assert_string_equal(v[0].id, all[3].id);
+	store_sessions_free(v, n);
+	/* a limit of 0 means the default, more than 500 is 500 */
+	f = (struct store_session_filter){.state = SESSION_QUEUED};
+	OK(st->ops->session_list(st, &f, &v, &n, &err_));
+	assert_int_equal(n, N - 1);
+	store_sessions_free(v, n);
+
+	f = (struct store_session_filter){.state = -1, .before_id = "s-none"};
+	FAILS(ENOENT, st->ops->session_list(st, &f, &v, &n, &err_));
+	f = (struct store_session_filter){.state = SESSION_STATE_MAX};
+	FAILS(EINVAL, st->ops->session_list(st, &f, &v, &n, &err_));
+	store_close(st);
+}
+
+static void test_queue_and_counts(void **state)
+{
+	(void)state;
+	struct store *st = open_db("w.db");
+	char repo[STORE_ID_MAX], s[4][STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	for (int i = 0; i < 4; i++)
+		add_session(st, repo, s[i]);
+	OK(st->ops->session_transition(
+	    st, s[0], SESSION_QUEUED, SESSION_PROVISIONING, NULL, NULL, &err_));
+	OK(st->ops->session_transition(st, s[1], SESSION_QUEUED, SESSION_FAILED,
+				       NULL, NULL, &err_));
+	struct store_session *v = NULL;
+	size_t n = 0;
+	OK(st->ops->session_list_state(st, SESSION_QUEUED, &v, &n, &err_));
+	assert_int_equal(n, 2);
+	assert_string_equal(v[0].id, s[2]);
+	assert_string_equal(v[1].id, s[3]);
+	assert_true(v[0].queue_seq < v[1].queue_seq);
+	store_sessions_free(v, n);
+	OK(st->ops->session_list_state(st, SESSION_RUNNING, &v, &n, &err_));
+	assert_int_equal(n, 0);
+	store_sessions_free(v, n);
+
+	int64_t counts[SESSION_STATE_MAX];
+	memset(counts, 0xff, sizeof(counts));
+	OK(st->ops->session_count(st, counts, &err_));
+	assert_int_equal(counts[SESSION_QUEUED], 2);
+	assert_int_equal(counts[SESSION_PROVISIONING], 1);
+	assert_int_equal(counts[SESSION_FAILED], 1);
+	assert_int_equal(counts[SESSION_RUNNING], 0);
+	assert_int_equal(counts[SESSION_INTERRUPTED], 0);
+	store_close(st);
+}
+
+/* ---- allocation failure ------------------------------------------------- */
+
+/* Fails allocation 1, 2, ... of call until it succeeds; every failure must
+ * be a clean -ENOMEM with an error (ASan's leak check does the rest). */
+#define EVERY_ALLOC(call, on_success)                                         \
+	do {                                                                  \
+		unsigned long n_;                                             \
+		for (n_ = 1; n_ < 10000; n_++) {                              \
+			struct wr_error *err_ = NULL;                         \
+			wr_alloc_fail_at(n_);                                 \
+			long long r_ = (long long)(call);                     \
+			wr_alloc_fail_at(0);                                  \
+			if (r_ >= 0) {                                        \
+				assert_null(err_);                            \
+				on_success;                                   \
+				break;                                        \
+			}                                                     \
+			if (r_ != -ENOMEM || !err_ || err_->errnum != ENOMEM) \
+				fail_msg("%s, allocation %lu failed: %lld "   \
+					 "%s",                                \
+					 #call, n_, r_,                       \
+					 err_ ? err_->msg : "");              \
+			wr_error_free(err_);                                  \
+		}                                                             \
+		assert_true(n_ > 1);                                          \
+	} while (0)
+
+/* store_open_sqlite as an int-returning call, for EVERY_ALLOC. */
+static int open_as_int(const char *path, struct store **out,
+		       struct wr_error **err)
+{
+	*out = store_open_sqlite(path, err);
+	if (*out)
+		return 0;
+	return *err ? -(*err)->errnum : -EIO;
+}
+
+static void test_allocation_failure(void **state)
+{
+	(void)state;
+	struct store *st = open_db("w.db");
+	char repo[STORE_ID_MAX], sid[STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	for (int i = 0; i < 3; i++)
+		add_session(st, repo, sid);
+	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+	upd.sandbox = "ws";
+	upd.reason = "r";
+	upd.outcome_json = "{}";
+	OK(st->ops->session_transition(st, sid, -1, SESSION_PROVISIONING, &upd,
+				       NULL, &err_));
+	OK(st->ops->message_add(st, sid, "bob", "more", &err_));
+	struct store_artifact art = {.name = (char *)"a",
+				     .path = (char *)"/p",
+				     .media_type = (char *)"text/plain"};
+	OK(st->ops->artifact_add(st, sid, &art, &err_));
+	struct store_snapshot snap = {.id = "snap", .commit = "abc"};
+	memcpy(snap.repo_id, repo, STORE_ID_MAX);
+	OK(st->ops->snapshot_add(st, &snap, &err_));
+	struct store_token tok = {.user = (char *)"u", .role = (char *)"admin"};
+	OK(st->ops->token_add(st, "ff", &tok, &err_));
+
+	struct store_session s;
+	EVERY_ALLOC(st->ops->session_get(st, sid, &s, &err_), ({
+			    assert_string_equal(s.sandbox, "ws");
+			    store_session_clear(&s);
+		    }));
+	struct store_session_filter f = {.state = -1, .before_id = NULL};
+	struct store_session *sv = NULL;
+	size_t n = 0;
+	EVERY_ALLOC(st->ops->session_list(st, &f, &sv, &n, &err_), ({
+			    assert_int_equal(n, 3);
+			    store_sessions_free(sv, n);
+		    }));
+	EVERY_ALLOC(
+	    st->ops->session_list_state(st, SESSION_QUEUED, &sv, &n, &err_), ({
+		    assert_int_equal(n, 2);
+		    store_sessions_free(sv, n);
+	    }));
+	struct store_event *ev = NULL;
+	EVERY_ALLOC(st->ops->event_list(st, sid, 0, 0, &ev, &n, &err_), ({
+			    assert_int_equal(n, 3);
+			    store_events_free(ev, n);
+		    }));
+	struct store_message *mv = NULL;
+	EVERY_ALLOC(st->ops->message_pending(st, sid, &mv, &n, &err_), ({
+			    assert_int_equal(n, 2);
+			    store_messages_free(mv, n);
+		    }));
+	struct store_artifact *av = NULL;
+	EVERY_ALLOC(st->ops->artifact_list(st, sid, &av, &n, &err_), ({
+			    assert_int_equal(n, 1);
+			    store_artifacts_free(av, n);
+		    }));
+	struct store_repo *rv = NULL;
+	EVERY_ALLOC(st->ops->repo_list(st, &rv, &n, &err_), ({
+			    assert_int_equal(n, 1);
+			    store_repos_free(rv, n);
+		    }));
+	struct store_repo r;
+	EVERY_ALLOC(st->ops->repo_get(st, "c-hello", &r, &err_),
+		    store_repo_clear(&r));
+	struct store_snapshot *snv = NULL;
+	EVERY_ALLOC(st->ops->snapshot_list(st, NULL, &snv, &n, &err_), ({
+			    assert_int_equal(n, 1);
+			    store_snapshots_free(snv, n);
+		    }));
+	struct store_token t;
+	EVERY_ALLOC(st->ops->token_lookup(st, "ff", 0, &t, &err_),
+		    store_token_clear(&t));
+	store_close(st);
+
+	/* open: every allocation of ours on the way (SQLite's are its own) */
+	struct store *again = NULL;
+	EVERY_ALLOC(open_as_int(P("w.db"), &again, &err_), store_close(again));
+}
+
+int main(void)
+{
+#define T(f) cmocka_unit_test_setup_teardown(f, test_setup, test_teardown)
+	const struct CMUnitTest tests[] = {
+	    T(test_state_names_and_lifecycle),
+	    T(test_new_id),
+	    T(test_open_creates_migrates_and_reopens),
+	    T(test_open_refuses_newer_schema),
+	    T(test_open_errors),
+	    T(test_open_in_memory),
+	    T(test_tokens),
+	    T(test_repositories),
+	    T(test_snapshots),
+	    T(test_session_create_and_get),
+	    T(test_session_transition),
+	    T(test_transition_and_event_are_atomic),
+	    T(test_session_update),
+	    T(test_events),
+	    T(test_concurrent_appends_are_gapless),
+	    T(test_two_handles_append_gapless),
+	    T(test_messages),
+	    T(test_artifacts),
+	    T(test_session_list_pagination),
+	    T(test_queue_and_counts),
+	    T(test_allocation_failure),
+	};
+#undef T
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
