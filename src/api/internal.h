@@ -75,8 +75,8 @@ struct api_query {
 
 /* Limits on what clients send (docs/api.md). */
 #define API_PATH_MAX 1024
-#define API_PROMPT_MAX (256 * 1024)
-#define API_TEXT_MAX (256 * 1024)
+#define API_PROMPT_MAX (100 * 1024) /* the agent gets it in its environment: one string < 128 KiB */
+#define API_TEXT_MAX (100 * 1024)
 #define API_URL_MAX 4096
 #define API_REF_MAX 256
 #define API_AGENT_MAX (64 * 1024)

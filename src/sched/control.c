@@ -26,6 +26,26 @@
 
 /* ---- events and transitions ------------------------------------------ */
 
+void control_cond_init(pthread_cond_t *cv)
+{
+	pthread_condattr_t attr;
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(cv, &attr);
+	pthread_condattr_destroy(&attr);
+}
+
+void control_deadline(struct timespec *ts, uint64_t ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += (time_t)(ms / 1000);
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
 void control_notify(struct control *c)
 {
 	pthread_mutex_lock(&c->ev_mu);
@@ -45,13 +65,7 @@ uint64_t control_event_generation(struct control *c)
 uint64_t control_wait_events(struct control *c, uint64_t gen, int timeout_ms)
 {
 	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	control_deadline(&until, timeout_ms > 0 ? (uint64_t)timeout_ms : 0);
 	pthread_mutex_lock(&c->ev_mu);
 	while (c->ev_gen == gen) {
 		if (pthread_cond_timedwait(&c->ev_cv, &c->ev_mu, &until) ==
@@ -445,8 +459,7 @@ int control_cancel(struct control *c, const char *session_id,
 		return r;
 	enum session_state state = s.state;
 	store_session_clear(&s);
-	if (session_state_terminal(state) || state == SESSION_REVIEW ||
-	    state == SESSION_APPROVED)
+	if (session_state_terminal(state) || state == SESSION_APPROVED)
 		return wr_error_input(err, EPERM,
 				      "session %s is %s: nothing to cancel",
 				      session_id, session_state_name(state));
@@ -663,7 +676,7 @@ static int run_start(struct control *c, const struct store_session *s)
 	memcpy(r->id, s->id, sizeof(r->id));
 	r->user = wr_strdup(s->user ? s->user : "");
 	snprintf(r->sandbox, sizeof(r->sandbox), "ws-%s", s->id);
-	pthread_cond_init(&r->cv, NULL);
+	control_cond_init(&r->cv);
 	r->life_start_ms = s->started_ms ? s->started_ms : store_now_ms();
 	r->last_active_ms = store_now_ms();
 	pthread_attr_t attr;
@@ -891,12 +904,7 @@ static void *sched_main(void *arg)
 		if (c->stopping)
 			break;
 		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += SCHED_TICK_MS * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		control_deadline(&until, SCHED_TICK_MS);
 		pthread_cond_timedwait(&c->cv, &c->mu, &until);
 	}
 	pthread_mutex_unlock(&c->mu);
@@ -1027,10 +1035,10 @@ int control_start(const struct control_config *cfg, struct store *st,
 	c->cfg = *cfg;
 	c->st = st;
 	pthread_mutex_init(&c->mu, NULL);
-	pthread_cond_init(&c->cv, NULL);
-	pthread_cond_init(&c->build_cv, NULL);
+	control_cond_init(&c->cv);
+	control_cond_init(&c->build_cv);
 	pthread_mutex_init(&c->ev_mu, NULL);
-	pthread_cond_init(&c->ev_cv, NULL);
+	control_cond_init(&c->ev_cv);
 	pthread_mutex_init(&c->metrics_mu, NULL);
 	c->data_dir = wr_strdup(cfg->data_dir ? cfg->data_dir : ".warren");
 	c->warren_bin = cfg->warren_bin ? wr_strdup(cfg->warren_bin) : NULL;

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Start-latency phases (POST to the agent's first line), in order. */
 enum metric_phase {
@@ -102,6 +103,10 @@ int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
 			    struct wr_error **err);
 
 /* control.c */
+/* Condition variables that wait on CLOCK_MONOTONIC (a wall-clock jump does
+ * not disturb timers), and a deadline ms from now on that clock. */
+void control_cond_init(pthread_cond_t *cv);
+void control_deadline(struct timespec *ts, uint64_t ms);
 void control_notify(struct control *c);
 /* Appends an event (data is consumed) and wakes the streams. */
 int64_t control_event(struct control *c, const char *session_id,

@@ -925,8 +925,17 @@ void *runner_main(void *arg)
 				if (rest(run))
 					continue;
 				/* idle, reclaimed, expired or shutdown: the
-				 * session stays in review without a sandbox */
+				 * session stays in review without a sandbox;
+				 * cancelled: it ends */
 				sandbox_stop(run);
+				pthread_mutex_lock(&c->mu);
+				bool cancel = run->cancel;
+				pthread_mutex_unlock(&c->mu);
+				if (cancel) {
+					finish(run, SESSION_CANCELLED,
+					       "cancelled by user", INT32_MIN);
+					goto out;
+				}
 				struct store_session_update cl =
 				    STORE_SESSION_UPDATE_INIT;
 				cl.sandbox = "";
@@ -979,13 +988,7 @@ void *runner_main(void *arg)
 					(int)(s.attempts + 1), "backoff_ms",
 					(json_int_t)backoff));
 		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += (time_t)(backoff / 1000);
-		until.tv_nsec += (long)(backoff % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		control_deadline(&until, backoff);
 		pthread_mutex_lock(&c->mu);
 		while (!run->cancel && !run->shutdown && !run->expire &&
 		       pthread_cond_timedwait(&run->cv, &c->mu, &until) !=

@@ -79,6 +79,10 @@ echo "$log" | grep -q 'stdout agent says: and now the docs' && pass "the follow-
 out="$(sandbox_exec_in "$S1" cat /workspace/notes.txt)"
 [ "$out" = "$(printf 'note-1\nnote-2')" ] && pass "turn 2 sees turn 1's files (same workspace)" || fail "turn 2 sees turn 1's files (same workspace)" "$out"
 
+api POST "/api/v1/sessions/$S1/cancel"
+[ "$CODE" = 200 ] && [ "$(jget .state)" = cancelled ] && pass "cancel of a session in review drops it" || fail "cancel of a session in review drops it" "$CODE $BODY"
+"$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$S1" && fail "cancel in review stops the resting sandbox" "still there" || pass "cancel in review stops the resting sandbox"
+
 # --- cancel --------------------------------------------------------------------
 S2="$(submit proj "wait" 'echo waiting; sleep 600')"
 wait_output "$S2" waiting 60
@@ -163,7 +167,7 @@ rc=$?
 [ $rc = 0 ] && pass "SIGTERM: the server exits cleanly" || fail "SIGTERM: the server exits cleanly" "rc=$rc"
 st="$(sqlite3 "$D/warren.db" "select state from sessions where id='$S9'" 2>&1)"
 [ "$st" = interrupted ] && pass "SIGTERM: the running session is interrupted, not lost" || fail "SIGTERM: the running session is interrupted, not lost" "$st"
-"$WARREN" sandbox ls 2>/dev/null | grep -q "ws-" && fail "SIGTERM: no sandbox left running" "$("$WARREN" sandbox ls)" || pass "SIGTERM: no sandbox left running"
+"$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$S9" && fail "SIGTERM: no sandbox left running" "$("$WARREN" sandbox ls)" || pass "SIGTERM: no sandbox left running"
 server_start "$D"
 wait_state "$S9" review 60
 session_log "$S9" | grep -q 'stdout second-attempt' && pass "the interrupted session resumes at the next start" || fail "the interrupted session resumes at the next start" "$(session_log "$S9" | tail -3)"
@@ -197,5 +201,10 @@ code="$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $BOB" "
 server_stop
 
 # --- nothing left behind --------------------------------------------------------
-"$WARREN" sandbox ls 2>/dev/null | grep -q "ws-s-" && fail "no session sandbox left after stop" "$("$WARREN" sandbox ls)" || pass "no session sandbox left after stop"
-pgrep -f "warren-serve|warren sandbox exec ws-s-" >/dev/null && fail "no server or client process left" "$(pgrep -af 'warren-serve|sandbox exec ws-s-')" || pass "no server or client process left"
+left=""
+for s in "$S1" "$S2" "$S3" "$S4" "$S5" "$S6" "$S7" "$S8" "$S9" "$A1" "$A2" "$A3" "$B1"; do
+	"$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$s" && left="$left ws-$s"
+	pgrep -f "sandbox exec ws-$s" >/dev/null && left="$left exec:$s"
+done
+[ -z "$left" ] && pass "no session sandbox or exec client left after stop" || fail "no session sandbox or exec client left after stop" "$left"
+pgrep -f "serve --data $D" >/dev/null && fail "no server process left" "$(pgrep -af "serve --data $D")" || pass "no server process left"
