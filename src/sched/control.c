@@ -189,39 +189,82 @@ int control_limits_from_json(const char *what, const void *json_obj,
 	return 0;
 }
 
-/* Each limit: asked (or the default), never above the maximum. */
-static int limits_effective(const struct control *c,
-			    const struct control_limits *asked,
-			    struct control_limits *out, struct wr_error **err)
+/* The limits a session asks for must stay within the server's maximums. */
+static int limits_check(const struct control *c,
+			const struct control_limits *asked,
+			struct wr_error **err)
 {
-	const struct control_limits *d = &c->cfg.defaults, *mx =
-							       &c->cfg.maximums;
-	struct control_limits a = asked ? *asked : (struct control_limits){0};
+	if (!asked)
+		return 0;
+	const struct control_limits *mx = &c->cfg.maximums;
 	struct {
 		const char *name;
-		uint64_t asked, def, max, *out;
+		uint64_t asked, max;
 	} f[] = {
-	    {"cpus", a.millicpus, d->millicpus, mx->millicpus, &out->millicpus},
-	    {"memory", a.memory_bytes, d->memory_bytes, mx->memory_bytes,
-	     &out->memory_bytes},
-	    {"pids", a.pids, d->pids, mx->pids, &out->pids},
-	    {"disk", a.disk_bytes, d->disk_bytes, mx->disk_bytes,
-	     &out->disk_bytes},
-	    {"lifetime", a.lifetime_ms, d->lifetime_ms, mx->lifetime_ms,
-	     &out->lifetime_ms},
-	    {"idle", a.idle_ms, d->idle_ms, mx->idle_ms, &out->idle_ms},
+	    {"cpus", asked->millicpus, mx->millicpus},
+	    {"memory", asked->memory_bytes, mx->memory_bytes},
+	    {"pids", asked->pids, mx->pids},
+	    {"disk", asked->disk_bytes, mx->disk_bytes},
+	    {"lifetime", asked->lifetime_ms, mx->lifetime_ms},
+	    {"idle", asked->idle_ms, mx->idle_ms},
 	};
-	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
 		if (f[i].max && f[i].asked > f[i].max)
 			return wr_error_input(
-			    err, EINVAL,
-			    "limits.%s: more than the server allows", f[i].name);
-		uint64_t v = f[i].asked ? f[i].asked : f[i].def;
-		if (f[i].max && (!v || v > f[i].max))
-			v = f[i].max;
-		*f[i].out = v;
-	}
+			    err, EINVAL, "limits.%s: more than the server allows",
+			    f[i].name);
 	return 0;
+}
+
+void control_limits_resolve(const struct control *c,
+			    const struct control_limits *asked,
+			    const struct control_limits *spec,
+			    struct control_limits *out)
+{
+	const struct control_limits none = {0};
+	const struct control_limits *a = asked ? asked : &none,
+				    *s = spec ? spec : &none,
+				    *d = &c->cfg.defaults, *mx = &c->cfg.maximums;
+#define RESOLVE(field)                                                         \
+	do {                                                                   \
+		uint64_t v = a->field ? a->field                               \
+			     : s->field ? s->field                             \
+					: d->field;                            \
+		if (mx->field && (!v || v > mx->field))                        \
+			v = mx->field;                                         \
+		out->field = v;                                                \
+	} while (0)
+	RESOLVE(millicpus);
+	RESOLVE(memory_bytes);
+	RESOLVE(pids);
+	RESOLVE(disk_bytes);
+	RESOLVE(lifetime_ms);
+	RESOLVE(idle_ms);
+#undef RESOLVE
+}
+
+json_t *control_limits_to_json(const struct control_limits *l)
+{
+	json_t *o = json_object();
+	if (l->millicpus)
+		json_object_set_new(o, "cpus", json_real(l->millicpus / 1000.0));
+	if (l->memory_bytes)
+		json_object_set_new(o, "memory",
+				    json_integer((json_int_t)l->memory_bytes));
+	if (l->pids)
+		json_object_set_new(o, "pids", json_integer((json_int_t)l->pids));
+	if (l->disk_bytes)
+		json_object_set_new(o, "disk",
+				    json_integer((json_int_t)l->disk_bytes));
+	if (l->lifetime_ms)
+		json_object_set_new(
+		    o, "lifetime",
+		    json_sprintf("%llums", (unsigned long long)l->lifetime_ms));
+	if (l->idle_ms)
+		json_object_set_new(
+		    o, "idle",
+		    json_sprintf("%llums", (unsigned long long)l->idle_ms));
+	return o;
 }
 
 /* ---- submission -------------------------------------------------------- */
@@ -336,38 +379,21 @@ int control_submit(struct control *c, const struct control_submit *req,
 	}
 	if (r < 0)
 		return r;
-	struct control_limits lim;
 	_cleanup_free_ char *agent = NULL, *limits_text = NULL;
-	r = limits_effective(c, req->limits, &lim, err);
+	r = limits_check(c, req->limits, err);
 	if (r == 0)
 		r = agent_resolve(c, req->agent_json, &repo, &agent, err);
 	if (r < 0) {
 		store_repo_clear(&repo);
 		return r;
 	}
-	json_t *lj = json_object();
-	if (lim.millicpus)
-		json_object_set_new(lj, "cpus",
-				    json_real(lim.millicpus / 1000.0));
-	if (lim.memory_bytes)
-		json_object_set_new(lj, "memory",
-				    json_integer((json_int_t)lim.memory_bytes));
-	if (lim.pids)
-		json_object_set_new(lj, "pids",
-				    json_integer((json_int_t)lim.pids));
-	if (lim.disk_bytes)
-		json_object_set_new(lj, "disk",
-				    json_integer((json_int_t)lim.disk_bytes));
-	if (lim.lifetime_ms)
-		json_object_set_new(
-		    lj, "lifetime",
-		    json_sprintf("%llums", (unsigned long long)lim.lifetime_ms));
-	if (lim.idle_ms)
-		json_object_set_new(
-		    lj, "idle",
-		    json_sprintf("%llums", (unsigned long long)lim.idle_ms));
-	limits_text = json_dumps(lj, JSON_COMPACT);
-	json_decref(lj);
+	/* what the session asked for; the spec's limits and the server's
+	 * defaults fill the rest when it is provisioned */
+	if (req->limits) {
+		json_t *lj = control_limits_to_json(req->limits);
+		limits_text = lj ? json_dumps(lj, JSON_COMPACT) : NULL;
+		json_decref(lj);
+	}
 
 	struct store_session s = {0};
 	store_new_id("s-", s.id);

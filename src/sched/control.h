@@ -101,6 +101,13 @@ uint64_t control_wait_events(struct control *c, uint64_t gen, int timeout_ms);
 /* Prometheus text exposition of the metrics (caller frees). */
 char *control_metrics(struct control *c);
 
+/* The limits a session runs with: each one asked, else the repository
+ * spec's, else the server's default; never above the server's maximum. */
+void control_limits_resolve(const struct control *c,
+			    const struct control_limits *asked,
+			    const struct control_limits *spec,
+			    struct control_limits *out);
+
 /* Parses a JSON limits object ({"cpus":"1.5","memory":"1G","pids":256,
  * "disk":"2G","lifetime":"1h","idle":"10m"}); unknown keys are an error. */
 int control_limits_from_json(const char *what, const void *json_obj,

@@ -86,6 +86,13 @@ struct control {
 	bool refresh_thread_started;
 	pid_t build_pids[16]; /* `warren snapshot` children, to stop them */
 
+	/* the spec limits of snapshots already looked at (guarded by mu) */
+	struct spec_limit_cache {
+		char snapshot_id[STORE_ID_MAX];
+		struct control_limits limits;
+	} spec_cache[64];
+	size_t n_spec_cache, next_spec_cache;
+
 	pthread_mutex_t ev_mu;
 	pthread_cond_t ev_cv;
 	uint64_t ev_gen;
@@ -116,6 +123,8 @@ int64_t control_transition(struct control *c, const char *id, int from,
 			   enum session_state to,
 			   const struct store_session_update *upd,
 			   json_t *extra, struct wr_error **err);
+
+json_t *control_limits_to_json(const struct control_limits *l);
 
 /* metrics.c */
 void metrics_observe(struct control *c, enum metric_phase p, double ms);

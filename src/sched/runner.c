@@ -14,12 +14,15 @@
  * (a turn; it forwards SIGTERM to the agent), `sandbox rm`. */
 #include "sched/internal.h"
 
+#include "snapshot/build.h"
+#include "snapshot/git.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -34,6 +37,7 @@
 #define STOP_GRACE_MS 5000
 #define BACKOFF_MAX_MS 60000
 #define PROMPT_FILE "/tmp/warren-prompt"
+#define DISK_CHECK_MS 5000
 
 static double mono_ms(void)
 {
@@ -237,6 +241,77 @@ int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
 	return r;
 }
 
+/* The limits the repository's spec asks for (customizations.warren.limits)
+ * at the snapshot's commit; read once per snapshot. */
+static void spec_limits(struct control *c, const char *snapshot_id,
+			struct control_limits *out)
+{
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&c->mu);
+	for (size_t i = 0; i < c->n_spec_cache; i++)
+		if (!strcmp(c->spec_cache[i].snapshot_id, snapshot_id)) {
+			*out = c->spec_cache[i].limits;
+			pthread_mutex_unlock(&c->mu);
+			return;
+		}
+	pthread_mutex_unlock(&c->mu);
+	_cleanup_free_ char *path =
+	    wr_asprintf("%s/snapshots/%s.json", c->data_dir, snapshot_id);
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	if (!path || wr_read_file(path, 1 << 20, &text, &len) < 0)
+		return;
+	json_t *m = json_loadb(text, len, 0, NULL);
+	const char *repo = json_string_value(json_object_get(m, "repo"));
+	const char *commit = json_string_value(json_object_get(m, "commit"));
+	_cleanup_free_ char *mirror =
+	    repo ? git_mirror_path(c->data_dir, repo, NULL) : NULL;
+	struct spec *spec = NULL;
+	struct wr_error *err = NULL;
+	if (mirror && commit &&
+	    snap_load_spec(mirror, commit, &spec, &err) == 0) {
+		out->millicpus = spec->limits.millicpus;
+		out->memory_bytes = spec->limits.memory_bytes;
+		out->pids = spec->limits.pids;
+		out->disk_bytes = spec->limits.disk_bytes;
+		out->lifetime_ms = spec->limits.lifetime_ms;
+		out->idle_ms = spec->limits.idle_ms;
+		spec_free(spec);
+	} else if (err) {
+		fprintf(stderr, "warren serve: spec of snapshot %.12s: %s\n",
+			snapshot_id, err->msg ? err->msg : "failed");
+	}
+	wr_error_free(err);
+	json_decref(m);
+	pthread_mutex_lock(&c->mu);
+	size_t slot = c->n_spec_cache < 64 ? c->n_spec_cache++
+					   : c->next_spec_cache++ % 64;
+	snprintf(c->spec_cache[slot].snapshot_id,
+		 sizeof(c->spec_cache[slot].snapshot_id), "%s", snapshot_id);
+	c->spec_cache[slot].limits = *out;
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* Bytes a workspace holds on disk (a persistent upper has no size cap of
+ * its own, so the disk limit is checked by looking). */
+static __thread uint64_t usage_sum;
+static int usage_add(const char *p, const struct stat *st, int flag,
+		     struct FTW *ftw)
+{
+	(void)p;
+	(void)flag;
+	(void)ftw;
+	usage_sum += (uint64_t)st->st_blocks * 512;
+	return 0;
+}
+
+static uint64_t workspace_bytes(const char *dir)
+{
+	usage_sum = 0;
+	nftw(dir, usage_add, 16, FTW_PHYS | FTW_MOUNT);
+	return usage_sum;
+}
+
 /* ---- the sandbox ---------------------------------------------------------- */
 
 static void sandbox_stop(struct run *run)
@@ -403,6 +478,7 @@ struct turn {
 	bool truncated;
 	double spawned_ms;
 	double first_line_ms; /* 0 until the first line */
+	uint64_t disk_used;   /* set when the disk limit was crossed */
 };
 
 static void emit_line(struct turn *t, const char *stream, const char *line,
@@ -543,8 +619,21 @@ static int turn_run(struct run *run, const struct store_session *s,
 	set_child(run, p.pid);
 	struct line_buf out = {.stream = "stdout"}, errb = {.stream = "stderr"};
 	bool exited = false;
-	double stop_at = 0;
+	double stop_at = 0, disk_checked = mono_ms();
+	_cleanup_free_ char *upper =
+	    run->limits.disk_bytes
+		? wr_asprintf("%s/sessions/%s/upper", c->data_dir, s->id)
+		: NULL;
 	while (!exited || p.out_fd >= 0 || p.err_fd >= 0) {
+		if (upper && !exited && !t->disk_used &&
+		    mono_ms() - disk_checked > DISK_CHECK_MS) {
+			disk_checked = mono_ms();
+			uint64_t used = workspace_bytes(upper);
+			if (used > run->limits.disk_bytes) {
+				t->disk_used = used;
+				kill(p.pid, SIGTERM);
+			}
+		}
 		struct pollfd pf[3] = {
 		    {.fd = p.out_fd, .events = POLLIN},
 		    {.fd = p.err_fd, .events = POLLIN},
@@ -781,6 +870,16 @@ static enum turn_end turns(struct run *run, struct store_session *s,
 			store_messages_free(msgs, nm);
 			return TURN_STOPPED;
 		}
+		if (t.disk_used) {
+			snprintf(why, why_size,
+				 "disk limit exceeded: the workspace holds %llu "
+				 "MiB, the limit is %llu MiB",
+				 (unsigned long long)(t.disk_used >> 20),
+				 (unsigned long long)(run->limits.disk_bytes >>
+						      20));
+			store_messages_free(msgs, nm);
+			return TURN_FAILED;
+		}
 		/* the exec client could not finish (125 with the sandbox
 		 * gone) or the agent was killed (SIGKILL: OOM, kill -9) */
 		bool alive = sandbox_alive(run, status);
@@ -831,11 +930,11 @@ void *runner_main(void *arg)
 		finish(run, SESSION_FAILED, why, INT32_MIN);
 		goto out;
 	}
+	struct control_limits asked = {0};
 	if (s.limits_json) {
 		json_t *lj = json_loads(s.limits_json, 0, NULL);
 		if (lj)
-			control_limits_from_json("limits", lj, &run->limits,
-						 NULL);
+			control_limits_from_json("limits", lj, &asked, NULL);
 		json_decref(lj);
 	}
 	pthread_mutex_lock(&c->mu);
@@ -861,6 +960,15 @@ void *runner_main(void *arg)
 				finish(run, SESSION_FAILED, why, INT32_MIN);
 			goto out;
 		}
+		/* asked, else the spec's, else the server's; capped */
+		struct control_limits from_spec, lim;
+		spec_limits(c, snap.id, &from_spec);
+		control_limits_resolve(c, &asked, &from_spec, &lim);
+		pthread_mutex_lock(&c->mu);
+		run->limits = lim;
+		pthread_mutex_unlock(&c->mu);
+		json_object_set_new(outcome, "limits",
+				    control_limits_to_json(&lim));
 		if (mono_ms() - t0 > 50)
 			control_event(c, run->id, "phase",
 				      json_pack("{s:s, s:f}", "phase",
