@@ -171,6 +171,28 @@ st="$(sqlite3 "$D/warren.db" "select state from sessions where id='$S9'" 2>&1)"
 server_start "$D"
 wait_state "$S9" review 60
 session_log "$S9" | grep -q 'stdout second-attempt' && pass "the interrupted session resumes at the next start" || fail "the interrupted session resumes at the next start" "$(session_log "$S9" | tail -3)"
+
+# --- limits: the request's, else the spec's, else the server's ---------------------
+R2="$TEST_TMP/limited"
+mkdir -p "$R2"
+echo '{"customizations": {"warren": {"limits": {"memory": "300M", "pids": 300}}}}' >"$R2/warren.json"
+git -C "$R2" init -q -b main
+git -C "$R2" -c user.email=t@warren -c user.name=test add -A
+git -C "$R2" -c user.email=t@warren -c user.name=test commit -q -m initial
+L1="$(submit "$R2" "limits" 'echo limits-ok' '{"pids": 200}')"
+wait_state "$L1" review 60
+api GET "/api/v1/sessions/$L1"
+[ "$(jget .outcome.limits.memory)" = $((300 << 20)) ] && [ "$(jget .outcome.limits.pids)" = 200 ] &&
+	pass "a session gets the spec's limits unless it asks for its own" ||
+	fail "a session gets the spec's limits unless it asks for its own" "$(jget .outcome.limits)"
+api POST /api/v1/sessions '{"repo": "proj", "prompt": "x", "agent": ["true"], "limits": {"memroy": "1G"}}'
+[ "$CODE" = 400 ] && echo "$BODY" | grep -q memroy && pass "an unknown limit is refused, naming it" || fail "an unknown limit is refused, naming it" "$CODE $BODY"
+# the disk limit: the workspace is measured while the agent runs
+DK="$(submit proj "fill the disk" 'head -c 8M /dev/zero >/workspace/big.bin; echo filled; sleep 60' '{"disk": "2M"}')"
+wait_state "$DK" failed 30
+api GET "/api/v1/sessions/$DK"
+[ "$STATE" = failed ] && jget .reason | grep -q "disk limit exceeded" && pass "crossing the disk limit fails the session with the reason" ||
+	fail "crossing the disk limit fails the session with the reason" "$STATE $(jget .reason)"
 server_stop
 
 # --- the queue: a global cap and one user's share ----------------------------------
@@ -202,7 +224,7 @@ server_stop
 
 # --- nothing left behind --------------------------------------------------------
 left=""
-for s in "$S1" "$S2" "$S3" "$S4" "$S5" "$S6" "$S7" "$S8" "$S9" "$A1" "$A2" "$A3" "$B1"; do
+for s in "$S1" "$S2" "$S3" "$S4" "$S5" "$S6" "$S7" "$S8" "$S9" "$L1" "$DK" "$A1" "$A2" "$A3" "$B1"; do
 	"$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$s" && left="$left ws-$s"
 	pgrep -f "sandbox exec ws-$s" >/dev/null && left="$left exec:$s"
 done
