@@ -197,7 +197,7 @@ server_stop
 
 # --- the queue: a global cap and one user's share ----------------------------------
 cat >"$TEST_TMP/cap.json" <<'EOF'
-{"limits": {"max_sandboxes": 2, "max_per_user": 1}}
+{"limits": {"max_sandboxes": 2, "max_per_user": 1}, "retry": {"max": 1, "backoff": "100ms"}}
 EOF
 server_start "$D" "$TEST_TMP/cap.json"
 api POST /api/v1/tokens '{"user": "bob", "role": "submitter"}'
@@ -218,13 +218,21 @@ assert t(b1, "provisioning") < t(a2, "provisioning"), "bob waited behind alice"
 assert t(a2, "provisioning") >= t(a1, "review") - 50
 assert t(a3, "provisioning") >= t(a2, "review") - 50
 EOF
+# out of memory: the agent is killed, the session retried, then given up on
+OOM="$(submit proj "oom" 'echo eating; x=$(head -c 400M /dev/zero | tr "\\0" a); echo survived' '{"memory": "64M"}')"
+wait_state "$OOM" failed 60
+api GET "/api/v1/sessions/$OOM"
+[ "$STATE" = failed ] && jget .reason | grep -q "gave up after 2 sandbox deaths: agent killed" &&
+	pass "OOM: interrupted, retried up to the limit, then failed with the reason" ||
+	fail "OOM: interrupted, retried up to the limit, then failed with the reason" "$STATE $(jget .reason)"
+[ "$(session_log "$OOM" | grep -c 'state interrupted')" = 2 ] && pass "OOM: each death is in the event log" || fail "OOM: each death is in the event log" "$(session_log "$OOM" | grep state)"
 code="$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $BOB" "$URL/api/v1/sessions/$A1")"
 [ "$code" = 404 ] && pass "a submitter does not see another user's session" || fail "a submitter does not see another user's session" "got $code"
 server_stop
 
 # --- nothing left behind --------------------------------------------------------
 left=""
-for s in "$S1" "$S2" "$S3" "$S4" "$S5" "$S6" "$S7" "$S8" "$S9" "$L1" "$DK" "$A1" "$A2" "$A3" "$B1"; do
+for s in "$S1" "$S2" "$S3" "$S4" "$S5" "$S6" "$S7" "$S8" "$S9" "$L1" "$DK" "$OOM" "$A1" "$A2" "$A3" "$B1"; do
 	"$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$s" && left="$left ws-$s"
 	pgrep -f "sandbox exec ws-$s" >/dev/null && left="$left exec:$s"
 done
