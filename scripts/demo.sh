@@ -1,38 +1,82 @@
 #!/bin/bash
-# scripts/demo.sh - `make demo`: a short tour of Warren's sandbox.
+# scripts/demo.sh - `make demo`: a short tour of Warren.
+#
+#   1-6   the sandbox: isolation, restrictions, limits, layers, long-lived
+#         sandboxes, start cost
+#   7     snapshots: a C project built once, sessions restored from it
+#   8-13  the control plane: `warren serve` on a temporary data directory, a
+#         real repository registered, four sessions in parallel (scripted
+#         agents that edit the code and run the project's tests), a
+#         follow-up, the raw HTTP API, and a clean stop (SIGTERM)
+#
+# Needs root; leaves nothing behind (temporary directory, server, sandboxes).
 set -u
 BUILD="${BUILD:-build}"
 cd "$(dirname "$0")/.."
 W="$PWD/$BUILD/warren"
 work="$(mktemp -d /tmp/warren-demo.XXXXXX)"
 NAME="demo-$$"
+SERVER_PID=""
+SESSIONS=""
+
+stop_server() {
+	[ -n "$SERVER_PID" ] || return 0
+	kill -TERM "$SERVER_PID" 2>/dev/null
+	for _ in $(seq 1 300); do
+		kill -0 "$SERVER_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$SERVER_PID" 2>/dev/null
+	wait "$SERVER_PID" 2>/dev/null
+	SERVER_PID=""
+}
 cleanup() {
+	stop_server
+	for id in $SESSIONS; do "$W" sandbox rm "ws-$id" >/dev/null 2>&1; done
 	"$W" sandbox rm "$NAME" >/dev/null 2>&1
 	rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
+part() { printf '\n\033[1;4m%s\033[0m\n' "$*"; }
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-show() { printf '$ %s\n' "$*"; "$@"; }
+note() { printf '   %s\n' "$*"; }
+# show CMD...: print the command (warren for our binary, quoted where
+# needed), then run it
+show() {
+	local line='$' a
+	for a in "$@"; do
+		[ "$a" = "$W" ] && a=warren
+		case "$a" in
+		'' | *[[:space:]\'\"\$\;\&\|\<\>\(\)\*\?\\]*) a="'${a//\'/\'\\\'\'}'" ;;
+		esac
+		line="$line $a"
+	done
+	printf '%s\n' "$line"
+	"$@"
+}
 
 if [ "$(id -u)" != 0 ]; then
 	echo "make demo needs root (namespaces, mounts, cgroups)" >&2
 	exit 1
 fi
 
+part "Part 1: the sandbox"
+
 step "1. A one-off sandbox: its own root, pid 1, hostname, network"
-show "$W" sandbox run -- sh -c 'id; hostname; echo "pid 1 is: $(tr "\0" " " </proc/1/cmdline)"; echo "processes: $(ls -d /proc/[0-9]* | wc -l)"; echo "interfaces: $(ls /sys/class/net 2>/dev/null || awk -F: "NR>2{print \$1}" /proc/net/dev | tr -d " ")"; ls /'
+show "$W" sandbox run -- sh -c 'id; hostname; echo "pid 1 is: $(cat /proc/1/comm)"; echo "processes: $(ls -d /proc/[0-9]* | wc -l)"; echo "interfaces: $(ls /sys/class/net 2>/dev/null || awk -F: "NR>2{print \$1}" /proc/net/dev | tr -d " ")"; ls /'
 
 step "2. What root inside may not do (capabilities, no_new_privs, seccomp)"
 show "$W" sandbox run -- sh -c 'grep -E "CapEff|NoNewPrivs|Seccomp:" /proc/self/status; mount -t tmpfs x /mnt 2>&1 | head -1; unshare -U true 2>&1 | head -1; touch /usr/bin/x 2>&1 | head -1'
 
 step "3. Limits that hold: memory (64M), pids (32), timeout (1s), disk (8M)"
 show "$W" sandbox run --memory 64M -- sh -c 'x=$(head -c 200M /dev/zero | tr "\0" a); echo survived'
-echo "   -> exit $? (137 = killed by the memory limit, inside the sandbox only)"
+note "-> exit $? (137 = killed by the memory limit, inside the sandbox only)"
 show "$W" sandbox run --pids 32 -- sh -c 'i=0; while [ $i -lt 100 ]; do sleep 5 & i=$((i+1)); done'
-echo "   -> exit $? (the shell could not fork past the limit of 32; the host is untouched)"
+note "-> exit $? (the shell could not fork past the limit of 32; the host is untouched)"
 show "$W" sandbox run --timeout 1s -- sleep 30
-echo "   -> exit $? (124 = timed out)"
+note "-> exit $? (124 = timed out)"
 show "$W" sandbox run --disk 8M -- sh -c 'head -c 32M /dev/zero > /workspace/big; echo "write status $?, $(du -m /workspace/big | cut -f1) MiB written"'
 
 step "4. Layers: build one with --upper, reuse it read-only with --layer"
@@ -49,27 +93,220 @@ show "$W" sandbox ls
 pid="$("$W" sandbox ls | awk -v n="$NAME" '$1==n {print $3}')"
 echo "idle init memory: $(awk '/VmRSS/ {print $2, $3}' /proc/$pid/status)"
 show "$W" sandbox rm "$NAME"
-echo "left behind: $(find /sys/fs/cgroup -path "*/warren/$NAME" 2>/dev/null | wc -l) cgroups, $(pgrep -fc 'sleep 300') processes"
+echo "left behind: $(find /sys/fs/cgroup -path "*/warren/$NAME" 2>/dev/null | wc -l) cgroups"
 
 step "6. Start-up cost (--json)"
 show "$W" sandbox run --json --layer "$work/layer" -- true
 
-step "7. Snapshots: build a C project once, start sessions from it in milliseconds"
+part "Part 2: snapshots"
+
+step "7. Build a C project once, start sessions from it in milliseconds"
 export WARREN_HOME="$work/data"
 repo="$work/c-hello"
 cp -a tests/fixtures/c-hello "$repo"
 git -C "$repo" init -q -b main
 git -C "$repo" -c user.email=demo@warren -c user.name=demo add -A
 git -C "$repo" -c user.email=demo@warren -c user.name=demo commit -q -m "initial"
-echo "(its .devcontainer/devcontainer.json: onCreateCommand ./configure, updateContentCommand make, postCreateCommand make test)"
-show "$W" snapshot build "$repo"
+note "(tests/fixtures/c-hello: configure, Makefile, src/, tests/run.sh; its"
+note " .devcontainer/devcontainer.json runs ./configure and make at build time)"
+show "$W" snapshot build --quiet "$repo"
 id="$("$W" snapshot list | awk 'NR==2 {print $1}')"
-show "$W" snapshot show "$id"
+show "$W" snapshot list
 show "$W" sandbox run --snapshot "$id" -- ./hello demo
 echo "/* one more commit */" >>"$repo/src/greet.c"
 git -C "$repo" -c user.email=demo@warren -c user.name=demo commit -q -am "one more commit"
 echo "one commit later, a session syncs to it (--ref main) before its command:"
-show "$W" sandbox run --json --snapshot "$id" --ref main -- sh -c 'git -c safe.directory="*" log --oneline | head -2'
-show "$W" snapshot verify "$id"
+show "$W" sandbox run --snapshot "$id" --ref main -- sh -c 'git -c safe.directory="*" log --oneline | head -2'
 
-printf '\nDone. Benchmarks: make bench. Tests: make check.\n'
+part "Part 3: the control plane (warren serve)"
+
+step "8. warren serve on a fresh data directory"
+D="$work/serve"
+for _ in 1 2 3 4 5; do
+	PORT=$((20000 + RANDOM % 40000))
+	"$W" serve --data "$D" --listen "127.0.0.1:$PORT" >"$work/serve.log" 2>&1 &
+	SERVER_PID=$!
+	for _ in $(seq 1 100); do
+		grep -q 'listening on' "$work/serve.log" 2>/dev/null && break
+		kill -0 "$SERVER_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	grep -q 'listening on' "$work/serve.log" && break
+	stop_server # the port was taken: another one
+done
+if [ -z "$SERVER_PID" ]; then
+	echo "warren serve did not start:" >&2
+	cat "$work/serve.log" >&2
+	exit 1
+fi
+echo "\$ warren serve --data $D --listen 127.0.0.1:$PORT &"
+sed 's/^/    /' "$work/serve.log"
+export WARREN_SERVER="http://127.0.0.1:$PORT" WARREN_HOME="$D"
+note "the client verbs below find the server in \$WARREN_SERVER and the admin token"
+note "in \$WARREN_HOME/admin.token (the data directory):"
+ls -l "$D" | sed 's/^/    /'
+
+step "9. Register the repository; its snapshot is built in the background"
+show "$W" repo add "$repo" --name c-hello
+for _ in $(seq 1 300); do
+	"$W" snapshots --repo c-hello 2>/dev/null | grep -q c-hello && break
+	sleep 0.2
+done
+show "$W" snapshots
+
+step "10. Four sessions in parallel, each with a scripted agent"
+note "An agent is any command: here, shell scripts that edit the code and run the"
+note "project's tests (make test) in the session's sandbox. The prompt is in"
+note "\$WARREN_PROMPT, the turn number in \$WARREN_TURN."
+# The scripted agents (each runs with `sh -c` in /workspace, the repository).
+AGENT_FAREWELL="$(
+	cat <<'AGENT'
+say() { echo "[agent] $*"; sleep 0.4; }
+say "task: $WARREN_PROMPT"
+say "src/greet.h, src/greet.c: a new function, farewell()"
+sed -i 's|^#endif|int farewell(char *buf, size_t len, const char *name);\n#endif|' src/greet.h
+cat >>src/greet.c <<'EOF'
+
+int farewell(char *buf, size_t len, const char *name)
+{
+	int n = snprintf(buf, len, "goodbye, %s.", name);
+	return n < 0 || (size_t)n >= len ? -1 : n;
+}
+EOF
+say "tests/farewell.c: its test, run by make test"
+cat >tests/farewell.c <<'EOF'
+#include "src/greet.h"
+#include <stdio.h>
+#include <string.h>
+
+int main(void)
+{
+	char buf[64];
+	if (farewell(buf, sizeof(buf), "warren") < 0 || strcmp(buf, "goodbye, warren.")) {
+		printf("FAIL farewell: got '%s'\n", buf);
+		return 1;
+	}
+	puts("ok   farewell");
+	return 0;
+}
+EOF
+sed -i 's|^test: hello$|test: hello tests/farewell|; s|^\tsh tests/run.sh ./hello$|&\n\t./tests/farewell|' Makefile
+printf '\ntests/farewell: tests/farewell.c src/greet.o\n\t$(CC) $(CFLAGS) -I. -o $@ tests/farewell.c src/greet.o\n' >>Makefile
+say "running the project's tests"
+make test
+AGENT
+)"
+AGENT_EMPTY_NAME="$(
+	cat <<'AGENT'
+say() { echo "[agent] $*"; sleep 0.4; }
+say "task: $WARREN_PROMPT"
+say "tests/run.sh: a check for an empty name"
+sed -i 's/^exit \$fail$/check "empty name" "$(HELLO_GREETING=hi "$bin" "")" "hi, !"\nexit $fail/' tests/run.sh
+say "running the project's tests"
+make test
+AGENT
+)"
+AGENT_HEY="$(
+	cat <<'AGENT'
+say() { echo "[agent] $*"; sleep 0.4; }
+say "task: $WARREN_PROMPT"
+say "src/main.c: the default greeting becomes \"hey\" (the tests are left alone)"
+sed -i 's/: GREETING_DEFAULT,/: "hey",/' src/main.c
+say "running the project's tests"
+make test
+AGENT
+)"
+AGENT_EXCITED="$(
+	cat <<'AGENT'
+say() { echo "[agent] $*"; sleep 0.4; }
+if [ "$WARREN_TURN" -gt 1 ]; then
+	say "follow-up: $WARREN_PROMPT"
+	say "the workspace still holds turn 1's change:"
+	git -c safe.directory='*' diff
+	say "running the project's tests"
+	make -s test
+	exit
+fi
+say "task: $WARREN_PROMPT"
+say "reading src/greet.c: $(grep -o '"%s, %s!"' src/greet.c)"
+sed -i 's/"%s, %s!"/"%s, %s!!"/' src/greet.c
+say "now: $(grep -o '"%s, %s!!"' src/greet.c)"
+say "tests/run.sh: the expected output follows"
+sed -i 's/world!"/world!!"/; s/warren!"/warren!!"/' tests/run.sh
+say "running the project's tests"
+make test
+AGENT
+)"
+started() { # ID-LINE: remember the session
+	echo "$1"
+	SESSIONS="$SESSIONS ${1%% *}"
+}
+echo '$ warren run --repo c-hello --agent "$AGENT_FAREWELL" "add a farewell() function, with a test"'
+started "$("$W" run --repo c-hello --agent "$AGENT_FAREWELL" "add a farewell() function, with a test")"
+echo '$ warren run --repo c-hello --agent "$AGENT_EMPTY_NAME" "test the greeting of an empty name"'
+started "$("$W" run --repo c-hello --agent "$AGENT_EMPTY_NAME" "test the greeting of an empty name")"
+echo '$ warren run --repo c-hello --agent "$AGENT_HEY" "greet with hey by default"'
+started "$("$W" run --repo c-hello --agent "$AGENT_HEY" "greet with hey by default")"
+sleep 0.5
+show "$W" sessions
+echo
+note "the fourth one, followed (--follow): progress on stderr, the agent's output as it comes."
+note "Its agent:"
+echo "$AGENT_EXCITED" | sed 's/^/    | /'
+echo '$ warren run --repo c-hello --agent "$AGENT_EXCITED" --follow "make the greeting more excited"'
+"$W" run --repo c-hello --agent "$AGENT_EXCITED" --follow "make the greeting more excited"
+note "-> exit $? (0: the session reached review)"
+S_EXCITED="$("$W" sessions 2>/dev/null | awk '/more excited/ {print $1; exit}')"
+SESSIONS="$SESSIONS $S_EXCITED"
+
+step "11. They finish: sessions, show, logs"
+for id in $SESSIONS; do # `logs -f` ends when the session rests
+	timeout 60 "$W" logs -f "$id" >/dev/null 2>&1
+done
+show "$W" sessions
+note "three changes wait in review; the fourth broke the project's tests, so it failed:"
+S_HEY="$("$W" sessions --state failed 2>/dev/null | awk '/hey by default/ {print $1; exit}')"
+show "$W" logs "${S_HEY:-none}"
+show "$W" show "$S_EXCITED" | cut -c1-100
+note "(lines cut at 100 columns)"
+note "sessions in review keep their sandbox (ws-ID) for a follow-up until idle (15 min by"
+note "default); the failed one has none:"
+ours_only() { awk -v ids="$SESSIONS" 'BEGIN { n = split(ids, a, " "); for (i = 1; i <= n; i++) w["ws-" a[i]] = 1 } NR == 1 || ($1 in w)'; }
+echo '$ warren sandbox ls'
+"$W" sandbox ls | ours_only
+
+step "12. A follow-up: a new turn in the same workspace"
+show "$W" send "$S_EXCITED" "show me the diff and run the tests again"
+for _ in $(seq 1 300); do
+	"$W" show "$S_EXCITED" 2>/dev/null | grep -Eq '^turns: +2$' && break
+	sleep 0.1
+done
+echo "\$ warren logs -f $S_EXCITED    (from the follow-up on)"
+timeout 60 "$W" logs -f "$S_EXCITED" 2>&1 | sed -n '/^-- message from/,$p'
+
+if command -v curl >/dev/null; then
+	note "The same through the HTTP API (docs/api.md), with the admin token:"
+	T="Authorization: Bearer $(cat "$D/admin.token")"
+	U="$WARREN_SERVER/api/v1"
+	echo "\$ curl -s -H \"Authorization: Bearer \$(cat $D/admin.token)\" $U/healthz"
+	curl -s -H "$T" "$U/healthz"
+	echo
+	echo "\$ curl -s -H ... $U/metrics | grep ..."
+	curl -s -H "$T" "$U/metrics" |
+		grep -E '^warren_(sessions\{state="(review|failed)"\}|start_latency_ms_(sum|count)\{phase="total"\}|sandboxes_started_total)'
+else
+	note "(curl is not installed: the HTTP API part is skipped)"
+fi
+
+step "13. Stop the server (SIGTERM)"
+echo "\$ kill -TERM $SERVER_PID"
+stop_server
+sed 's/^/    /' "$work/serve.log" | tail -1
+note "the resting sandboxes were stopped with it:"
+echo '$ warren sandbox ls'
+"$W" sandbox ls | ours_only
+note "the sessions stay in warren.db, their workspaces on disk (a restarted server"
+note "picks them up; a follow-up gets a new sandbox on the same workspace):"
+show grep -h snprintf "$D/sessions/$S_EXCITED/upper/workspace/src/greet.c"
+
+printf '\nDone. More: README.md, docs/. Tests: make check. Benchmarks: make bench.\n'

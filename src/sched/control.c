@@ -88,7 +88,8 @@ int64_t control_event(struct control *c, const char *session_id,
 	free(text);
 	if (seq < 0) {
 		fprintf(stderr, "warren serve: session %s: event %s: %s\n",
-			session_id, kind, err && err->msg ? err->msg : "failed");
+			session_id, kind,
+			err && err->msg ? err->msg : "failed");
 		wr_error_free(err);
 	}
 	control_notify(c);
@@ -103,8 +104,8 @@ int64_t control_transition(struct control *c, const char *id, int from,
 	struct store_session_update none = STORE_SESSION_UPDATE_INIT;
 	char *text = extra ? json_dumps(extra, JSON_COMPACT) : NULL;
 	json_decref(extra);
-	int64_t r = c->st->ops->session_transition(c->st, id, from, to,
-						   upd ? upd : &none, text, err);
+	int64_t r = c->st->ops->session_transition(
+	    c->st, id, from, to, upd ? upd : &none, text, err);
 	free(text);
 	if (r >= 0)
 		control_notify(c);
@@ -177,11 +178,12 @@ int control_limits_from_json(const char *what, const void *json_obj,
 			r = limit_value(what, key, v, wr_parse_duration,
 					&l.idle_ms, err);
 		else
-			r = wr_error_input(err, EINVAL,
-					   "%s: unknown key '%s' (expected "
-					   "cpus, memory, pids, disk, lifetime, "
-					   "idle)",
-					   what, key);
+			r = wr_error_input(
+			    err, EINVAL,
+			    "%s: unknown key '%s' (expected "
+			    "cpus, memory, pids, disk, lifetime, "
+			    "idle)",
+			    what, key);
 		if (r < 0)
 			return r;
 	}
@@ -211,7 +213,8 @@ static int limits_check(const struct control *c,
 	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
 		if (f[i].max && f[i].asked > f[i].max)
 			return wr_error_input(
-			    err, EINVAL, "limits.%s: more than the server allows",
+			    err, EINVAL,
+			    "limits.%s: more than the server allows",
 			    f[i].name);
 	return 0;
 }
@@ -224,15 +227,16 @@ void control_limits_resolve(const struct control *c,
 	const struct control_limits none = {0};
 	const struct control_limits *a = asked ? asked : &none,
 				    *s = spec ? spec : &none,
-				    *d = &c->cfg.defaults, *mx = &c->cfg.maximums;
-#define RESOLVE(field)                                                         \
-	do {                                                                   \
-		uint64_t v = a->field ? a->field                               \
-			     : s->field ? s->field                             \
-					: d->field;                            \
-		if (mx->field && (!v || v > mx->field))                        \
-			v = mx->field;                                         \
-		out->field = v;                                                \
+				    *d = &c->cfg.defaults,
+				    *mx = &c->cfg.maximums;
+#define RESOLVE(field)                                  \
+	do {                                            \
+		uint64_t v = a->field	? a->field      \
+			     : s->field ? s->field      \
+					: d->field;     \
+		if (mx->field && (!v || v > mx->field)) \
+			v = mx->field;                  \
+		out->field = v;                         \
 	} while (0)
 	RESOLVE(millicpus);
 	RESOLVE(memory_bytes);
@@ -247,12 +251,14 @@ json_t *control_limits_to_json(const struct control_limits *l)
 {
 	json_t *o = json_object();
 	if (l->millicpus)
-		json_object_set_new(o, "cpus", json_real(l->millicpus / 1000.0));
+		json_object_set_new(o, "cpus",
+				    json_real(l->millicpus / 1000.0));
 	if (l->memory_bytes)
 		json_object_set_new(o, "memory",
 				    json_integer((json_int_t)l->memory_bytes));
 	if (l->pids)
-		json_object_set_new(o, "pids", json_integer((json_int_t)l->pids));
+		json_object_set_new(o, "pids",
+				    json_integer((json_int_t)l->pids));
 	if (l->disk_bytes)
 		json_object_set_new(o, "disk",
 				    json_integer((json_int_t)l->disk_bytes));
@@ -307,7 +313,7 @@ static int agent_resolve(const struct control *c, const char *asked,
 			 const struct store_repo *repo, char **out,
 			 struct wr_error **err)
 {
-	const char *src = asked ? asked
+	const char *src = asked		     ? asked
 			  : repo->agent_json ? repo->agent_json
 					     : c->default_agent_json;
 	if (!src)
@@ -326,7 +332,8 @@ static int agent_resolve(const struct control *c, const char *asked,
 	json_decref(a);
 	if (!ok)
 		return wr_error_input(
-		    err, EINVAL, "agent: expected a non-empty array of strings");
+		    err, EINVAL,
+		    "agent: expected a non-empty array of strings");
 	char *copy = wr_strdup(src);
 	if (!copy)
 		return wr_error_set(err, ENOMEM, "agent");
@@ -345,8 +352,8 @@ int control_submit(struct control *c, const struct control_submit *req,
 	if (strlen(req->prompt) > 100 * 1024)
 		return wr_error_input(err, E2BIG,
 				      "prompt: longer than 100 KiB");
-	if (req->ref && (!*req->ref || strlen(req->ref) > 255 ||
-			 req->ref[0] == '-'))
+	if (req->ref &&
+	    (!*req->ref || strlen(req->ref) > 255 || req->ref[0] == '-'))
 		return wr_error_input(err, EINVAL, "ref: invalid");
 	struct store_repo repo = {0};
 	int r = st->ops->repo_get(st, req->repo, &repo, err);
@@ -462,10 +469,9 @@ int64_t control_message(struct control *c, const char *session_id,
 		upd.requeue = true;
 		upd.finished_ms = -1;
 		struct wr_error *terr = NULL;
-		if (control_transition(c, session_id, SESSION_REVIEW,
-				       SESSION_QUEUED, &upd,
-				       json_pack("{s:s}", "why", "follow-up"),
-				       &terr) < 0)
+		if (control_transition(
+			c, session_id, SESSION_REVIEW, SESSION_QUEUED, &upd,
+			json_pack("{s:s}", "why", "follow-up"), &terr) < 0)
 			wr_error_free(terr); /* raced: the runner has it */
 		pthread_cond_signal(&c->cv);
 	}
@@ -474,8 +480,8 @@ int64_t control_message(struct control *c, const char *session_id,
 	return id;
 }
 
-int control_cancel(struct control *c, const char *session_id,
-		   const char *user, struct wr_error **err)
+int control_cancel(struct control *c, const char *session_id, const char *user,
+		   struct wr_error **err)
 {
 	(void)user;
 	struct store *st = c->st;
@@ -581,9 +587,8 @@ int control_repo_add(struct control *c, const char *name, const char *url,
 	int ret = c->st->ops->repo_add(c->st, &r, err);
 	if (ret == -EEXIST) {
 		wr_error_freep(err);
-		return wr_error_input(err, EEXIST,
-				      "name: a repository named '%s' exists",
-				      name);
+		return wr_error_input(
+		    err, EEXIST, "name: a repository named '%s' exists", name);
 	}
 	if (ret < 0)
 		return ret;
@@ -670,8 +675,8 @@ static void refresh_due(struct control *c)
 		return;
 	int64_t now = store_now_ms();
 	for (size_t i = 0; i < n; i++) {
-		int64_t every = repos[i].refresh_ms ? repos[i].refresh_ms
-						    : 30 * 60 * 1000;
+		int64_t every =
+		    repos[i].refresh_ms ? repos[i].refresh_ms : 30 * 60 * 1000;
 		int64_t last = repos[i].last_refresh_ms
 				   ? repos[i].last_refresh_ms
 				   : repos[i].created_ms;
@@ -784,12 +789,12 @@ static void admit(struct control *c)
 	if (mem_blocked != c->mem_blocked) {
 		c->mem_blocked = mem_blocked;
 		if (mem_blocked)
-			fprintf(stderr,
-				"warren serve: admission paused: %llu MiB "
-				"available, below the %llu MiB floor\n",
-				(unsigned long long)(mem >> 20),
-				(unsigned long long)(c->cfg.min_free_memory >>
-						     20));
+			fprintf(
+			    stderr,
+			    "warren serve: admission paused: %llu MiB "
+			    "available, below the %llu MiB floor\n",
+			    (unsigned long long)(mem >> 20),
+			    (unsigned long long)(c->cfg.min_free_memory >> 20));
 	}
 	/* the cap is full and sessions wait: resting sandboxes give their
 	 * slots back, oldest activity first */
@@ -797,7 +802,8 @@ static void admit(struct control *c)
 		struct run *oldest = NULL;
 		for (struct run *r = c->runs; r; r = r->next)
 			if (!r->done && r->resting && !r->reclaim &&
-			    (!oldest || r->last_active_ms < oldest->last_active_ms))
+			    (!oldest ||
+			     r->last_active_ms < oldest->last_active_ms))
 				oldest = r;
 		if (oldest) {
 			oldest->reclaim = true;
@@ -811,11 +817,10 @@ static void admit(struct control *c)
 		struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
 		upd.attempts = q[i].attempts + 1;
 		struct wr_error *terr = NULL;
-		if (control_transition(c, q[i].id, SESSION_QUEUED,
-				       SESSION_PROVISIONING, &upd,
-				       json_pack("{s:I}", "queued_ms",
-						 (json_int_t)queued_ms),
-				       &terr) < 0) {
+		if (control_transition(
+			c, q[i].id, SESSION_QUEUED, SESSION_PROVISIONING, &upd,
+			json_pack("{s:I}", "queued_ms", (json_int_t)queued_ms),
+			&terr) < 0) {
 			wr_error_free(terr); /* cancelled meanwhile */
 			continue;
 		}
@@ -861,9 +866,10 @@ static void timers(struct control *c, int64_t now)
 			continue;
 		int64_t since = now - r->last_active_ms;
 		uint64_t used = a.cpu_ticks - r->last_cpu_ticks;
-		bool busy = a.processes > r->baseline_procs ||
-			    (since > 0 && hz > 0 &&
-			     used * 1000.0 / hz > IDLE_CPU_SHARE * SCHED_TICK_MS);
+		bool busy =
+		    a.processes > r->baseline_procs ||
+		    (since > 0 && hz > 0 &&
+		     used * 1000.0 / hz > IDLE_CPU_SHARE * SCHED_TICK_MS);
 		r->last_cpu_ticks = a.cpu_ticks;
 		if (busy) {
 			r->last_active_ms = now;
@@ -904,7 +910,8 @@ static void *sched_main(void *arg)
 		reap_runs(c);
 		int64_t now = store_now_ms();
 		timers(c, now);
-		if (now - last_refresh_check >= (int64_t)c->cfg.refresh_check_ms) {
+		if (now - last_refresh_check >=
+		    (int64_t)c->cfg.refresh_check_ms) {
 			last_refresh_check = now;
 			pthread_mutex_unlock(&c->mu);
 			refresh_due(c);
@@ -952,8 +959,8 @@ static int reconcile(struct control *c, struct wr_error **err)
 	for (size_t k = 0; k < sizeof(inflight) / sizeof(inflight[0]); k++) {
 		struct store_session *v = NULL;
 		size_t n = 0;
-		int r = st->ops->session_list_state(st, inflight[k], &v, &n,
-						    err);
+		int r =
+		    st->ops->session_list_state(st, inflight[k], &v, &n, err);
 		if (r < 0)
 			return r;
 		for (size_t i = 0; i < n; i++) {
@@ -995,8 +1002,8 @@ static int reconcile(struct control *c, struct wr_error **err)
 			if (strncmp(sb[i].name, "ws-s-", 5))
 				continue;
 			struct store_session s;
-			if (st->ops->session_get(st, sb[i].name + 3, &s,
-						 NULL) < 0)
+			if (st->ops->session_get(st, sb[i].name + 3, &s, NULL) <
+			    0)
 				continue;
 			store_session_clear(&s);
 			struct wr_error *rerr = NULL;
@@ -1068,9 +1075,8 @@ int control_start(const struct control_config *cfg, struct store *st,
 	pthread_mutex_init(&c->metrics_mu, NULL);
 	c->data_dir = wr_strdup(cfg->data_dir ? cfg->data_dir : ".warren");
 	c->warren_bin = cfg->warren_bin ? wr_strdup(cfg->warren_bin) : NULL;
-	c->default_agent_json = cfg->default_agent_json
-				    ? wr_strdup(cfg->default_agent_json)
-				    : NULL;
+	c->default_agent_json =
+	    cfg->default_agent_json ? wr_strdup(cfg->default_agent_json) : NULL;
 	if (!c->data_dir || (cfg->warren_bin && !c->warren_bin) ||
 	    (cfg->default_agent_json && !c->default_agent_json)) {
 		control_free(c);

@@ -31,24 +31,24 @@ struct control_limits {
 };
 
 struct control_config {
-	const char *data_dir;	 /* snapshots, layers, sessions/, artifacts/ */
-	const char *warren_bin;	 /* the lean `warren` executable */
-	unsigned max_sandboxes;	 /* global cap on concurrent sandboxes */
-	unsigned max_per_user;	 /* one user's share of the cap, 0: cap/2+1 */
+	const char *data_dir;	  /* snapshots, layers, sessions/, artifacts/ */
+	const char *warren_bin;	  /* the lean `warren` executable */
+	unsigned max_sandboxes;	  /* global cap on concurrent sandboxes */
+	unsigned max_per_user;	  /* one user's share of the cap, 0: cap/2+1 */
 	uint64_t min_free_memory; /* admit only while MemAvailable exceeds */
 	struct control_limits defaults; /* applied where a session sets none */
 	struct control_limits maximums; /* a session may not ask for more */
-	unsigned retry_max;		/* re-provisioning attempts after death */
-	uint64_t retry_backoff_ms;	/* first back-off, doubled per retry */
+	unsigned retry_max;	   /* re-provisioning attempts after death */
+	uint64_t retry_backoff_ms; /* first back-off, doubled per retry */
 	const char *default_agent_json; /* JSON argv, NULL: none configured */
-	uint64_t refresh_check_ms;	/* how often due refreshes are looked for */
+	uint64_t refresh_check_ms; /* how often due refreshes are looked for */
 	bool no_worker; /* accept and store, never run (fuzzing, tests) */
 };
 
 /* A submission from the API. */
 struct control_submit {
 	const char *user;
-	const char *repo;	/* repository id, name, or a URL/path */
+	const char *repo; /* repository id, name, or a URL/path */
 	const char *prompt;
 	const char *ref;	/* NULL: the repository's default */
 	const char *agent_json; /* JSON argv array, NULL: repo/server default */
@@ -79,8 +79,8 @@ int64_t control_message(struct control *c, const char *session_id,
 			struct wr_error **err);
 /* Stops the turn and the sandbox; the session goes to cancelled. -EPERM
  * (bad_input) if it already finished. */
-int control_cancel(struct control *c, const char *session_id,
-		   const char *user, struct wr_error **err);
+int control_cancel(struct control *c, const char *session_id, const char *user,
+		   struct wr_error **err);
 
 /* Registers a repository (name may be NULL: derived from the URL) and
  * starts its first snapshot build in the background. */
@@ -111,7 +111,6 @@ void control_limits_resolve(const struct control *c,
 /* Parses a JSON limits object ({"cpus":"1.5","memory":"1G","pids":256,
  * "disk":"2G","lifetime":"1h","idle":"10m"}); unknown keys are an error. */
 int control_limits_from_json(const char *what, const void *json_obj,
-			     struct control_limits *out,
-			     struct wr_error **err);
+			     struct control_limits *out, struct wr_error **err);
 
 #endif

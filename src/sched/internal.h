@@ -45,15 +45,15 @@ struct run {
 	pthread_t thread;
 	pthread_cond_t cv; /* wakes the runner (with ctl->mu) */
 	/* below: guarded by ctl->mu */
-	pid_t child;	 /* its current `warren` child, 0 if none */
-	pid_t init_pid;	 /* the sandbox's init, 0 without a sandbox */
-	bool cancel;	 /* cancel the session */
-	bool expire;	 /* lifetime reached */
-	bool shutdown;	 /* the server is stopping */
-	bool reclaim;	 /* give the slot back (idle, or needed) */
-	bool wake;	 /* a follow-up arrived */
-	bool resting;	 /* in review, sandbox kept for a follow-up */
-	bool done;	 /* thread finished, to be joined */
+	pid_t child;		/* its current `warren` child, 0 if none */
+	pid_t init_pid;		/* the sandbox's init, 0 without a sandbox */
+	bool cancel;		/* cancel the session */
+	bool expire;		/* lifetime reached */
+	bool shutdown;		/* the server is stopping */
+	bool reclaim;		/* give the slot back (idle, or needed) */
+	bool wake;		/* a follow-up arrived */
+	bool resting;		/* in review, sandbox kept for a follow-up */
+	bool done;		/* thread finished, to be joined */
 	int64_t life_start_ms;	/* lifetime counts from here */
 	int64_t last_active_ms; /* idle counts from here */
 	int64_t sandbox_start_ms;

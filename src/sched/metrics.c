@@ -133,8 +133,7 @@ char *control_metrics(struct control *c)
 		"# TYPE warren_snapshot_builds_total counter\n"
 		"warren_snapshot_builds_total{result=\"ok\"} %llu\n"
 		"warren_snapshot_builds_total{result=\"failed\"} %llu\n",
-		m.sandbox_seconds + live_seconds,
-		(unsigned long long)m.retries,
+		m.sandbox_seconds + live_seconds, (unsigned long long)m.retries,
 		(unsigned long long)m.sessions_started,
 		(unsigned long long)m.sandboxes_started,
 		(unsigned long long)m.snapshot_builds,

@@ -178,8 +178,8 @@ int proc_run_tracked(char *const argv[], size_t max, int log_fd, char **out,
 				       {.fd = p.err_fd, .events = POLLIN}};
 		if (poll(pf, 2, -1) < 0 && errno != EINTR)
 			break;
-		if (pf[0].revents && drain(p.out_fd, obuf, max, &olen,
-					   false) <= 0)
+		if (pf[0].revents &&
+		    drain(p.out_fd, obuf, max, &olen, false) <= 0)
 			close_fd(&p.out_fd);
 		if (pf[1].revents &&
 		    drain(p.err_fd, ebuf, max, &elen, true) <= 0)

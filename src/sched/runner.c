@@ -94,7 +94,8 @@ static void set_child(struct run *run, pid_t pid)
 	pthread_mutex_unlock(&run->ctl->mu);
 }
 
-/* ---- snapshots ------------------------------------------------------------ */
+/* ---- snapshots ------------------------------------------------------------
+ */
 
 static bool building(struct control *c, const char *repo_id)
 {
@@ -123,8 +124,8 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	if (!log_dir || !log_path)
 		return wr_error_set(err, ENOMEM, "snapshot");
 	wr_mkdir_p(log_dir, 0700);
-	int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-			  0600);
+	int log_fd =
+	    open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	char *argv[16];
 	int n = 0;
 	argv[n++] = c->warren_bin;
@@ -144,9 +145,9 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	pthread_mutex_unlock(&c->mu);
 	_cleanup_free_ char *output = NULL, *errors = NULL;
 	double t0 = mono_ms();
-	int status = proc_run_tracked(argv, 1 << 20, log_fd, &output,
-				      log_fd < 0 ? &errors : NULL, slot,
-				      &c->mu, err);
+	int status =
+	    proc_run_tracked(argv, 1 << 20, log_fd, &output,
+			     log_fd < 0 ? &errors : NULL, slot, &c->mu, err);
 	double build_ms = mono_ms() - t0;
 	if (log_fd >= 0)
 		close(log_fd);
@@ -167,7 +168,8 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	    strlen(commit) > 40) {
 		json_decref(j);
 		return wr_error_set(err, EPROTO,
-				    "snapshot of %s: unexpected output", repo->name);
+				    "snapshot of %s: unexpected output",
+				    repo->name);
 	}
 	if (json_is_true(json_object_get(j, "built")))
 		metrics_add(c, &c->m.snapshot_builds, 1);
@@ -312,7 +314,8 @@ static uint64_t workspace_bytes(const char *dir)
 	return usage_sum;
 }
 
-/* ---- the sandbox ---------------------------------------------------------- */
+/* ---- the sandbox ----------------------------------------------------------
+ */
 
 static void sandbox_stop(struct run *run)
 {
@@ -429,12 +432,14 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	if (status < 0)
 		return status;
 	json_t *j = status == 0 ? json_loads(output, 0, NULL) : NULL;
-	json_int_t init_pid = json_integer_value(json_object_get(j, "init_pid"));
+	json_int_t init_pid =
+	    json_integer_value(json_object_get(j, "init_pid"));
 	if (status != 0 || init_pid <= 0) {
 		char why[1024];
 		tail_line(errors, why, sizeof(why));
 		json_decref(j);
-		return wr_error_set(err, EIO, "sandbox create failed (exit %d): %s",
+		return wr_error_set(err, EIO,
+				    "sandbox create failed (exit %d): %s",
 				    status, why[0] ? why : "no output");
 	}
 	json_t *sess = json_object_get(j, "session");
@@ -463,7 +468,8 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	return 0;
 }
 
-/* ---- a turn --------------------------------------------------------------- */
+/* ---- a turn ---------------------------------------------------------------
+ */
 
 struct line_buf {
 	const char *stream;
@@ -488,12 +494,11 @@ static void emit_line(struct turn *t, const char *stream, const char *line,
 		t->first_line_ms = mono_ms();
 	if (t->lines >= TURN_MAX_LINES) {
 		if (!t->truncated)
-			control_event(t->run->ctl, t->run->id, "output",
-				      json_pack("{s:s, s:s, s:i, s:b}",
-						"stream", stream, "line",
-						"[warren: output truncated]",
-						"turn", t->number,
-						"truncated", 1));
+			control_event(
+			    t->run->ctl, t->run->id, "output",
+			    json_pack("{s:s, s:s, s:i, s:b}", "stream", stream,
+				      "line", "[warren: output truncated]",
+				      "turn", t->number, "truncated", 1));
 		t->truncated = true;
 		return;
 	}
@@ -561,19 +566,19 @@ static char *turn_prompt(struct store_message *msgs, size_t n)
 
 /* Runs one turn of the agent; returns its exit status (128+N for a
  * signal) or -errno. */
-static int turn_run(struct run *run, const struct store_session *s,
-		    int number, const char *prompt, struct turn *t,
-		    struct wr_error **err)
+static int turn_run(struct run *run, const struct store_session *s, int number,
+		    const char *prompt, struct turn *t, struct wr_error **err)
 {
 	struct control *c = run->ctl;
-	json_t *agent = json_loads(s->agent_json ? s->agent_json : "[]", 0,
-				   NULL);
+	json_t *agent =
+	    json_loads(s->agent_json ? s->agent_json : "[]", 0, NULL);
 	size_t na = json_array_size(agent);
 	if (na == 0 || na > 256) {
 		json_decref(agent);
 		return wr_error_set(err, EINVAL, "no agent command");
 	}
-	_cleanup_free_ char *env_prompt = wr_asprintf("WARREN_PROMPT=%s", prompt);
+	_cleanup_free_ char *env_prompt =
+	    wr_asprintf("WARREN_PROMPT=%s", prompt);
 	_cleanup_free_ char *env_session =
 	    wr_asprintf("WARREN_SESSION=%s", s->id);
 	_cleanup_free_ char *env_turn = wr_asprintf("WARREN_TURN=%d", number);
@@ -602,8 +607,9 @@ static int turn_run(struct run *run, const struct store_session *s,
 	/* the prompt also as a file; then the agent's own argv, untouched */
 	argv[n++] = "/bin/sh";
 	argv[n++] = "-c";
-	argv[n++] = "printf '%s\\n' \"$WARREN_PROMPT\" >\"$WARREN_PROMPT_FILE\" "
-		    "|| exit 125; exec \"$@\"";
+	argv[n++] =
+	    "printf '%s\\n' \"$WARREN_PROMPT\" >\"$WARREN_PROMPT_FILE\" "
+	    "|| exit 125; exec \"$@\"";
 	argv[n++] = "warren-agent";
 	for (size_t i = 0; i < na; i++)
 		argv[n++] = (char *)json_string_value(json_array_get(agent, i));
@@ -675,7 +681,8 @@ static int turn_run(struct run *run, const struct store_session *s,
 	return status;
 }
 
-/* ---- lifecycle ------------------------------------------------------------ */
+/* ---- lifecycle ------------------------------------------------------------
+ */
 
 /* The workspace at expiry: the agent was stopped; its files are kept as a
  * git stash commit under refs/warren/checkpoint (the working tree is left
@@ -686,18 +693,28 @@ static void checkpoint(struct run *run)
 	json_t *data = json_object();
 	if (sandbox_alive(run, 0)) {
 		char *argv[] = {
-		    c->warren_bin, "sandbox", "exec", run->sandbox, "--cwd",
-		    "/workspace", "--", "/bin/sh", "-c",
+		    c->warren_bin,
+		    "sandbox",
+		    "exec",
+		    run->sandbox,
+		    "--cwd",
+		    "/workspace",
+		    "--",
+		    "/bin/sh",
+		    "-c",
 		    "git add -A >/dev/null 2>&1; "
-		    "sha=$(git -c user.name=warren -c user.email=warren@localhost "
+		    "sha=$(git -c user.name=warren -c "
+		    "user.email=warren@localhost "
 		    "stash create 'warren checkpoint' 2>/dev/null); "
 		    "[ -n \"$sha\" ] || sha=$(git rev-parse HEAD 2>/dev/null); "
-		    "git update-ref refs/warren/checkpoint \"$sha\" 2>/dev/null; "
+		    "git update-ref refs/warren/checkpoint \"$sha\" "
+		    "2>/dev/null; "
 		    "echo \"$sha\"; git status --porcelain 2>/dev/null | wc -l",
 		    NULL};
 		_cleanup_free_ char *output = NULL;
 		struct wr_error *err = NULL;
-		if (proc_run(argv, 4096, -1, &output, NULL, &err) == 0 && output) {
+		if (proc_run(argv, 4096, -1, &output, NULL, &err) == 0 &&
+		    output) {
 			char sha[64] = "";
 			long files = 0;
 			if (sscanf(output, "%63s %ld", sha, &files) >= 1) {
@@ -797,11 +814,10 @@ static bool rest(struct run *run)
 			upd.finished_ms = -1;
 			upd.reason = "";
 			struct wr_error *err = NULL;
-			if (control_transition(c, run->id, SESSION_REVIEW,
-					       SESSION_RUNNING, &upd,
-					       json_pack("{s:s}", "why",
-							 "follow-up"),
-					       &err) >= 0) {
+			if (control_transition(
+				c, run->id, SESSION_REVIEW, SESSION_RUNNING,
+				&upd, json_pack("{s:s}", "why", "follow-up"),
+				&err) >= 0) {
 				run->resting = false;
 				pthread_mutex_unlock(&c->mu);
 				return true;
@@ -850,8 +866,9 @@ static enum turn_end turns(struct run *run, struct store_session *s,
 				    : -ENOMEM;
 		if (*first_turn && t.first_line_ms > 0) {
 			double agent = t.first_line_ms - t.spawned_ms;
-			double total = (double)(store_now_ms() - s->created_ms) -
-				       (mono_ms() - t.first_line_ms);
+			double total =
+			    (double)(store_now_ms() - s->created_ms) -
+			    (mono_ms() - t.first_line_ms);
 			json_t *start = json_object_get(outcome, "start_ms");
 			json_object_set_new(start, "agent", json_real(agent));
 			json_object_set_new(start, "total", json_real(total));
@@ -861,7 +878,8 @@ static enum turn_end turns(struct run *run, struct store_session *s,
 		}
 		if (status < 0) {
 			snprintf(why, why_size, "agent: %s",
-				 err && err->msg ? err->msg : strerror(-status));
+				 err && err->msg ? err->msg
+						 : strerror(-status));
 			wr_error_free(err);
 			store_messages_free(msgs, nm);
 			return TURN_FAILED;
@@ -871,12 +889,12 @@ static enum turn_end turns(struct run *run, struct store_session *s,
 			return TURN_STOPPED;
 		}
 		if (t.disk_used) {
-			snprintf(why, why_size,
-				 "disk limit exceeded: the workspace holds %llu "
-				 "MiB, the limit is %llu MiB",
-				 (unsigned long long)(t.disk_used >> 20),
-				 (unsigned long long)(run->limits.disk_bytes >>
-						      20));
+			snprintf(
+			    why, why_size,
+			    "disk limit exceeded: the workspace holds %llu "
+			    "MiB, the limit is %llu MiB",
+			    (unsigned long long)(t.disk_used >> 20),
+			    (unsigned long long)(run->limits.disk_bytes >> 20));
 			store_messages_free(msgs, nm);
 			return TURN_FAILED;
 		}
@@ -885,9 +903,10 @@ static enum turn_end turns(struct run *run, struct store_session *s,
 		bool alive = sandbox_alive(run, status);
 		if (!alive || status == 128 + SIGKILL) {
 			snprintf(why, why_size, "%s",
-				 !alive ? "sandbox died (its init is gone)"
-					: "agent killed (SIGKILL: out of memory "
-					  "or killed)");
+				 !alive
+				     ? "sandbox died (its init is gone)"
+				     : "agent killed (SIGKILL: out of memory "
+				       "or killed)");
 			store_messages_free(msgs, nm);
 			return TURN_DIED;
 		}
@@ -996,9 +1015,9 @@ void *runner_main(void *arg)
 			upd.started_ms = s.started_ms = store_now_ms();
 		char *oc = json_dumps(outcome, JSON_COMPACT);
 		upd.outcome_json = oc;
-		int64_t tr = control_transition(c, run->id, SESSION_PROVISIONING,
-						SESSION_RUNNING, &upd, NULL,
-						&err);
+		int64_t tr =
+		    control_transition(c, run->id, SESSION_PROVISIONING,
+				       SESSION_RUNNING, &upd, NULL, &err);
 		free(oc);
 		store_snapshot_clear(&snap);
 		if (tr < 0) {
@@ -1076,10 +1095,9 @@ void *runner_main(void *arg)
 		struct store_session_update iu = STORE_SESSION_UPDATE_INIT;
 		iu.reason = why;
 		iu.sandbox = "";
-		control_transition(c, run->id, SESSION_RUNNING,
-				   SESSION_INTERRUPTED, &iu,
-				   json_pack("{s:i}", "deaths", (int)deaths),
-				   NULL);
+		control_transition(
+		    c, run->id, SESSION_RUNNING, SESSION_INTERRUPTED, &iu,
+		    json_pack("{s:i}", "deaths", (int)deaths), NULL);
 		if (deaths > c->cfg.retry_max) {
 			char gave_up[1200];
 			snprintf(gave_up, sizeof(gave_up),

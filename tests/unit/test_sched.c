@@ -25,7 +25,8 @@ static size_t pick(struct sched_entry *q, size_t n,
 static void test_fifo_when_room(void **state)
 {
 	(void)state;
-	struct sched_entry q[] = {{"a", 1, false}, {"b", 2, false}, {"a", 3, false}};
+	struct sched_entry q[] = {
+	    {"a", 1, false}, {"b", 2, false}, {"a", 3, false}};
 	assert_int_equal(pick(q, 3, NULL, 0, 0, 0, 10, 10), 3);
 	assert_true(q[0].picked && q[1].picked && q[2].picked);
 }
@@ -34,7 +35,8 @@ static void test_fifo_when_room(void **state)
 static void test_global_cap(void **state)
 {
 	(void)state;
-	struct sched_entry q[] = {{"a", 1, false}, {"b", 2, false}, {"c", 3, false}};
+	struct sched_entry q[] = {
+	    {"a", 1, false}, {"b", 2, false}, {"c", 3, false}};
 	struct sched_user_load load[] = {{"x", 3}};
 	assert_int_equal(pick(q, 3, load, 1, 3, 0, 4, 4), 1);
 	assert_true(q[0].picked);
@@ -47,13 +49,15 @@ static void test_global_cap(void **state)
 static void test_per_user_fairness(void **state)
 {
 	(void)state;
-	struct sched_entry q[] = {{"alice", 1, false}, {"alice", 2, false}, {"alice", 3, false},
-				  {"alice", 4, false}, {"bob", 5, false}};
+	struct sched_entry q[] = {{"alice", 1, false},
+				  {"alice", 2, false},
+				  {"alice", 3, false},
+				  {"alice", 4, false},
+				  {"bob", 5, false}};
 	assert_int_equal(pick(q, 5, NULL, 0, 0, 0, 4, 0), 4);
 	/* default per-user cap for 4 slots: 3 */
-	assert_int_equal(sched_user_cap(&(struct sched_limits){
-			     .max_sandboxes = 4}),
-			 3);
+	assert_int_equal(
+	    sched_user_cap(&(struct sched_limits){.max_sandboxes = 4}), 3);
 	assert_true(q[0].picked && q[1].picked && q[2].picked);
 	assert_false(q[3].picked);
 	assert_true(q[4].picked);
@@ -86,7 +90,8 @@ static void test_memory_floor(void **state)
 static void test_one_each(void **state)
 {
 	(void)state;
-	struct sched_entry q[] = {{"a", 1, false}, {"a", 2, false}, {"b", 3, false}, {"b", 4, false}};
+	struct sched_entry q[] = {
+	    {"a", 1, false}, {"a", 2, false}, {"b", 3, false}, {"b", 4, false}};
 	assert_int_equal(pick(q, 4, NULL, 0, 0, 0, 8, 1), 2);
 	assert_true(q[0].picked && q[2].picked);
 	assert_false(q[1].picked || q[3].picked);

@@ -87,8 +87,8 @@ static int bad(struct wr_error **err, const char *path, const char *key,
 			      key, expected);
 }
 
-static int get_size(const char *path, const char *key, json_t *v,
-		    uint64_t *out, struct wr_error **err)
+static int get_size(const char *path, const char *key, json_t *v, uint64_t *out,
+		    struct wr_error **err)
 {
 	char buf[32];
 	const char *t = json_string_value(v);
@@ -111,8 +111,8 @@ static int get_duration(const char *path, const char *key, json_t *v,
 	return 0;
 }
 
-static int get_uint(const char *path, const char *key, json_t *v,
-		    uint64_t max, uint64_t *out)
+static int get_uint(const char *path, const char *key, json_t *v, uint64_t max,
+		    uint64_t *out)
 {
 	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
 	    (uint64_t)json_integer_value(v) > max)
@@ -187,7 +187,8 @@ static int load_repo(const char *path, size_t i, json_t *o,
 			if (!*dst)
 				return wr_error_set(err, ENOMEM, "config");
 		} else if (!strcmp(key, "refresh")) {
-			int rr = get_duration(path, key, v, &r->refresh_ms, err);
+			int rr =
+			    get_duration(path, key, v, &r->refresh_ms, err);
 			if (rr < 0)
 				return rr;
 		} else if (!strcmp(key, "agent")) {

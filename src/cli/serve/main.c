@@ -62,9 +62,8 @@ static int lock_data_dir(const char *data, struct wr_error **err)
 		int e = errno;
 		close(fd);
 		if (e == EWOULDBLOCK)
-			return wr_error_input(err, EBUSY,
-					      "another warren serve uses %s",
-					      data);
+			return wr_error_input(
+			    err, EBUSY, "another warren serve uses %s", data);
 		return wr_error_set(err, e, "lock %s", path);
 	}
 	char pid[32];
@@ -95,8 +94,8 @@ static int admin_token(struct store *st, const char *data,
 	if (fd < 0)
 		return wr_error_set(err, errno, "write %s", path);
 	size_t len = strlen(line);
-	bool ok = fchmod(fd, 0600) == 0 && write(fd, line, len) == (ssize_t)len &&
-		  fsync(fd) == 0;
+	bool ok = fchmod(fd, 0600) == 0 &&
+		  write(fd, line, len) == (ssize_t)len && fsync(fd) == 0;
 	int e = errno;
 	close(fd);
 	if (!ok)
@@ -118,8 +117,9 @@ static void register_repos(struct store *st, struct control *ctl,
 			store_repo_clear(&have);
 			continue;
 		}
-		if (control_repo_add(ctl, r->name, r->url, r->ref, r->refresh_ms,
-				     r->agent_json, &have, &err) == 0)
+		if (control_repo_add(ctl, r->name, r->url, r->ref,
+				     r->refresh_ms, r->agent_json, &have,
+				     &err) == 0)
 			store_repo_clear(&have);
 		else
 			fail("configured repository", err);
@@ -176,14 +176,15 @@ int main(int argc, char **argv)
 		listen_addr = wr_strdup(cfg.listen_addr);
 		port = cfg.port;
 	}
-	if (listen_opt && serve_parse_listen(listen_opt, &listen_addr, &port,
-					     &err) < 0) {
+	if (listen_opt &&
+	    serve_parse_listen(listen_opt, &listen_addr, &port, &err) < 0) {
 		fail("--listen", err);
 		return EXIT_USAGE;
 	}
 	const char *home = getenv("WARREN_HOME");
-	_cleanup_free_ char *data =
-	    wr_strdup(data_opt ? data_opt : home && *home ? home : ".warren");
+	_cleanup_free_ char *data = wr_strdup(data_opt	      ? data_opt
+					      : home && *home ? home
+							      : ".warren");
 	_cleanup_free_ char *db = NULL, *self = wr_self_dir(), *warren = NULL;
 	if (!data || !listen_addr || !self) {
 		fprintf(stderr, "warren serve: out of memory\n");
