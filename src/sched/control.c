@@ -675,8 +675,19 @@ static void refresh_due(struct control *c)
 		return;
 	int64_t now = store_now_ms();
 	for (size_t i = 0; i < n; i++) {
-		int64_t every =
-		    repos[i].refresh_ms ? repos[i].refresh_ms : 30 * 60 * 1000;
+		/* the repository's own interval, else its spec's */
+		int64_t every = repos[i].refresh_ms;
+		struct store_snapshot snap;
+		if (!every && c->st->ops->snapshot_latest(c->st, repos[i].id,
+							  &snap, NULL) == 0) {
+			struct control_limits unused;
+			uint64_t spec_every;
+			control_spec_info(c, snap.id, &unused, &spec_every);
+			every = (int64_t)spec_every;
+			store_snapshot_clear(&snap);
+		}
+		if (!every)
+			every = 30 * 60 * 1000;
 		int64_t last = repos[i].last_refresh_ms
 				   ? repos[i].last_refresh_ms
 				   : repos[i].created_ms;

@@ -90,6 +90,7 @@ struct control {
 	struct spec_limit_cache {
 		char snapshot_id[STORE_ID_MAX];
 		struct control_limits limits;
+		uint64_t refresh_ms;
 	} spec_cache[64];
 	size_t n_spec_cache, next_spec_cache;
 
@@ -108,6 +109,12 @@ void *runner_main(void *arg);
 int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
 			    bool refresh, struct store_snapshot *out,
 			    struct wr_error **err);
+
+/* What the repository's spec at a snapshot's commit asks for: its limits
+ * (customizations.warren.limits) and refresh interval; read once per
+ * snapshot (runner.c). */
+void control_spec_info(struct control *c, const char *snapshot_id,
+		       struct control_limits *limits, uint64_t *refresh_ms);
 
 /* control.c */
 /* Condition variables that wait on CLOCK_MONOTONIC (a wall-clock jump does

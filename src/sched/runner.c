@@ -243,16 +243,16 @@ int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
 	return r;
 }
 
-/* The limits the repository's spec asks for (customizations.warren.limits)
- * at the snapshot's commit; read once per snapshot. */
-static void spec_limits(struct control *c, const char *snapshot_id,
-			struct control_limits *out)
+void control_spec_info(struct control *c, const char *snapshot_id,
+		       struct control_limits *out, uint64_t *refresh_ms)
 {
 	memset(out, 0, sizeof(*out));
+	*refresh_ms = 0;
 	pthread_mutex_lock(&c->mu);
 	for (size_t i = 0; i < c->n_spec_cache; i++)
 		if (!strcmp(c->spec_cache[i].snapshot_id, snapshot_id)) {
 			*out = c->spec_cache[i].limits;
+			*refresh_ms = c->spec_cache[i].refresh_ms;
 			pthread_mutex_unlock(&c->mu);
 			return;
 		}
@@ -278,6 +278,7 @@ static void spec_limits(struct control *c, const char *snapshot_id,
 		out->disk_bytes = spec->limits.disk_bytes;
 		out->lifetime_ms = spec->limits.lifetime_ms;
 		out->idle_ms = spec->limits.idle_ms;
+		*refresh_ms = spec->refresh_ms;
 		spec_free(spec);
 	} else if (err) {
 		fprintf(stderr, "warren serve: spec of snapshot %.12s: %s\n",
@@ -291,6 +292,7 @@ static void spec_limits(struct control *c, const char *snapshot_id,
 	snprintf(c->spec_cache[slot].snapshot_id,
 		 sizeof(c->spec_cache[slot].snapshot_id), "%s", snapshot_id);
 	c->spec_cache[slot].limits = *out;
+	c->spec_cache[slot].refresh_ms = *refresh_ms;
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -981,7 +983,8 @@ void *runner_main(void *arg)
 		}
 		/* asked, else the spec's, else the server's; capped */
 		struct control_limits from_spec, lim;
-		spec_limits(c, snap.id, &from_spec);
+		uint64_t spec_refresh;
+		control_spec_info(c, snap.id, &from_spec, &spec_refresh);
 		control_limits_resolve(c, &asked, &from_spec, &lim);
 		pthread_mutex_lock(&c->mu);
 		run->limits = lim;
