@@ -172,6 +172,24 @@ server_start "$D"
 wait_state "$S9" review 60
 session_log "$S9" | grep -q 'stdout second-attempt' && pass "the interrupted session resumes at the next start" || fail "the interrupted session resumes at the next start" "$(session_log "$S9" | tail -3)"
 
+# --- refresh: a new commit, a refresh, a new snapshot; sessions take it ----------
+echo 'hello again' >"$R/greeting.txt"
+git -C "$R" -c user.email=t@warren -c user.name=test commit -q -am "second"
+head2="$(git -C "$R" rev-parse HEAD)"
+api GET /api/v1/repositories
+RID="$(echo "$BODY" | jq -r '.repositories[] | select(.name == "proj") | .id')"
+api POST "/api/v1/repositories/$RID/refresh"
+[ "$CODE" = 202 ] && pass "refresh queued: 202" || fail "refresh queued: 202" "$CODE $BODY"
+for _ in $(seq 1 100); do
+	api GET "/api/v1/snapshots?repo=$RID"
+	[ "$(jget '.snapshots[0].commit')" = "$head2" ] && break
+	sleep 0.2
+done
+[ "$(jget '.snapshots[0].commit')" = "$head2" ] && pass "the refresh builds a snapshot of the new commit" || fail "the refresh builds a snapshot of the new commit" "$BODY"
+SN="$(submit proj "new" 'git rev-parse HEAD')"
+wait_state "$SN" review 60
+session_log "$SN" | grep -q "stdout $head2" && pass "a new session starts from the newest snapshot" || fail "a new session starts from the newest snapshot" "$(session_log "$SN" | tail -3)"
+
 # --- limits: the request's, else the spec's, else the server's ---------------------
 R2="$TEST_TMP/limited"
 mkdir -p "$R2"
@@ -232,7 +250,7 @@ server_stop
 
 # --- nothing left behind --------------------------------------------------------
 left=""
-for s in "$S1" "$S2" "$S3" "$S4" "$S5" "$S6" "$S7" "$S8" "$S9" "$L1" "$DK" "$OOM" "$A1" "$A2" "$A3" "$B1"; do
+for s in "$S1" "$S2" "$S3" "$S4" "$S5" "$S6" "$S7" "$S8" "$S9" "$L1" "$DK" "$SN" "$OOM" "$A1" "$A2" "$A3" "$B1"; do
 	"$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$s" && left="$left ws-$s"
 	pgrep -f "sandbox exec ws-$s" >/dev/null && left="$left exec:$s"
 done
