@@ -4,7 +4,7 @@
 #   make check        run every test; ends with "N passed, N failed"
 #   make check SAN=1  the same with ASan + UBSan
 #   make bench        benchmarks (docs/benchmarks.md)
-#   make demo         a short tour of the sandbox
+#   make demo         a short tour: sandbox, snapshots, warren serve sessions
 #   make fuzz         run the fuzz targets for a while (clang/libFuzzer)
 #
 # Run as root, `make` first installs any missing Debian packages.

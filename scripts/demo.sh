@@ -4,7 +4,7 @@
 #   1-6   the sandbox: isolation, restrictions, limits, layers, long-lived
 #         sandboxes, start cost
 #   7     snapshots: a C project built once, sessions restored from it
-#   8-13  the control plane: `warren serve` on a temporary data directory, a
+#   8-14  the control plane: `warren serve` on a temporary data directory, a
 #         real repository registered, four sessions in parallel (scripted
 #         agents that edit the code and run the project's tests), a
 #         follow-up, the raw HTTP API, and a clean stop (SIGTERM)
@@ -12,7 +12,7 @@
 # Needs root; leaves nothing behind (temporary directory, server, sandboxes).
 set -u
 BUILD="${BUILD:-build}"
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 W="$PWD/$BUILD/warren"
 work="$(mktemp -d /tmp/warren-demo.XXXXXX)"
 NAME="demo-$$"
@@ -243,8 +243,10 @@ started() { # ID-LINE: remember the session
 }
 echo '$ warren run --repo c-hello --agent "$AGENT_FAREWELL" "add a farewell() function, with a test"'
 started "$("$W" run --repo c-hello --agent "$AGENT_FAREWELL" "add a farewell() function, with a test")"
+S_FAREWELL="${SESSIONS##* }"
 echo '$ warren run --repo c-hello --agent "$AGENT_EMPTY_NAME" "test the greeting of an empty name"'
 started "$("$W" run --repo c-hello --agent "$AGENT_EMPTY_NAME" "test the greeting of an empty name")"
+S_EMPTY_NAME="${SESSIONS##* }"
 echo '$ warren run --repo c-hello --agent "$AGENT_HEY" "greet with hey by default"'
 started "$("$W" run --repo c-hello --agent "$AGENT_HEY" "greet with hey by default")"
 sleep 0.5
@@ -264,7 +266,12 @@ for id in $SESSIONS; do # `logs -f` ends when the session rests
 	timeout 60 "$W" logs -f "$id" >/dev/null 2>&1
 done
 show "$W" sessions
-note "three changes wait in review; the fourth broke the project's tests, so it failed:"
+note "three changes wait in review, their tests passing (new ones included):"
+for id in "$S_FAREWELL" "$S_EMPTY_NAME"; do
+	echo "\$ warren logs $id | grep -E '^(ok|FAIL) '"
+	"$W" logs "$id" | grep -E '^(ok|FAIL) '
+done
+note "the fourth broke the project's tests, so it failed:"
 S_HEY="$("$W" sessions --state failed 2>/dev/null | awk '/hey by default/ {print $1; exit}')"
 show "$W" logs "${S_HEY:-none}"
 show "$W" show "$S_EXCITED" | cut -c1-100
@@ -284,21 +291,21 @@ done
 echo "\$ warren logs -f $S_EXCITED    (from the follow-up on)"
 timeout 60 "$W" logs -f "$S_EXCITED" 2>&1 | sed -n '/^-- message from/,$p'
 
+step "13. The HTTP API underneath (docs/api.md), with the admin token"
 if command -v curl >/dev/null; then
-	note "The same through the HTTP API (docs/api.md), with the admin token:"
 	T="Authorization: Bearer $(cat "$D/admin.token")"
 	U="$WARREN_SERVER/api/v1"
 	echo "\$ curl -s -H \"Authorization: Bearer \$(cat $D/admin.token)\" $U/healthz"
 	curl -s -H "$T" "$U/healthz"
 	echo
-	echo "\$ curl -s -H ... $U/metrics | grep ..."
-	curl -s -H "$T" "$U/metrics" |
-		grep -E '^warren_(sessions\{state="(review|failed)"\}|start_latency_ms_(sum|count)\{phase="total"\}|sandboxes_started_total)'
+	re='^warren_(sessions\{state="(review|failed)"|start_latency_ms_(sum|count)\{phase="total"|sandboxes_started)'
+	echo "\$ curl -s -H \"Authorization: Bearer \$(cat $D/admin.token)\" $U/metrics | grep -E '$re'"
+	curl -s -H "$T" "$U/metrics" | grep -E "$re"
 else
 	note "(curl is not installed: the HTTP API part is skipped)"
 fi
 
-step "13. Stop the server (SIGTERM)"
+step "14. Stop the server (SIGTERM)"
 echo "\$ kill -TERM $SERVER_PID"
 stop_server
 sed 's/^/    /' "$work/serve.log" | tail -1

@@ -1140,6 +1140,11 @@ void control_stop(struct control *c)
 			kill(r->child, SIGTERM);
 		pthread_cond_signal(&r->cv);
 	}
+	/* a snapshot build in progress is stopped too (it publishes nothing
+	 * half-done; the next refresh starts it again) */
+	for (size_t i = 0; i < sizeof(c->build_pids) / sizeof(pid_t); i++)
+		if (c->build_pids[i] > 0)
+			kill(c->build_pids[i], SIGTERM);
 	pthread_cond_broadcast(&c->cv);
 	pthread_cond_broadcast(&c->build_cv);
 	pthread_mutex_unlock(&c->mu);

@@ -142,6 +142,8 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	argv[n] = NULL;
 	pthread_mutex_lock(&c->mu);
 	pid_t *slot = build_slot(c);
+	if (slot)
+		*slot = -1; /* reserved until the child's pid is known */
 	pthread_mutex_unlock(&c->mu);
 	_cleanup_free_ char *output = NULL, *errors = NULL;
 	double t0 = mono_ms();
@@ -149,6 +151,11 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	    proc_run_tracked(argv, 1 << 20, log_fd, &output,
 			     log_fd < 0 ? &errors : NULL, slot, &c->mu, err);
 	double build_ms = mono_ms() - t0;
+	if (slot) {
+		pthread_mutex_lock(&c->mu);
+		*slot = 0;
+		pthread_mutex_unlock(&c->mu);
+	}
 	if (log_fd >= 0)
 		close(log_fd);
 	if (status < 0)

@@ -242,8 +242,11 @@ int client_print_event(const json_t *event)
 		printf("-- message from %s: %s\n", a, b);
 	} else if (!strcmp(kind, "turn")) {
 		int64_t code = client_json_int(data, "exit_code", -1);
-		printf("-- turn %lld ended",
-		       (long long)client_json_int(data, "turn", 0));
+		const char *status = client_json_str(data, "status");
+		bool started = status && !strcmp(status, "started");
+		printf("-- turn %lld %s",
+		       (long long)client_json_int(data, "turn", 0),
+		       started ? "started" : "ended");
 		if (code >= 0)
 			printf(" with exit code %lld", (long long)code);
 		printf("\n");

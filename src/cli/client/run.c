@@ -168,10 +168,16 @@ static int show_progress(void *ctx, json_t *event)
 				client_or(client_json_str(data, "user"), "?"),
 				client_or(client_json_str(data, "text"), ""));
 	} else if (!strcmp(kind, "turn")) {
-		what = wr_asprintf(
-		    "turn %lld ended with exit code %lld",
-		    (long long)client_json_int(data, "turn", 0),
-		    (long long)client_json_int(data, "exit_code", -1));
+		const char *status = client_json_str(data, "status");
+		if (status && !strcmp(status, "started"))
+			what = wr_asprintf(
+			    "turn %lld started",
+			    (long long)client_json_int(data, "turn", 0));
+		else
+			what = wr_asprintf(
+			    "turn %lld ended with exit code %lld",
+			    (long long)client_json_int(data, "turn", 0),
+			    (long long)client_json_int(data, "exit_code", -1));
 	} else if (!strcmp(kind, "error")) {
 		what = wr_asprintf(
 		    "error: %s",

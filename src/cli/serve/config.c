@@ -148,12 +148,29 @@ static int load_limits(const char *path, json_t *o, struct serve_config *cfg,
 			r = get_size(path, "limits.min_free_memory", v,
 				     &cfg->control.min_free_memory, err);
 		} else if (!strcmp(key, "default") || !strcmp(key, "max")) {
+			/* the keys given replace the built-in values; the
+			 * others stay */
 			bool def = !strcmp(key, "default");
-			r = control_limits_from_json(
-			    def ? "limits.default" : "limits.max", v,
+			struct control_limits l;
+			struct control_limits *dst =
 			    def ? &cfg->control.defaults
-				: &cfg->control.maximums,
-			    err);
+				: &cfg->control.maximums;
+			r = control_limits_from_json(
+			    def ? "limits.default" : "limits.max", v, &l, err);
+			if (r == 0) {
+				if (l.millicpus)
+					dst->millicpus = l.millicpus;
+				if (l.memory_bytes)
+					dst->memory_bytes = l.memory_bytes;
+				if (l.pids)
+					dst->pids = l.pids;
+				if (l.disk_bytes)
+					dst->disk_bytes = l.disk_bytes;
+				if (l.lifetime_ms)
+					dst->lifetime_ms = l.lifetime_ms;
+				if (l.idle_ms)
+					dst->idle_ms = l.idle_ms;
+			}
 		} else {
 			return wr_error_input(err, EINVAL,
 					      "%s: unknown key 'limits.%s'",
