@@ -18,7 +18,7 @@ DEBIAN_PACKAGES := gcc make pkg-config libseccomp-dev libjansson-dev \
 
 # what the tests use besides the build (script, setpriv, pgrep, PostgreSQL
 # for the service fixture)
-TEST_PACKAGES := bsdutils util-linux procps git postgresql curl wrk sqlite3 python3 jq
+TEST_PACKAGES := bsdutils util-linux procps git postgresql curl wrk sqlite3 python3 jq chromium
 
 CFLAGS_COMMON := -std=c17 -D_GNU_SOURCE -Isrc -g -O2 -Wall -Wextra \
   -Werror=implicit-function-declaration -Werror=return-type \
@@ -49,11 +49,12 @@ CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 
 # The control plane is its own executable (`warren serve` execs it): it
 # links the heavy libraries the lean sandbox path must not carry.
-SERVER_SRC  := $(wildcard src/store/*.c src/sched/*.c src/api/*.c)
+SERVER_SRC  := $(wildcard src/store/*.c src/sched/*.c src/api/*.c src/agent/*.c \
+                             src/review/*.c)
 SERVER_OBJ  := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 SERVE_SRC   := $(wildcard src/cli/serve/*.c)
 SERVE_OBJ   := $(SERVE_SRC:%.c=$(BUILD)/obj/%.o)
-SERVER_LIBS := -lmicrohttpd -lsqlite3 -ljansson -lsodium -lseccomp -lpthread
+SERVER_LIBS := -lmicrohttpd -lsqlite3 -lcurl -ljansson -lsodium -lseccomp -lpthread
 # The API client verbs (`warren run|sessions|show|logs|send|cancel|repo`).
 CLIENT_SRC  := $(wildcard src/cli/client/*.c)
 CLIENT_OBJ  := $(CLIENT_SRC:%.c=$(BUILD)/obj/%.o)

@@ -309,31 +309,56 @@ static void name_from_url(const char *url, char out[64])
 
 /* The agent argv JSON to use: asked, else the repository's, else the
  * server's; validated as a non-empty array of strings. */
+/* Is text the built-in agent ({"builtin": true})? */
+bool control_agent_is_builtin(const char *agent_json)
+{
+	json_t *a = agent_json ? json_loads(agent_json, 0, NULL) : NULL;
+	bool builtin = json_is_object(a) &&
+		       json_is_true(json_object_get(a, "builtin")) &&
+		       json_object_size(a) == 1;
+	json_decref(a);
+	return builtin;
+}
+
+/* The agent JSON to use: asked, else the repository's, else the server's,
+ * else the built-in agent when a model is configured; an argv array of
+ * strings or {"builtin": true}. */
 static int agent_resolve(const struct control *c, const char *asked,
 			 const struct store_repo *repo, char **out,
 			 struct wr_error **err)
 {
 	const char *src = asked		     ? asked
 			  : repo->agent_json ? repo->agent_json
-					     : c->default_agent_json;
+			  : c->default_agent_json ? c->default_agent_json
+			  : c->cfg.model_configured ? "{\"builtin\":true}"
+						    : NULL;
 	if (!src)
 		return wr_error_input(
 		    err, EINVAL,
 		    "agent: none given and none configured for repository "
-		    "'%s' or the server",
+		    "'%s' or the server (and no model for the built-in "
+		    "agent)",
 		    repo->name);
-	json_error_t jerr;
-	json_t *a = json_loads(src, 0, &jerr);
-	bool ok = json_is_array(a) && json_array_size(a) > 0 &&
-		  json_array_size(a) <= 256;
-	size_t i;
-	json_t *v;
-	json_array_foreach(a, i, v) if (!json_is_string(v)) ok = false;
-	json_decref(a);
-	if (!ok)
-		return wr_error_input(
-		    err, EINVAL,
-		    "agent: expected a non-empty array of strings");
+	if (control_agent_is_builtin(src)) {
+		if (!c->cfg.model_configured)
+			return wr_error_input(err, EINVAL,
+					      "agent: the built-in agent needs "
+					      "a model in the server's "
+					      "configuration");
+	} else {
+		json_t *a = json_loads(src, 0, NULL);
+		bool ok = json_is_array(a) && json_array_size(a) > 0 &&
+			  json_array_size(a) <= 256;
+		size_t i;
+		json_t *v;
+		json_array_foreach(a, i, v) if (!json_is_string(v)) ok = false;
+		json_decref(a);
+		if (!ok)
+			return wr_error_input(err, EINVAL,
+					      "agent: expected a non-empty "
+					      "array of strings or "
+					      "{\"builtin\": true}");
+	}
 	char *copy = wr_strdup(src);
 	if (!copy)
 		return wr_error_set(err, ENOMEM, "agent");
@@ -564,7 +589,7 @@ int control_repo_add(struct control *c, const char *name, const char *url,
 	if (default_ref && (!*default_ref || default_ref[0] == '-' ||
 			    strlen(default_ref) > 255))
 		return wr_error_input(err, EINVAL, "ref: invalid");
-	if (agent_json) {
+	if (agent_json && !control_agent_is_builtin(agent_json)) {
 		json_t *a = json_loads(agent_json, 0, NULL);
 		bool ok = json_is_array(a) && json_array_size(a) > 0;
 		size_t i;
@@ -682,7 +707,8 @@ static void refresh_due(struct control *c)
 							  &snap, NULL) == 0) {
 			struct control_limits unused;
 			uint64_t spec_every;
-			control_spec_info(c, snap.id, &unused, &spec_every);
+			control_spec_info(c, snap.id, &unused, &spec_every,
+					  NULL);
 			every = (int64_t)spec_every;
 			store_snapshot_clear(&snap);
 		}
@@ -703,6 +729,7 @@ static void run_free(struct run *r)
 {
 	if (!r)
 		return;
+	json_decref(r->verify);
 	pthread_cond_destroy(&r->cv);
 	free(r->user);
 	free(r);
@@ -1058,6 +1085,8 @@ static void control_free(struct control *c)
 		free(c->refresh_queue[i]);
 	free(c->refresh_queue);
 	free(c->building);
+	for (size_t i = 0; i < c->n_spec_cache; i++)
+		json_decref(c->spec_cache[i].verify);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
 	pthread_cond_destroy(&c->build_cv);

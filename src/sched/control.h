@@ -14,9 +14,11 @@
 #ifndef WR_SCHED_CONTROL_H
 #define WR_SCHED_CONTROL_H
 
+#include "agent/agent.h"
 #include "store/store.h"
 #include "util/error.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -42,6 +44,14 @@ struct control_config {
 	uint64_t retry_backoff_ms; /* first back-off, doubled per retry */
 	const char *default_agent_json; /* JSON argv, NULL: none configured */
 	uint64_t refresh_check_ms; /* how often due refreshes are looked for */
+	/* the built-in agent: used by sessions whose agent is
+	 * {"builtin": true}, and by those with no agent at all when a model
+	 * is configured */
+	bool model_configured;
+	struct provider_config model;
+	struct agent_budget budget;
+	struct agent_prices prices;
+	unsigned verify_retries; /* agent attempts after a failed verify */
 	bool no_worker; /* accept and store, never run (fuzzing, tests) */
 };
 
@@ -81,6 +91,24 @@ int64_t control_message(struct control *c, const char *session_id,
  * (bad_input) if it already finished. */
 int control_cancel(struct control *c, const char *session_id, const char *user,
 		   struct wr_error **err);
+
+/* The reviewer's decision on a session in review. Approve: the session
+ * goes to approved, its branch warren/<id> is pushed to the repository's
+ * remote (the URL it was registered with; only that ref, never forced)
+ * and it ends pushed (or failed with the push's error). Reject: it ends
+ * rejected with the reason. -EPERM (bad_input) unless the session is in
+ * review. */
+int control_approve(struct control *c, const char *session_id,
+		    const char *user, struct wr_error **err);
+int control_reject(struct control *c, const char *session_id,
+		   const char *user, const char *reason,
+		   struct wr_error **err);
+
+/* Pilot numbers (GET /api/v1/stats): sessions by outcome, verify pass
+ * rate on the first attempt and after retries, model tokens and cost,
+ * sandbox-seconds, reviewer minutes (review to decision), accepted
+ * changes per reviewer minute, cost per accepted change. */
+json_t *control_stats(struct control *c);
 
 /* Registers a repository (name may be NULL: derived from the URL) and
  * starts its first snapshot build in the background. */

@@ -33,6 +33,9 @@ struct metrics {
 	uint64_t sandboxes_started;
 	double sandbox_seconds; /* of sandboxes already stopped */
 	uint64_t snapshot_builds, snapshot_build_failures;
+	uint64_t verify_first_pass, verify_retry_pass, verify_failed;
+	uint64_t prompt_tokens, completion_tokens;
+	double cost;
 };
 
 /* One admitted session: a thread that holds one sandbox slot. */
@@ -60,6 +63,19 @@ struct run {
 	unsigned baseline_procs; /* processes once services were ready */
 	uint64_t last_cpu_ticks;
 	struct control_limits limits;
+	/* the runner's own (no lock): the spec's verify commands, the
+	 * commit the session started from, model usage so far */
+	json_t *verify;
+	char base[41];
+	struct agent_usage usage;
+};
+
+/* How a turn ended (runner.c, work.c). */
+enum turn_end {
+	TURN_OK,
+	TURN_FAILED,
+	TURN_DIED,
+	TURN_STOPPED, /* cancel, expiry or shutdown */
 };
 
 struct control {
@@ -91,6 +107,7 @@ struct control {
 		char snapshot_id[STORE_ID_MAX];
 		struct control_limits limits;
 		uint64_t refresh_ms;
+		json_t *verify; /* argv arrays of the verify commands */
 	} spec_cache[64];
 	size_t n_spec_cache, next_spec_cache;
 
@@ -114,7 +131,22 @@ int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
  * (customizations.warren.limits) and refresh interval; read once per
  * snapshot (runner.c). */
 void control_spec_info(struct control *c, const char *snapshot_id,
-		       struct control_limits *limits, uint64_t *refresh_ms);
+		       struct control_limits *limits, uint64_t *refresh_ms,
+		       json_t **verify);
+
+/* runner.c */
+bool run_stop_requested(struct run *run);
+/* Is the sandbox's init alive (after an exec that ended with status)? */
+bool run_sandbox_alive(struct run *run, int status);
+
+/* work.c: the built-in agent's turn, verification, the result */
+enum turn_end work_agent_turn(struct run *run, const struct store_session *s,
+			      int number, const char *prompt, char **summary,
+			      char *why, size_t why_size);
+bool work_has_verify(const struct run *run);
+int work_verify(struct run *run, json_t **out, struct wr_error **err);
+int work_commit(struct run *run, const struct store_session *s,
+		const char *message, json_t **out, struct wr_error **err);
 
 /* control.c */
 /* Condition variables that wait on CLOCK_MONOTONIC (a wall-clock jump does
@@ -132,6 +164,7 @@ int64_t control_transition(struct control *c, const char *id, int from,
 			   json_t *extra, struct wr_error **err);
 
 json_t *control_limits_to_json(const struct control_limits *l);
+bool control_agent_is_builtin(const char *agent_json);
 
 /* metrics.c */
 void metrics_observe(struct control *c, enum metric_phase p, double ms);

@@ -82,6 +82,69 @@ int proc_spawn(char *const argv[], int log_fd, struct proc *out,
 	return 0;
 }
 
+int proc_spawn_stdin(char *const argv[], int *in_fd, struct proc *out,
+		     struct wr_error **err)
+{
+	int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1},
+	    err_pipe[2] = {-1, -1};
+	if (pipe2(in_pipe, O_CLOEXEC) < 0 || pipe2(out_pipe, O_CLOEXEC) < 0 ||
+	    pipe2(err_pipe, O_CLOEXEC) < 0) {
+		int e = errno;
+		for (int i = 0; i < 2; i++) {
+			close_fd(&in_pipe[i]);
+			close_fd(&out_pipe[i]);
+			close_fd(&err_pipe[i]);
+		}
+		return wr_error_set(err, e, "spawn %s: pipe", argv[0]);
+	}
+	pid_t parent = getpid();
+	/* as in proc_spawn: fork for PR_SET_PDEATHSIG, and only
+	 * async-signal-safe calls until exec (this process has threads) */
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		for (int i = 0; i < 2; i++) {
+			close_fd(&in_pipe[i]);
+			close_fd(&out_pipe[i]);
+			close_fd(&err_pipe[i]);
+		}
+		return wr_error_set(err, e, "spawn %s: fork", argv[0]);
+	}
+	if (pid == 0) {
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+			_exit(127);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		/* dup2 clears O_CLOEXEC on the copies: only 0, 1, 2 survive */
+		if (dup2(in_pipe[0], 0) < 0 || dup2(out_pipe[1], 1) < 0 ||
+		    dup2(err_pipe[1], 2) < 0)
+			_exit(127);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close_fd(&in_pipe[0]);
+	close_fd(&out_pipe[1]);
+	close_fd(&err_pipe[1]);
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0) {
+		int e = errno;
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		close_fd(&in_pipe[1]);
+		close_fd(&out_pipe[0]);
+		close_fd(&err_pipe[0]);
+		return wr_error_set(err, e, "spawn %s: pidfd_open", argv[0]);
+	}
+	fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+	*in_fd = in_pipe[1];
+	out->pid = pid;
+	out->pidfd = pidfd;
+	out->out_fd = out_pipe[0];
+	out->err_fd = err_pipe[0];
+	return 0;
+}
+
 int proc_wait(struct proc *p)
 {
 	int status;

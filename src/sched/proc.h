@@ -27,6 +27,12 @@ struct proc {
  * stderr piped, or stderr to log_fd when log_fd >= 0. */
 int proc_spawn(char *const argv[], int log_fd, struct proc *out,
 	       struct wr_error **err);
+/* proc_spawn with stdin from a pipe instead of /dev/null: *in_fd gets the
+ * pipe's write end (O_CLOEXEC; close it to give the child end of file).
+ * stdout and stderr are piped. Writing to in_fd after the child is gone
+ * raises SIGPIPE: block it in the writing thread. */
+int proc_spawn_stdin(char *const argv[], int *in_fd, struct proc *out,
+		     struct wr_error **err);
 /* Waits for the child; returns its exit status, 128+N for signal N. */
 int proc_wait(struct proc *p);
 /* Closes the pipes and the pidfd (does not wait). */

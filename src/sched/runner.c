@@ -14,6 +14,7 @@
  * (a turn; it forwards SIGTERM to the agent), `sandbox rm`. */
 #include "sched/internal.h"
 
+#include "review/review.h"
 #include "snapshot/build.h"
 #include "snapshot/git.h"
 #include "util/alloc.h"
@@ -76,7 +77,7 @@ static void tail_line(const char *text, char *out, size_t size)
 
 /* ---- requests from other threads ---------------------------------------- */
 
-static bool stop_requested(struct run *run)
+bool run_stop_requested(struct run *run)
 {
 	pthread_mutex_lock(&run->ctl->mu);
 	bool stop = run->cancel || run->shutdown || run->expire;
@@ -250,16 +251,42 @@ int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
 	return r;
 }
 
+/* The spec's verify commands as a JSON array of argv arrays. */
+static json_t *verify_json(const struct spec *spec)
+{
+	json_t *v = json_array();
+	for (size_t i = 0; i < spec->n_verify; i++) {
+		const struct spec_command *cmd = &spec->verify[i];
+		json_t *argv = json_array();
+		if (cmd->shell) {
+			json_array_append_new(argv, json_string("/bin/sh"));
+			json_array_append_new(argv, json_string("-c"));
+			json_array_append_new(argv, json_string(cmd->shell));
+		} else {
+			for (size_t k = 0; cmd->argv && cmd->argv[k]; k++)
+				json_array_append_new(
+				    argv, json_string(cmd->argv[k]));
+		}
+		json_array_append_new(v, argv);
+	}
+	return v;
+}
+
 void control_spec_info(struct control *c, const char *snapshot_id,
-		       struct control_limits *out, uint64_t *refresh_ms)
+		       struct control_limits *out, uint64_t *refresh_ms,
+		       json_t **verify)
 {
 	memset(out, 0, sizeof(*out));
 	*refresh_ms = 0;
+	if (verify)
+		*verify = NULL;
 	pthread_mutex_lock(&c->mu);
 	for (size_t i = 0; i < c->n_spec_cache; i++)
 		if (!strcmp(c->spec_cache[i].snapshot_id, snapshot_id)) {
 			*out = c->spec_cache[i].limits;
 			*refresh_ms = c->spec_cache[i].refresh_ms;
+			if (verify)
+				*verify = json_incref(c->spec_cache[i].verify);
 			pthread_mutex_unlock(&c->mu);
 			return;
 		}
@@ -277,6 +304,7 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 	    repo ? git_mirror_path(c->data_dir, repo, NULL) : NULL;
 	struct spec *spec = NULL;
 	struct wr_error *err = NULL;
+	json_t *verify_cmds = NULL;
 	if (mirror && commit &&
 	    snap_load_spec(mirror, commit, &spec, &err) == 0) {
 		out->millicpus = spec->limits.millicpus;
@@ -286,6 +314,7 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 		out->lifetime_ms = spec->limits.lifetime_ms;
 		out->idle_ms = spec->limits.idle_ms;
 		*refresh_ms = spec->refresh_ms;
+		verify_cmds = verify_json(spec);
 		spec_free(spec);
 	} else if (err) {
 		fprintf(stderr, "warren serve: spec of snapshot %.12s: %s\n",
@@ -300,6 +329,10 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 		 sizeof(c->spec_cache[slot].snapshot_id), "%s", snapshot_id);
 	c->spec_cache[slot].limits = *out;
 	c->spec_cache[slot].refresh_ms = *refresh_ms;
+	json_decref(c->spec_cache[slot].verify);
+	c->spec_cache[slot].verify = verify_cmds ? verify_cmds : json_array();
+	if (verify)
+		*verify = json_incref(c->spec_cache[slot].verify);
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -369,7 +402,7 @@ static bool pid_running(pid_t pid)
 
 /* After the exec client failed (status 125), its sandbox may be dying: give
  * the kernel a moment to finish the job before deciding. */
-static bool sandbox_alive(struct run *run, int status)
+bool run_sandbox_alive(struct run *run, int status)
 {
 	pthread_mutex_lock(&run->ctl->mu);
 	pid_t pid = run->init_pid;
@@ -461,6 +494,10 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	json_object_set_new(start, "services", json_real(services));
 	if (sess)
 		json_object_set(outcome, "session", sess);
+	/* the commit the session starts from: the base of its diff */
+	const char *base = json_string_value(json_object_get(sess, "commit"));
+	if (base && strlen(base) == 40)
+		memcpy(run->base, base, 41);
 	json_decref(j);
 	metrics_observe(c, PHASE_RESTORE, restore);
 	metrics_observe(c, PHASE_SYNC, sync);
@@ -673,7 +710,7 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 			exited = true;
 		/* cancel, expiry, shutdown: SIGTERM went to the agent (the
 		 * exec client forwards it); after the grace, end the client */
-		if (!exited && stop_requested(run)) {
+		if (!exited && run_stop_requested(run)) {
 			if (stop_at == 0)
 				stop_at = mono_ms();
 			else if (mono_ms() - stop_at > STOP_GRACE_MS)
@@ -700,7 +737,7 @@ static void checkpoint(struct run *run)
 {
 	struct control *c = run->ctl;
 	json_t *data = json_object();
-	if (sandbox_alive(run, 0)) {
+	if (run_sandbox_alive(run, 0)) {
 		char *argv[] = {
 		    c->warren_bin,
 		    "sandbox",
@@ -763,13 +800,6 @@ static void finish(struct run *run, enum session_state to, const char *why,
 		wr_error_free(err);
 	}
 }
-
-enum turn_end {
-	TURN_OK,
-	TURN_FAILED,
-	TURN_DIED,
-	TURN_STOPPED, /* cancel, expiry or shutdown */
-};
 
 /* What to do with the session after its sandbox is gone. */
 static void stopped(struct run *run, enum session_state state)
@@ -839,7 +869,196 @@ static bool rest(struct run *run)
 	return false;
 }
 
-/* Runs turns while messages are pending. */
+/* One run of the agent: the command agent (its output lines become
+ * events) or the built-in loop. prompt: the turn's messages, or the
+ * failure of a verification. */
+static enum turn_end agent_once(struct run *run, struct store_session *s,
+				int number, const char *prompt,
+				json_t *outcome, bool *first_turn,
+				int *exit_code, char **summary, char *why,
+				size_t why_size)
+{
+	struct control *c = run->ctl;
+	if (control_agent_is_builtin(s->agent_json)) {
+		enum turn_end e = work_agent_turn(run, s, number, prompt,
+						  summary, why, why_size);
+		if (e == TURN_OK)
+			*exit_code = 0;
+		return e;
+	}
+	struct wr_error *err = NULL;
+	struct turn t = {.run = run, .number = number};
+	int status = turn_run(run, s, number, prompt, &t, &err);
+	if (*first_turn && t.first_line_ms > 0) {
+		double agent = t.first_line_ms - t.spawned_ms;
+		double total = (double)(store_now_ms() - s->created_ms) -
+			       (mono_ms() - t.first_line_ms);
+		json_t *start = json_object_get(outcome, "start_ms");
+		json_object_set_new(start, "agent", json_real(agent));
+		json_object_set_new(start, "total", json_real(total));
+		metrics_observe(c, PHASE_AGENT, agent);
+		metrics_observe(c, PHASE_TOTAL, total);
+		*first_turn = false;
+	}
+	if (status < 0) {
+		snprintf(why, why_size, "agent: %s",
+			 err && err->msg ? err->msg : strerror(-status));
+		wr_error_free(err);
+		return TURN_FAILED;
+	}
+	if (run_stop_requested(run))
+		return TURN_STOPPED;
+	if (t.disk_used) {
+		snprintf(why, why_size,
+			 "disk limit exceeded: the workspace holds %llu MiB, "
+			 "the limit is %llu MiB",
+			 (unsigned long long)(t.disk_used >> 20),
+			 (unsigned long long)(run->limits.disk_bytes >> 20));
+		return TURN_FAILED;
+	}
+	/* the exec client could not finish (125 with the sandbox gone) or
+	 * the agent was killed (SIGKILL: OOM, kill -9) */
+	bool alive = run_sandbox_alive(run, status);
+	if (!alive || status == 128 + SIGKILL) {
+		snprintf(why, why_size, "%s",
+			 !alive ? "sandbox died (its init is gone)"
+				: "agent killed (SIGKILL: out of memory or "
+				  "killed)");
+		return TURN_DIED;
+	}
+	*exit_code = status;
+	if (status != 0) {
+		snprintf(why, why_size, "agent exited with status %d", status);
+		return TURN_FAILED;
+	}
+	return TURN_OK;
+}
+
+/* The commit message for a command agent: what was asked. */
+static char *prompt_message(const struct store_session *s, const char *prompt)
+{
+	size_t first = strcspn(prompt, "\n");
+	if (first > 72)
+		first = 72;
+	return wr_asprintf("%.*s\n\nWarren session %s.\n\n%s", (int)first,
+			   prompt, s->id, prompt);
+}
+
+/* After the agent is done: Warren runs the spec's verify commands (the
+ * agent's word is not evidence); a failure goes back to the agent for up
+ * to verify_retries more attempts. Then the workspace is committed on
+ * warren/<id> and the diff stored. Fills outcome.verify, outcome.result,
+ * outcome.usage. */
+static enum turn_end verify_and_commit(struct run *run,
+				       struct store_session *s, int number,
+				       const char *prompt, json_t *outcome,
+				       bool *first_turn, int *exit_code,
+				       char **summary, char *why,
+				       size_t why_size)
+{
+	struct control *c = run->ctl;
+	json_t *vres = NULL;
+	int attempts = 0;
+	bool first_passed = false;
+	while (work_has_verify(run)) {
+		struct wr_error *err = NULL;
+		control_transition(c, run->id, SESSION_RUNNING,
+				   SESSION_VERIFYING, NULL, NULL, NULL);
+		json_decref(vres);
+		vres = NULL;
+		if (work_verify(run, &vres, &err) < 0) {
+			snprintf(why, why_size, "verify: %s",
+				 err && err->msg ? err->msg : "failed");
+			wr_error_free(err);
+			return run_sandbox_alive(run, 125) ? TURN_FAILED
+							   : TURN_DIED;
+		}
+		attempts++;
+		bool passed = json_is_true(json_object_get(vres, "passed"));
+		if (attempts == 1)
+			first_passed = passed;
+		control_event(c, run->id, "verify",
+			      json_pack("{s:i, s:i, s:O}", "turn", number,
+					"attempt", attempts, "verify", vres));
+		if (run_stop_requested(run)) {
+			json_decref(vres);
+			return TURN_STOPPED;
+		}
+		if (!run_sandbox_alive(run, 0)) {
+			json_decref(vres);
+			snprintf(why, why_size, "sandbox died (its init is gone)");
+			return TURN_DIED;
+		}
+		if (passed || (unsigned)attempts > c->cfg.verify_retries)
+			break;
+		/* back to the agent with what failed */
+		_cleanup_free_ char *feedback = review_verify_feedback(vres);
+		control_transition(
+		    c, run->id, SESSION_VERIFYING, SESSION_RUNNING, NULL,
+		    json_pack("{s:s, s:i}", "why", "verification failed",
+			      "attempt", attempts),
+		    NULL);
+		free(*summary);
+		*summary = NULL;
+		enum turn_end e = agent_once(
+		    run, s, number, feedback ? feedback : "verification failed",
+		    outcome, first_turn, exit_code, summary, why, why_size);
+		if (e != TURN_OK) {
+			json_decref(vres);
+			return e;
+		}
+	}
+	if (vres) {
+		bool passed = json_is_true(json_object_get(vres, "passed"));
+		json_object_set_new(vres, "attempts", json_integer(attempts));
+		json_object_set_new(vres, "first_attempt_passed",
+				    json_boolean(first_passed));
+		json_object_set_new(outcome, "verify", vres);
+		pthread_mutex_lock(&c->metrics_mu);
+		if (first_passed)
+			c->m.verify_first_pass++;
+		else if (passed)
+			c->m.verify_retry_pass++;
+		else
+			c->m.verify_failed++;
+		pthread_mutex_unlock(&c->metrics_mu);
+	}
+	/* the result: a commit on warren/<id>, its diff as evidence */
+	_cleanup_free_ char *message =
+	    *summary && **summary ? wr_strdup(*summary)
+				  : prompt_message(s, prompt);
+	json_t *result = NULL;
+	struct wr_error *err = NULL;
+	if (!message || work_commit(run, s, message, &result, &err) < 0) {
+		snprintf(why, why_size, "result: %s",
+			 err && err->msg ? err->msg : "failed");
+		wr_error_free(err);
+		return run_sandbox_alive(run, 125) ? TURN_FAILED : TURN_DIED;
+	}
+	json_object_set_new(result, "turn", json_integer(number));
+	if (*summary)
+		json_object_set_new(result, "summary", json_string(*summary));
+	control_event(c, run->id, "result", json_incref(result));
+	json_object_set_new(outcome, "result", result);
+	json_object_set_new(
+	    outcome, "usage",
+	    json_pack("{s:I, s:I, s:f, s:i, s:i}", "prompt_tokens",
+		      (json_int_t)run->usage.prompt_tokens, "completion_tokens",
+		      (json_int_t)run->usage.completion_tokens, "cost",
+		      run->usage.cost, "model_calls", run->usage.model_calls,
+		      "tool_calls", run->usage.tool_calls));
+	return TURN_OK;
+}
+
+/* The turn number the session's last result was committed for. */
+static int committed_turn(const json_t *outcome)
+{
+	return (int)json_integer_value(
+	    json_object_get(json_object_get(outcome, "result"), "turn"));
+}
+
+/* Runs turns while messages are pending; each ends verified and
+ * committed. */
 static enum turn_end turns(struct run *run, struct store_session *s,
 			   json_t *outcome, bool *first_turn, int *exit_code,
 			   char *why, size_t why_size)
@@ -847,7 +1066,7 @@ static enum turn_end turns(struct run *run, struct store_session *s,
 	struct control *c = run->ctl;
 	struct store *st = c->st;
 	for (;;) {
-		if (stop_requested(run))
+		if (run_stop_requested(run))
 			return TURN_STOPPED;
 		struct store_message *msgs = NULL;
 		size_t nm = 0;
@@ -859,79 +1078,68 @@ static enum turn_end turns(struct run *run, struct store_session *s,
 			wr_error_free(err);
 			return TURN_FAILED;
 		}
-		if (nm == 0)
+		if (nm == 0) {
+			/* a turn whose agent finished but whose sandbox died
+			 * (or whose server stopped) before the result was
+			 * committed: verify and commit now */
+			if (s->turns > 0 && committed_turn(outcome) < s->turns) {
+				char *summary = NULL;
+				enum turn_end e = verify_and_commit(
+				    run, s, s->turns, s->prompt, outcome,
+				    first_turn, exit_code, &summary, why,
+				    why_size);
+				free(summary);
+				return e;
+			}
 			return TURN_OK;
+		}
 		_cleanup_free_ char *prompt = turn_prompt(msgs, nm);
-		int number = s->turns + 1;
-		struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
-		upd.turns = number;
-		st->ops->session_update(st, run->id, &upd, NULL);
-		s->turns = number;
+		if (!prompt) {
+			store_messages_free(msgs, nm);
+			snprintf(why, why_size, "out of memory");
+			return TURN_FAILED;
+		}
+		/* a turn cut short by a sandbox death keeps its number */
+		int number = committed_turn(outcome) < s->turns && s->turns > 0
+				 ? s->turns
+				 : s->turns + 1;
+		if (number != s->turns) {
+			struct store_session_update upd =
+			    STORE_SESSION_UPDATE_INIT;
+			upd.turns = number;
+			st->ops->session_update(st, run->id, &upd, NULL);
+			s->turns = number;
+		}
 		control_event(c, run->id, "turn",
 			      json_pack("{s:i, s:s}", "turn", number, "status",
 					"started"));
-		struct turn t = {.run = run, .number = number};
-		int status = prompt ? turn_run(run, s, number, prompt, &t, &err)
-				    : -ENOMEM;
-		if (*first_turn && t.first_line_ms > 0) {
-			double agent = t.first_line_ms - t.spawned_ms;
-			double total =
-			    (double)(store_now_ms() - s->created_ms) -
-			    (mono_ms() - t.first_line_ms);
-			json_t *start = json_object_get(outcome, "start_ms");
-			json_object_set_new(start, "agent", json_real(agent));
-			json_object_set_new(start, "total", json_real(total));
-			metrics_observe(c, PHASE_AGENT, agent);
-			metrics_observe(c, PHASE_TOTAL, total);
-			*first_turn = false;
-		}
-		if (status < 0) {
-			snprintf(why, why_size, "agent: %s",
-				 err && err->msg ? err->msg
-						 : strerror(-status));
-			wr_error_free(err);
+		char *summary = NULL;
+		enum turn_end e =
+		    agent_once(run, s, number, prompt, outcome, first_turn,
+			       exit_code, &summary, why, why_size);
+		if (e == TURN_DIED || e == TURN_STOPPED) {
+			free(summary);
 			store_messages_free(msgs, nm);
-			return TURN_FAILED;
-		}
-		if (stop_requested(run)) {
-			store_messages_free(msgs, nm);
-			return TURN_STOPPED;
-		}
-		if (t.disk_used) {
-			snprintf(
-			    why, why_size,
-			    "disk limit exceeded: the workspace holds %llu "
-			    "MiB, the limit is %llu MiB",
-			    (unsigned long long)(t.disk_used >> 20),
-			    (unsigned long long)(run->limits.disk_bytes >> 20));
-			store_messages_free(msgs, nm);
-			return TURN_FAILED;
-		}
-		/* the exec client could not finish (125 with the sandbox
-		 * gone) or the agent was killed (SIGKILL: OOM, kill -9) */
-		bool alive = sandbox_alive(run, status);
-		if (!alive || status == 128 + SIGKILL) {
-			snprintf(why, why_size, "%s",
-				 !alive
-				     ? "sandbox died (its init is gone)"
-				     : "agent killed (SIGKILL: out of memory "
-				       "or killed)");
-			store_messages_free(msgs, nm);
-			return TURN_DIED;
+			return e;
 		}
 		for (size_t i = 0; i < nm; i++)
 			st->ops->message_consume(st, msgs[i].id, number, NULL);
 		store_messages_free(msgs, nm);
-		*exit_code = status;
 		control_event(c, run->id, "turn",
 			      json_pack("{s:i, s:s, s:i}", "turn", number,
 					"status", "finished", "exit_code",
-					status));
-		if (status != 0) {
-			snprintf(why, why_size, "agent exited with status %d",
-				 status);
+					*exit_code == INT32_MIN ? -1
+								: *exit_code));
+		if (e == TURN_FAILED) {
+			free(summary);
 			return TURN_FAILED;
 		}
+		e = verify_and_commit(run, s, number, prompt, outcome,
+				      first_turn, exit_code, &summary, why,
+				      why_size);
+		free(summary);
+		if (e != TURN_OK)
+			return e;
 	}
 }
 
@@ -944,7 +1152,7 @@ void *runner_main(void *arg)
 	struct store_repo repo = {0};
 	struct store_snapshot snap = {0};
 	struct wr_error *err = NULL;
-	json_t *outcome = json_pack("{s:{}}", "start_ms");
+	json_t *outcome = NULL;
 	char why[1024] = "";
 	bool first_turn = true;
 	unsigned deaths = 0;
@@ -958,6 +1166,14 @@ void *runner_main(void *arg)
 		finish(run, SESSION_FAILED, why, INT32_MIN);
 		goto out;
 	}
+	/* what earlier lives of the session found (verify, result) stays;
+	 * the start breakdown is this provisioning's */
+	outcome = s.outcome_json ? json_loads(s.outcome_json, 0, NULL) : NULL;
+	if (!json_is_object(outcome)) {
+		json_decref(outcome);
+		outcome = json_object();
+	}
+	json_object_set_new(outcome, "start_ms", json_object());
 	struct control_limits asked = {0};
 	if (s.limits_json) {
 		json_t *lj = json_loads(s.limits_json, 0, NULL);
@@ -972,7 +1188,7 @@ void *runner_main(void *arg)
 	metrics_add(c, &c->m.sessions_started, s.turns == 0 ? 1 : 0);
 
 	for (;;) { /* provisioning attempts */
-		if (stop_requested(run)) {
+		if (run_stop_requested(run)) {
 			stopped(run, SESSION_PROVISIONING);
 			goto out;
 		}
@@ -982,7 +1198,7 @@ void *runner_main(void *arg)
 			snprintf(why, sizeof(why), "no snapshot: %s",
 				 err && err->msg ? err->msg : "failed");
 			wr_error_freep(&err);
-			if (stop_requested(run))
+			if (run_stop_requested(run))
 				stopped(run, SESSION_PROVISIONING);
 			else
 				finish(run, SESSION_FAILED, why, INT32_MIN);
@@ -991,7 +1207,9 @@ void *runner_main(void *arg)
 		/* asked, else the spec's, else the server's; capped */
 		struct control_limits from_spec, lim;
 		uint64_t spec_refresh;
-		control_spec_info(c, snap.id, &from_spec, &spec_refresh);
+		json_decref(run->verify);
+		control_spec_info(c, snap.id, &from_spec, &spec_refresh,
+				  &run->verify);
 		control_limits_resolve(c, &asked, &from_spec, &lim);
 		pthread_mutex_lock(&c->mu);
 		run->limits = lim;
@@ -1003,12 +1221,13 @@ void *runner_main(void *arg)
 				      json_pack("{s:s, s:f}", "phase",
 						"snapshot", "ms",
 						mono_ms() - t0));
+		snprintf(run->base, sizeof(run->base), "%s", snap.commit);
 		if (sandbox_start(run, &s, snap.id, outcome, &err) < 0) {
 			snprintf(why, sizeof(why), "%s",
 				 err && err->msg ? err->msg : "sandbox failed");
 			wr_error_freep(&err);
 			sandbox_stop(run);
-			if (stop_requested(run))
+			if (run_stop_requested(run))
 				stopped(run, SESSION_PROVISIONING);
 			else
 				finish(run, SESSION_FAILED, why, INT32_MIN);
@@ -1052,8 +1271,8 @@ void *runner_main(void *arg)
 				char *o = json_dumps(outcome, JSON_COMPACT);
 				u.outcome_json = o;
 				int64_t rr = control_transition(
-				    c, run->id, SESSION_RUNNING, SESSION_REVIEW,
-				    &u, NULL, &err);
+				    c, run->id, -1, SESSION_REVIEW, &u, NULL,
+				    &err);
 				free(o);
 				if (rr < 0) {
 					log_error(run, "review", err);
@@ -1106,7 +1325,7 @@ void *runner_main(void *arg)
 		iu.reason = why;
 		iu.sandbox = "";
 		control_transition(
-		    c, run->id, SESSION_RUNNING, SESSION_INTERRUPTED, &iu,
+		    c, run->id, -1, SESSION_INTERRUPTED, &iu,
 		    json_pack("{s:i}", "deaths", (int)deaths), NULL);
 		if (deaths > c->cfg.retry_max) {
 			char gave_up[1200];
@@ -1131,7 +1350,7 @@ void *runner_main(void *arg)
 			   ETIMEDOUT)
 			;
 		pthread_mutex_unlock(&c->mu);
-		if (stop_requested(run)) {
+		if (run_stop_requested(run)) {
 			stopped(run, SESSION_INTERRUPTED);
 			goto out;
 		}

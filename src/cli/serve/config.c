@@ -2,12 +2,14 @@
 #include "cli/serve/config.h"
 
 #include "util/alloc.h"
+#include "util/fs.h"
 #include "util/parse.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void serve_config_defaults(struct serve_config *cfg)
 {
@@ -22,6 +24,13 @@ void serve_config_defaults(struct serve_config *cfg)
 	c->defaults.pids = 4096;
 	c->defaults.lifetime_ms = 2 * 3600 * 1000;
 	c->defaults.idle_ms = 15 * 60 * 1000;
+	c->verify_retries = 2;
+	c->model.stream = true;
+	c->model.max_retries = 4;
+	c->model.retry_backoff_ms = 500;
+	c->model.timeout_ms = 120 * 1000;
+	c->budget.max_model_calls = 50;
+	c->budget.max_wall_ms = 30 * 60 * 1000;
 }
 
 void serve_config_clear(struct serve_config *cfg)
@@ -35,6 +44,13 @@ void serve_config_clear(struct serve_config *cfg)
 		free(cfg->repos[i].agent_json);
 	}
 	free(cfg->repos);
+	free(cfg->model.kind);
+	free(cfg->model.base_url);
+	free(cfg->model.model);
+	if (cfg->model.api_key)
+		explicit_bzero(cfg->model.api_key, strlen(cfg->model.api_key));
+	free(cfg->model.api_key);
+	free(cfg->model.replay_file);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -67,6 +83,9 @@ int serve_parse_listen(const char *text, char **addr, uint16_t *port,
 char *serve_agent_json(const json_t *v)
 {
 	json_t *argv = NULL;
+	if (json_is_object(v) && json_object_size(v) == 1 &&
+	    json_is_true(json_object_get(v, "builtin")))
+		return wr_strdup("{\"builtin\":true}");
 	if (json_is_string(v))
 		argv = json_pack("[s, s, s]", "sh", "-c", json_string_value(v));
 	else if (json_is_array(v) && json_array_size(v) > 0) {
@@ -225,6 +244,184 @@ static int load_repo(const char *path, size_t i, json_t *o,
 	return 0;
 }
 
+/* A secret from a file: the file must not be readable by group or others
+ * (it is the model API's key: the server holds it, no sandbox ever does). */
+static int read_secret_file(const char *path, const char *file, char **out,
+			    struct wr_error **err)
+{
+	struct stat st;
+	if (stat(file, &st) < 0)
+		return wr_error_input(err, errno, "%s: model.api_key_file %s",
+				      path, file);
+	if (st.st_mode & 077)
+		return wr_error_input(err, EPERM,
+				      "%s: model.api_key_file %s is readable "
+				      "by others (chmod 600 it)",
+				      path, file);
+	char *text = NULL;
+	size_t len = 0;
+	int r = wr_read_file(file, 64 * 1024, &text, &len);
+	if (r < 0)
+		return wr_error_input(err, -r, "%s: model.api_key_file %s",
+				      path, file);
+	while (len && (text[len - 1] == '\n' || text[len - 1] == '\r' ||
+		       text[len - 1] == ' '))
+		text[--len] = '\0';
+	*out = text;
+	return 0;
+}
+
+static int model_string(const char *path, const char *key, json_t *v,
+			char **dst, struct wr_error **err)
+{
+	if (!json_is_string(v) || !json_string_length(v))
+		return bad(err, path, key, "a non-empty string");
+	free(*dst);
+	*dst = wr_strdup(json_string_value(v));
+	return *dst ? 0 : wr_error_set(err, ENOMEM, "config");
+}
+
+static int load_model(const char *path, json_t *o, struct serve_config *cfg,
+		      struct wr_error **err)
+{
+	if (!json_is_object(o))
+		return bad(err, path, "model", "an object");
+	struct serve_model *m = &cfg->model;
+	struct control_config *c = &cfg->control;
+	const char *key;
+	json_t *v;
+	int r = 0;
+	json_object_foreach(o, key, v)
+	{
+		uint64_t x;
+		if (!strcmp(key, "provider"))
+			r = model_string(path, "model.provider", v, &m->kind,
+					 err);
+		else if (!strcmp(key, "base_url"))
+			r = model_string(path, "model.base_url", v,
+					 &m->base_url, err);
+		else if (!strcmp(key, "model"))
+			r = model_string(path, "model.model", v, &m->model, err);
+		else if (!strcmp(key, "replay"))
+			r = model_string(path, "model.replay", v,
+					 &m->replay_file, err);
+		else if (!strcmp(key, "api_key_file")) {
+			if (!json_is_string(v))
+				return bad(err, path, "model.api_key_file",
+					   "a path");
+			free(m->api_key);
+			m->api_key = NULL;
+			r = read_secret_file(path, json_string_value(v),
+					     &m->api_key, err);
+		} else if (!strcmp(key, "api_key_env")) {
+			const char *val = json_is_string(v)
+					      ? getenv(json_string_value(v))
+					      : NULL;
+			if (!val || !*val)
+				return wr_error_input(
+				    err, EINVAL,
+				    "%s: model.api_key_env: the variable is "
+				    "not set",
+				    path);
+			free(m->api_key);
+			m->api_key = wr_strdup(val);
+		} else if (!strcmp(key, "stream")) {
+			if (!json_is_boolean(v))
+				return bad(err, path, "model.stream",
+					   "true or false");
+			c->model.stream = json_is_true(v);
+		} else if (!strcmp(key, "retries")) {
+			if (get_uint(path, key, v, 20, &x) < 0)
+				return bad(err, path, "model.retries",
+					   "an integer 0..20");
+			c->model.max_retries = (unsigned)x;
+		} else if (!strcmp(key, "timeout")) {
+			r = get_duration(path, "model.timeout", v,
+					 &c->model.timeout_ms, err);
+		} else if (!strcmp(key, "prices")) {
+			json_t *p = json_object_get(v, "prompt");
+			json_t *q = json_object_get(v, "completion");
+			if (!json_is_object(v) || !json_is_number(p) ||
+			    !json_is_number(q) || json_object_size(v) != 2 ||
+			    json_number_value(p) < 0 || json_number_value(q) < 0)
+				return bad(err, path, "model.prices",
+					   "{\"prompt\": N, \"completion\": N} "
+					   "per million tokens");
+			c->prices.prompt = json_number_value(p);
+			c->prices.completion = json_number_value(q);
+		} else if (!strcmp(key, "budget")) {
+			const char *bk;
+			json_t *bv;
+			if (!json_is_object(v))
+				return bad(err, path, "model.budget",
+					   "an object");
+			json_object_foreach(v, bk, bv)
+			{
+				if (!strcmp(bk, "model_calls")) {
+					if (get_uint(path, bk, bv, 100000,
+						     &x) < 0)
+						return bad(err, path,
+							   "model.budget."
+							   "model_calls",
+							   "an integer");
+					c->budget.max_model_calls = (unsigned)x;
+				} else if (!strcmp(bk, "tokens")) {
+					if (get_uint(path, bk, bv, UINT64_MAX,
+						     &x) < 0)
+						return bad(err, path,
+							   "model.budget.tokens",
+							   "an integer");
+					c->budget.max_tokens = x;
+				} else if (!strcmp(bk, "cost")) {
+					if (!json_is_number(bv) ||
+					    json_number_value(bv) < 0)
+						return bad(err, path,
+							   "model.budget.cost",
+							   "a number");
+					c->budget.max_cost =
+					    json_number_value(bv);
+				} else if (!strcmp(bk, "wall")) {
+					r = get_duration(path,
+							 "model.budget.wall",
+							 bv,
+							 &c->budget.max_wall_ms,
+							 err);
+					if (r < 0)
+						return r;
+				} else {
+					return wr_error_input(
+					    err, EINVAL,
+					    "%s: unknown key 'model.budget.%s'",
+					    path, bk);
+				}
+			}
+		} else {
+			return wr_error_input(err, EINVAL,
+					      "%s: unknown key 'model.%s'", path,
+					      key);
+		}
+		if (r < 0)
+			return r;
+	}
+	if (!m->kind)
+		m->kind = wr_strdup(m->replay_file ? "replay" : "openai");
+	if (!strcmp(m->kind, "replay") ? !m->replay_file
+				       : strcmp(m->kind, "openai") ||
+					     !m->base_url || !m->model)
+		return wr_error_input(err, EINVAL,
+				      "%s: model: provider \"openai\" needs "
+				      "base_url and model; \"replay\" needs "
+				      "replay",
+				      path);
+	c->model_configured = true;
+	c->model.kind = m->kind;
+	c->model.base_url = m->base_url;
+	c->model.model = m->model;
+	c->model.api_key = m->api_key;
+	c->model.replay_file = m->replay_file;
+	return 0;
+}
+
 int serve_config_load(const char *path, struct serve_config *cfg,
 		      struct wr_error **err)
 {
@@ -281,6 +478,17 @@ int serve_config_load(const char *path, struct serve_config *cfg,
 			if (!cfg->agent_json)
 				r = bad(err, path, key,
 					"a string or an array of strings");
+		} else if (!strcmp(key, "model")) {
+			r = load_model(path, v, cfg, err);
+		} else if (!strcmp(key, "verify")) {
+			json_t *rt = json_object_get(v, "retries");
+			uint64_t x;
+			if (!json_is_object(v) || json_object_size(v) != 1 ||
+			    get_uint(path, key, rt, 20, &x) < 0) {
+				r = bad(err, path, key, "{\"retries\": 0..20}");
+				goto out;
+			}
+			cfg->control.verify_retries = (unsigned)x;
 		} else if (!strcmp(key, "refresh_check")) {
 			r = get_duration(path, key, v,
 					 &cfg->control.refresh_check_ms, err);

@@ -9,6 +9,14 @@
  *    "retry": {"max": 3, "backoff": "1s"},
  *    "agent": ["sh", "-c", "..."] or "shell command line",
  *    "refresh_check": "60s",
+ *    "model": {"provider": "openai" | "replay", "base_url": URL,
+ *              "model": NAME, "api_key_file": PATH (0600) or
+ *              "api_key_env": VAR, "stream": true, "retries": 4,
+ *              "timeout": "120s", "replay": FILE,
+ *              "prices": {"prompt": 0.15, "completion": 0.6},
+ *              "budget": {"model_calls": 50, "tokens": 2000000,
+ *                         "cost": 5.0, "wall": "30m"}},
+ *    "verify": {"retries": 2},
  *    "repositories": [{"name": "app", "url": "/srv/git/app.git",
  *                      "ref": "main", "refresh": "30m", "agent": ...}]}
  * Unknown keys are an error naming the key (a typo must not silently
@@ -27,11 +35,16 @@ struct serve_repo {
 	uint64_t refresh_ms;
 };
 
+struct serve_model { /* strings owned here; control.model points at them */
+	char *kind, *base_url, *model, *api_key, *replay_file;
+};
+
 struct serve_config {
 	char *listen_addr; /* NULL: keep the command line's / default */
 	uint16_t port;
 	struct control_config control; /* strings owned below */
 	char *agent_json;
+	struct serve_model model;
 	struct serve_repo *repos;
 	size_t n_repos;
 };

@@ -243,8 +243,11 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	register_repos(st, ctl, &cfg);
-	struct api_config acfg = {
-	    .st = st, .ctl = ctl, .listen_addr = listen_addr, .port = port};
+	struct api_config acfg = {.st = st,
+				  .ctl = ctl,
+				  .listen_addr = listen_addr,
+				  .port = port,
+				  .data_dir = data};
 	if (api_start(&acfg, &api, &err) < 0) {
 		fail("api", err);
 		goto out;

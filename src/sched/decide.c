@@ -1,0 +1,258 @@
+/* decide.c - the reviewer's decision and the pilot's numbers.
+ *
+ * Approval is the gate for the irreversible step: only an approved
+ * session's branch leaves Warren, pushed from the host (the sandbox holds
+ * no credential and has no network) as refs/heads/warren/<id> and nothing
+ * else. Stats aggregate what the sessions' records say. */
+#include "sched/internal.h"
+
+#include "review/review.h"
+#include "snapshot/git.h"
+#include "util/alloc.h"
+#include "util/cleanup.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The session's resting sandbox, if any, is no longer needed. */
+static void release_run(struct control *c, const char *id)
+{
+	pthread_mutex_lock(&c->mu);
+	for (struct run *r = c->runs; r; r = r->next)
+		if (!r->done && !strcmp(r->id, id)) {
+			r->reclaim = true;
+			pthread_cond_signal(&r->cv);
+		}
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* Loads a session in review and its outcome. */
+static int load_review(struct control *c, const char *id,
+		       struct store_session *s, json_t **outcome,
+		       struct wr_error **err)
+{
+	int r = c->st->ops->session_get(c->st, id, s, err);
+	if (r < 0)
+		return r;
+	if (s->state != SESSION_REVIEW) {
+		r = wr_error_input(err, EPERM, "session %s is %s, not in review",
+				   id, session_state_name(s->state));
+		store_session_clear(s);
+		return r;
+	}
+	*outcome = s->outcome_json ? json_loads(s->outcome_json, 0, NULL)
+				   : NULL;
+	if (!json_is_object(*outcome)) {
+		json_decref(*outcome);
+		*outcome = json_object();
+	}
+	return 0;
+}
+
+static int64_t transition_outcome(struct control *c, const char *id, int from,
+				  enum session_state to, json_t *outcome,
+				  const char *reason, struct wr_error **err)
+{
+	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+	_cleanup_free_ char *text = json_dumps(outcome, JSON_COMPACT);
+	upd.outcome_json = text;
+	upd.reason = reason;
+	if (session_state_terminal(to))
+		upd.finished_ms = store_now_ms();
+	return control_transition(c, id, from, to, &upd, NULL, err);
+}
+
+int control_approve(struct control *c, const char *session_id,
+		    const char *user, struct wr_error **err)
+{
+	struct store_session s;
+	json_t *outcome = NULL;
+	int r = load_review(c, session_id, &s, &outcome, err);
+	if (r < 0)
+		return r;
+	json_t *result = json_object_get(outcome, "result");
+	if (!result) {
+		json_decref(outcome);
+		store_session_clear(&s);
+		return wr_error_input(err, EPERM,
+				      "session %s has no result to approve",
+				      session_id);
+	}
+	int64_t now = store_now_ms();
+	json_object_set_new(outcome, "decision",
+			    json_pack("{s:s, s:s, s:I, s:I}", "decision",
+				      "approved", "by", user, "at_ms",
+				      (json_int_t)now, "review_ms",
+				      (json_int_t)(now - s.finished_ms)));
+	if (transition_outcome(c, session_id, SESSION_REVIEW, SESSION_APPROVED,
+			       outcome, "", err) < 0) {
+		json_decref(outcome);
+		store_session_clear(&s);
+		return -EPERM;
+	}
+	release_run(c, session_id);
+
+	/* the push: the irreversible step, after approval only */
+	struct store_repo repo = {0};
+	_cleanup_free_ char *mirror = NULL, *bundle = NULL;
+	json_t *push = NULL;
+	struct wr_error *perr = NULL;
+	bool changed = json_is_true(json_object_get(result, "changed"));
+	if (!changed) {
+		push = json_pack("{s:s}", "skipped", "no changes to push");
+	} else if ((r = c->st->ops->repo_get(c->st, s.repo_id, &repo,
+					      &perr)) == 0) {
+		mirror = git_mirror_path(c->data_dir, repo.url, &perr);
+		bundle = wr_asprintf("%s/artifacts/%s/branch.bundle",
+				     c->data_dir, session_id);
+		r = mirror && bundle ? review_push(bundle, session_id, mirror,
+						   repo.url, &push, &perr)
+				     : -ENOMEM;
+	}
+	if (changed && r < 0) {
+		char why[1024];
+		snprintf(why, sizeof(why), "push failed: %s",
+			 perr && perr->msg ? perr->msg : "failed");
+		json_object_set_new(outcome, "push",
+				    json_pack("{s:s}", "error", why));
+		transition_outcome(c, session_id, SESSION_APPROVED,
+				   SESSION_FAILED, outcome, why, NULL);
+	} else {
+		json_object_set_new(outcome, "push", push);
+		push = NULL;
+		if (changed)
+			transition_outcome(c, session_id, SESSION_APPROVED,
+					   SESSION_PUSHED, outcome, "", NULL);
+		else {
+			/* approved, nothing to push: it stays approved */
+			struct store_session_update upd =
+			    STORE_SESSION_UPDATE_INIT;
+			char *text = json_dumps(outcome, JSON_COMPACT);
+			upd.outcome_json = text;
+			c->st->ops->session_update(c->st, session_id, &upd,
+						   NULL);
+			free(text);
+		}
+	}
+	json_decref(push);
+	wr_error_free(perr);
+	store_repo_clear(&repo);
+	json_decref(outcome);
+	store_session_clear(&s);
+	control_notify(c);
+	return 0;
+}
+
+int control_reject(struct control *c, const char *session_id,
+		   const char *user, const char *reason, struct wr_error **err)
+{
+	struct store_session s;
+	json_t *outcome = NULL;
+	int r = load_review(c, session_id, &s, &outcome, err);
+	if (r < 0)
+		return r;
+	int64_t now = store_now_ms();
+	json_object_set_new(
+	    outcome, "decision",
+	    json_pack("{s:s, s:s, s:I, s:I, s:s?}", "decision", "rejected",
+		      "by", user, "at_ms", (json_int_t)now, "review_ms",
+		      (json_int_t)(now - s.finished_ms), "reason", reason));
+	int64_t t = transition_outcome(c, session_id, SESSION_REVIEW,
+				       SESSION_REJECTED, outcome,
+				       reason ? reason : "rejected", err);
+	json_decref(outcome);
+	store_session_clear(&s);
+	if (t < 0)
+		return (int)t;
+	release_run(c, session_id);
+	return 0;
+}
+
+json_t *control_stats(struct control *c)
+{
+	int64_t counts[SESSION_STATE_MAX] = {0};
+	c->st->ops->session_count(c->st, counts, NULL);
+	json_t *by_state = json_object();
+	for (int i = 0; i < SESSION_STATE_MAX; i++)
+		json_object_set_new(by_state,
+				    session_state_name((enum session_state)i),
+				    json_integer(counts[i]));
+	/* walk every session's record, newest first, page by page */
+	long long sessions = 0, verified = 0, first_pass = 0, final_pass = 0;
+	long long decided = 0, accepted = 0, rejected = 0;
+	double review_ms = 0, cost = 0, sandbox_s = 0;
+	long long prompt_tokens = 0, completion_tokens = 0;
+	char before[STORE_ID_MAX] = "";
+	for (;;) {
+		struct store_session_filter f = {
+		    .state = -1, .limit = 500, .before_id = before[0] ? before : NULL};
+		struct store_session *v = NULL;
+		size_t n = 0;
+		if (c->st->ops->session_list(c->st, &f, &v, &n, NULL) < 0 ||
+		    n == 0)
+			break;
+		for (size_t i = 0; i < n; i++) {
+			sessions++;
+			json_t *o = v[i].outcome_json
+					? json_loads(v[i].outcome_json, 0, NULL)
+					: NULL;
+			json_t *vr = json_object_get(o, "verify");
+			if (vr) {
+				verified++;
+				first_pass += json_is_true(json_object_get(
+				    vr, "first_attempt_passed"));
+				final_pass +=
+				    json_is_true(json_object_get(vr, "passed"));
+			}
+			json_t *u = json_object_get(o, "usage");
+			cost += json_number_value(json_object_get(u, "cost"));
+			prompt_tokens += json_integer_value(
+			    json_object_get(u, "prompt_tokens"));
+			completion_tokens += json_integer_value(
+			    json_object_get(u, "completion_tokens"));
+			json_t *d = json_object_get(o, "decision");
+			if (d) {
+				decided++;
+				review_ms += (double)json_integer_value(
+				    json_object_get(d, "review_ms"));
+				const char *what = json_string_value(
+				    json_object_get(d, "decision"));
+				if (what && !strcmp(what, "approved"))
+					accepted++;
+				else
+					rejected++;
+			}
+			json_decref(o);
+		}
+		snprintf(before, sizeof(before), "%s", v[n - 1].id);
+		store_sessions_free(v, n);
+		if (n < 500)
+			break;
+	}
+	pthread_mutex_lock(&c->metrics_mu);
+	sandbox_s = c->m.sandbox_seconds;
+	pthread_mutex_unlock(&c->metrics_mu);
+	double review_min = review_ms / 60000.0;
+	return json_pack(
+	    "{s:I, s:o, s:{s:I, s:o?, s:o?}, s:{s:I, s:I, s:f}, s:f, "
+	    "s:{s:I, s:I, s:I, s:f, s:o?}, s:o?, s:o?}",
+	    "sessions", (json_int_t)sessions, "by_state", by_state, "verify",
+	    "sessions", (json_int_t)verified, "first_attempt_pass_rate",
+	    verified ? json_real((double)first_pass / verified) : NULL,
+	    "final_pass_rate",
+	    verified ? json_real((double)final_pass / verified) : NULL,
+	    "model", "prompt_tokens", (json_int_t)prompt_tokens,
+	    "completion_tokens", (json_int_t)completion_tokens, "cost", cost,
+	    "sandbox_seconds", sandbox_s, "review", "decided",
+	    (json_int_t)decided, "accepted", (json_int_t)accepted, "rejected",
+	    (json_int_t)rejected, "reviewer_minutes", review_min,
+	    "mean_minutes_to_decision",
+	    decided ? json_real(review_min / decided) : NULL,
+	    "accepted_per_reviewer_minute",
+	    review_min > 0 ? json_real(accepted / review_min) : NULL,
+	    "cost_per_accepted_change",
+	    accepted ? json_real(cost / accepted) : NULL);
+}

@@ -1,0 +1,321 @@
+/* work.c - what a turn does besides running a command agent: the built-in
+ * agent (its transcript kept as "transcript" events, so an interrupted
+ * turn resumes where it was), Warren's own verification once the agent is
+ * done, and the commit of the result on warren/<session> with its diff as
+ * artifacts. The runner (runner.c) decides when; this file does it. */
+#include "sched/internal.h"
+
+#include "agent/agent.h"
+#include "agent/exec_sandbox.h"
+#include "review/review.h"
+#include "util/alloc.h"
+#include "util/cleanup.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define TOOL_MAX_OUTPUT (16u << 10)
+#define VERIFY_MAX_OUTPUT (16u << 10)
+
+/* How tools and review reach the session's sandbox. */
+struct work_env {
+	struct exec_sandbox xs;
+	struct tools_exec ex;
+	struct tools_config tools;
+	char artifact_dir[PATH_MAX];
+};
+
+static void argvs_free(char ***v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i]); /* the strings belong to the JSON */
+	free(v);
+}
+
+/* run->verify (argv arrays) as char ***; strings stay in the JSON. */
+static char ***verify_argvs(const struct run *run, size_t *n_out)
+{
+	size_t n = json_array_size(run->verify);
+	*n_out = 0;
+	if (n == 0)
+		return NULL;
+	char ***v = wr_calloc(n, sizeof(*v));
+	if (!v)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		json_t *a = json_array_get(run->verify, i);
+		size_t na = json_array_size(a);
+		v[i] = wr_calloc(na + 1, sizeof(char *));
+		if (!v[i]) {
+			argvs_free(v, i);
+			return NULL;
+		}
+		for (size_t k = 0; k < na; k++)
+			v[i][k] = (char *)json_string_value(json_array_get(a, k));
+	}
+	*n_out = n;
+	return v;
+}
+
+static void env_init(struct run *run, struct work_env *w)
+{
+	struct control *c = run->ctl;
+	memset(w, 0, sizeof(*w));
+	w->xs.warren_bin = c->warren_bin;
+	w->xs.sandbox = run->sandbox;
+	w->ex.run = exec_sandbox_run;
+	w->ex.ctx = &w->xs;
+	snprintf(w->artifact_dir, sizeof(w->artifact_dir), "%s/artifacts/%s",
+		 c->data_dir, run->id);
+	w->tools.max_output = TOOL_MAX_OUTPUT;
+	w->tools.artifact_dir = w->artifact_dir;
+	w->tools.verify_argv = verify_argvs(run, &w->tools.n_verify);
+}
+
+static void env_clear(struct work_env *w)
+{
+	argvs_free(w->tools.verify_argv, w->tools.n_verify);
+	w->tools.verify_argv = NULL;
+}
+
+/* Registers a file of the artifact directory with the store (again is
+ * fine: the record names the path, the file was replaced). */
+static void artifact_register(struct control *c, const char *session_id,
+			      const char *path, const char *media_type)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return;
+	const char *name = strrchr(path, '/');
+	struct store_artifact a = {
+	    .name = (char *)(name ? name + 1 : path),
+	    .path = (char *)path,
+	    .media_type = (char *)media_type,
+	    .size = st.st_size,
+	};
+	struct wr_error *err = NULL;
+	if (c->st->ops->artifact_add(c->st, session_id, &a, &err) < 0 &&
+	    (!err || err->errnum != EEXIST))
+		fprintf(stderr, "warren serve: session %s: artifact %s: %s\n",
+			session_id, a.name, err && err->msg ? err->msg : "");
+	wr_error_free(err);
+}
+
+/* ---- the built-in agent --------------------------------------------------- */
+
+struct agent_ctx {
+	struct run *run;
+	int turn;
+	bool died;
+};
+
+static int record_message(void *ctx, const json_t *message,
+			  const struct agent_usage *u)
+{
+	struct agent_ctx *a = ctx;
+	json_t *data = json_pack(
+	    "{s:i, s:O, s:{s:I, s:I, s:f}}", "turn", a->turn, "message",
+	    message, "usage", "prompt_tokens", (json_int_t)u->prompt_tokens,
+	    "completion_tokens", (json_int_t)u->completion_tokens, "cost",
+	    u->cost);
+	if (!data)
+		return -ENOMEM;
+	return control_event(a->run->ctl, a->run->id, "transcript", data) < 0
+		   ? -EIO
+		   : 0;
+}
+
+static bool agent_should_stop(void *ctx)
+{
+	struct agent_ctx *a = ctx;
+	if (run_stop_requested(a->run))
+		return true;
+	if (!run_sandbox_alive(a->run, 0)) {
+		a->died = true;
+		return true;
+	}
+	return false;
+}
+
+static void agent_artifact(void *ctx, const char *path)
+{
+	struct agent_ctx *a = ctx;
+	artifact_register(a->run->ctl, a->run->id, path, "image/png");
+}
+
+/* The conversation so far from the session's transcript events; *in_turn
+ * says whether this turn had started (a resume). */
+static json_t *transcript_load(struct control *c, const char *session_id,
+			       int turn, bool *in_turn, double usage_out[3])
+{
+	json_t *messages = json_array();
+	*in_turn = false;
+	int64_t after = 0;
+	for (;;) {
+		struct store_event *ev = NULL;
+		size_t n = 0;
+		if (c->st->ops->event_list(c->st, session_id, after, 10000, &ev,
+					   &n, NULL) < 0 ||
+		    n == 0)
+			break;
+		for (size_t i = 0; i < n; i++) {
+			after = ev[i].seq;
+			if (strcmp(ev[i].kind, "transcript"))
+				continue;
+			json_t *d = json_loads(ev[i].data_json, 0, NULL);
+			json_t *m = json_object_get(d, "message");
+			if (m)
+				json_array_append(messages, m);
+			if (json_integer_value(json_object_get(d, "turn")) ==
+			    turn)
+				*in_turn = true;
+			json_t *u = json_object_get(d, "usage");
+			if (u) {
+				usage_out[0] = (double)json_integer_value(
+				    json_object_get(u, "prompt_tokens"));
+				usage_out[1] = (double)json_integer_value(
+				    json_object_get(u, "completion_tokens"));
+				usage_out[2] =
+				    json_real_value(json_object_get(u, "cost"));
+			}
+			json_decref(d);
+		}
+		store_events_free(ev, n);
+	}
+	return messages;
+}
+
+enum turn_end work_agent_turn(struct run *run, const struct store_session *s,
+			      int number, const char *prompt, char **summary,
+			      char *why, size_t why_size)
+{
+	struct control *c = run->ctl;
+	struct provider *prov = NULL;
+	struct wr_error *err = NULL;
+	if (provider_new(&c->cfg.model, &prov, &err) < 0) {
+		snprintf(why, why_size, "model provider: %s",
+			 err && err->msg ? err->msg : "failed");
+		wr_error_free(err);
+		return TURN_FAILED;
+	}
+	struct agent_ctx actx = {.run = run, .turn = number};
+	struct work_env w;
+	env_init(run, &w);
+	struct store_repo repo = {0};
+	c->st->ops->repo_get(c->st, s->repo_id, &repo, NULL);
+	bool in_turn;
+	double u[3] = {0, 0, 0};
+	json_t *messages = transcript_load(c, run->id, number, &in_turn, u);
+	run->usage.prompt_tokens = (uint64_t)u[0];
+	run->usage.completion_tokens = (uint64_t)u[1];
+	run->usage.cost = u[2];
+	struct agent_loop loop = {
+	    .provider = prov,
+	    .tools = &w.tools,
+	    .exec = &w.ex,
+	    .budget = c->cfg.budget,
+	    .prices = c->cfg.prices,
+	    .usage = &run->usage,
+	    .record = record_message,
+	    .artifact = agent_artifact,
+	    .should_stop = agent_should_stop,
+	    .ctx = &actx,
+	};
+	struct agent_result res = {0};
+	enum turn_end end = TURN_OK;
+	int r = 0;
+	bool finished = false;
+	if (json_array_size(messages) == 0) {
+		json_t *sys = agent_system_message(
+		    repo.name ? repo.name : "?", json_array_size(run->verify));
+		r = record_message(&actx, sys, &run->usage);
+		json_array_append_new(messages, sys);
+	}
+	if (r == 0 && !in_turn) {
+		json_t *user =
+		    json_pack("{s:s, s:s}", "role", "user", "content", prompt);
+		r = user ? record_message(&actx, user, &run->usage) : -ENOMEM;
+		json_array_append_new(messages, user);
+	} else if (r == 0) {
+		/* resumed: tool calls the interruption cut short run first */
+		r = agent_resume_pending(&loop, messages, &res, &finished,
+					 &err);
+	}
+	if (r == 0 && !finished)
+		r = agent_run(&loop, messages, &res, &err);
+	if (actx.died) {
+		snprintf(why, why_size, "sandbox died (its init is gone)");
+		end = TURN_DIED;
+	} else if (res.end == AGENT_STOPPED || run_stop_requested(run)) {
+		end = TURN_STOPPED;
+	} else if (r < 0) {
+		snprintf(why, why_size, "%s",
+			 err && err->msg ? err->msg : "agent failed");
+		end = TURN_FAILED;
+	} else {
+		if (res.end == AGENT_BUDGET)
+			control_event(c, run->id, "budget",
+				      json_pack("{s:s}", "reason",
+						res.summary ? res.summary : ""));
+		*summary = res.summary;
+		res.summary = NULL;
+	}
+	control_event(
+	    c, run->id, "usage",
+	    json_pack("{s:i, s:I, s:I, s:f, s:i, s:i, s:s}", "turn", number,
+		      "prompt_tokens", (json_int_t)run->usage.prompt_tokens,
+		      "completion_tokens",
+		      (json_int_t)run->usage.completion_tokens, "cost",
+		      run->usage.cost, "model_calls", run->usage.model_calls,
+		      "tool_calls", run->usage.tool_calls, "end",
+		      agent_end_name(res.end)));
+	agent_result_clear(&res);
+	wr_error_free(err);
+	json_decref(messages);
+	store_repo_clear(&repo);
+	env_clear(&w);
+	provider_free(prov);
+	return end;
+}
+
+/* ---- verification and the result ------------------------------------------ */
+
+bool work_has_verify(const struct run *run)
+{
+	return json_array_size(run->verify) > 0;
+}
+
+int work_verify(struct run *run, json_t **out, struct wr_error **err)
+{
+	struct work_env w;
+	env_init(run, &w);
+	int r = review_verify(&w.ex, w.tools.verify_argv, w.tools.n_verify,
+			      VERIFY_MAX_OUTPUT, out, err);
+	env_clear(&w);
+	return r;
+}
+
+int work_commit(struct run *run, const struct store_session *s,
+		const char *message, json_t **out, struct wr_error **err)
+{
+	struct control *c = run->ctl;
+	struct work_env w;
+	env_init(run, &w);
+	int r = review_commit(&w.ex, run->id, run->base,
+			      s->user ? s->user : "warren", message,
+			      w.artifact_dir, out, err);
+	if (r == 0) {
+		char path[PATH_MAX + 32];
+		snprintf(path, sizeof(path), "%s/diff.patch", w.artifact_dir);
+		artifact_register(c, run->id, path, "text/x-diff");
+		snprintf(path, sizeof(path), "%s/files.json", w.artifact_dir);
+		artifact_register(c, run->id, path, "application/json");
+	}
+	env_clear(&w);
+	return r;
+}
+
