@@ -2,8 +2,9 @@
  *
  * Every tool runs through the exec path (the caller supplies it: in the
  * server, `warren sandbox exec` into the session's sandbox). Tools:
- *   bash        {command, timeout_s?}: sh -c in /workspace; stdout+stderr,
- *               exit status; output past the limit is cut with a marker
+ *   bash        {command, timeout_s?}: bash -c (sh -c without bash) in
+ *               /workspace; stdout+stderr merged, exit status; output past
+ *               the limit is cut in the middle with a marker
  *   read_file   {path, start_line?, end_line?}: text with line numbers cut
  *               to the range
  *   write_file  {path, content}: creates or replaces (parents created)
@@ -11,7 +12,9 @@
  *               occurrence; fails clearly when old_text is absent or
  *               occurs more than once
  *   list_files  {pattern?}: files under /workspace matching a glob
- *               (a glob such as "*.c"; default everything, .git excluded), capped
+ *               ('*' within a directory, '**' across; a pattern without
+ *               '/' matches names at any depth; default everything, .git
+ *               excluded), capped at list_max
  *   run_verify  {}: the spec's verify commands, their output and status
  *   screenshot  {url, name?}: headless Chromium inside the sandbox writes
  *               a PNG; the bytes come back as an artifact
@@ -35,10 +38,10 @@
 #define TOOLS_WORKSPACE "/workspace"
 
 struct tools_exec_result {
-	int status;    /* exit status, 128+N for signal N, 124 timed out */
-	char *out;     /* stdout (NUL-terminated, may hold NULs before) */
+	int status; /* exit status, 128+N for signal N, 124 timed out */
+	char *out;  /* stdout (NUL-terminated, may hold NULs before) */
 	size_t out_len;
-	char *err;     /* stderr */
+	char *err; /* stderr */
 	size_t err_len;
 	bool truncated; /* output past max_output was dropped */
 };
@@ -58,13 +61,13 @@ struct tools_exec {
 };
 
 struct tools_config {
-	size_t max_output;	   /* per tool result, bytes (default 16 KiB) */
-	uint64_t bash_timeout_ms;  /* default 120 s, max 30 min */
-	char ***verify_argv; /* the spec's verify commands: n_verify
-			      * NULL-terminated argv arrays */
+	size_t max_output;	  /* per tool result, bytes (default 16 KiB) */
+	uint64_t bash_timeout_ms; /* default 120 s, max 30 min */
+	char ***verify_argv;	  /* the spec's verify commands: n_verify
+				   * NULL-terminated argv arrays */
 	size_t n_verify;
-	const char *artifact_dir;  /* where screenshots are written (host) */
-	size_t list_max;	   /* list_files: most paths (default 1000) */
+	const char *artifact_dir; /* where screenshots are written (host) */
+	size_t list_max;	  /* list_files: most paths (default 1000) */
 };
 
 /* The tool definitions for the model (chat-completions "tools" array). */
@@ -74,7 +77,8 @@ struct tools_call_result {
 	char *content;	    /* the tool message's content for the model */
 	bool finished;	    /* finish was called */
 	char *summary;	    /* finish's summary */
-	bool verify_passed; /* run_verify: all commands passed */
+	bool verify_passed; /* run_verify: all commands passed (false when
+			     * there are none) */
 	char *artifact;	    /* screenshot: the artifact file written */
 	int status;	    /* the command's status where one ran, else 0 */
 };

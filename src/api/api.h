@@ -2,8 +2,10 @@
  *
  * Owns the HTTP server (libmicrohttpd, one thread per connection), request
  * validation, bearer-token authentication and roles, the JSON rendering of
- * sessions, repositories, snapshots and events, and the Server-Sent Events
- * stream of a session's log. It keeps no state of its own beyond caches:
+ * sessions, repositories, snapshots and events, the Server-Sent Events
+ * stream of a session's log, and the reading of a session's artifacts
+ * (its diff among them) from the data directory. It keeps no state of its
+ * own beyond caches:
  * every request goes to the store (struct store) or the session manager
  * (struct control).
  *
@@ -34,6 +36,9 @@ struct api_config {
 	uint16_t port;		 /* 0: any free port (see api_port) */
 	size_t max_body;	 /* request body cap, 0: 1 MiB */
 	int keepalive_ms;	 /* SSE keepalive comment interval, 0: 15 s */
+	/* The server's data directory: session artifacts are served only
+	 * from <data_dir>/artifacts/<session id>/. NULL: none are served. */
+	const char *data_dir;
 };
 
 struct api;
@@ -68,13 +73,14 @@ struct api_request {
 };
 
 /* The answer. body is owned (free with api_response_clear); the strings
- * content_type points to are static. */
+ * content_type points to are static, or type_buf. */
 struct api_response {
 	unsigned status;
 	const char *content_type; /* NULL when there is no body */
 	char *body;
 	size_t body_len;
-	char allow[32]; /* 405: the methods the path takes ("GET, POST") */
+	char type_buf[128]; /* a media type from the store (artifacts) */
+	char allow[32];	    /* 405: the methods the path takes ("GET, POST") */
 	/* An event stream (GET .../events without ?format=json): the
 	 * transport answers status/content_type with headers
 	 * Cache-Control: no-cache and streams api_stream_read(api_stream_new(
@@ -82,6 +88,13 @@ struct api_response {
 	bool stream;
 	char stream_session[STORE_ID_MAX];
 	int64_t stream_after; /* send events with seq > stream_after */
+	/* A file (GET .../diff, .../artifacts/{name}): the transport sends
+	 * the file_size bytes of file_fd as the body, read as they go out;
+	 * body is NULL. file_fd is owned: api_response_clear closes it
+	 * unless the transport took it (then it sets file to false). */
+	bool file;
+	int file_fd;
+	uint64_t file_size;
 };
 
 /* Routes, authenticates, validates and answers one request. Always fills

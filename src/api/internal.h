@@ -46,6 +46,7 @@ struct MHD_Daemon;
 struct api {
 	struct store *st;
 	struct control *ctl;
+	char *data_dir; /* NULL: no artifacts are served */
 	size_t max_body;
 	int keepalive_ms;
 	atomic_bool stopping;
@@ -75,7 +76,9 @@ struct api_query {
 
 /* Limits on what clients send (docs/api.md). */
 #define API_PATH_MAX 1024
-#define API_PROMPT_MAX (100 * 1024) /* the agent gets it in its environment: one string < 128 KiB */
+#define API_PROMPT_MAX                                                         \
+	(100 * 1024) /* the agent gets it in its environment: one string < 128 \
+			KiB */
 #define API_TEXT_MAX (100 * 1024)
 #define API_URL_MAX 4096
 #define API_REF_MAX 256
@@ -85,6 +88,12 @@ struct api_query {
 #define API_LIST_LIMIT_MAX 500
 #define API_EVENTS_JSON_MAX 10000
 #define API_LIST_PROMPT_MAX 4096 /* prompts in lists are cut here */
+#define API_REASON_MAX 4096	 /* a reviewer's reason for a rejection */
+#define API_ARTIFACT_NAME_MAX 128
+/* The largest artifact served: a diff or log past this is not something
+ * to read over the API, and one request must not stream gigabytes. */
+#define API_ARTIFACT_SERVE_MAX (64u * 1024 * 1024)
+#define API_DIFF_ARTIFACT "diff.patch"
 
 /* One request on its way through the router and a handler. */
 struct api_ctx {
@@ -93,9 +102,10 @@ struct api_ctx {
 	struct api_response *out;
 	struct api_principal who;
 	struct api_query query;
-	const char *id; /* the path's id segment, well-formed, or NULL */
-	json_t *body;	/* the body (a JSON object) or NULL if none */
-	bool head;	/* HEAD: answer as GET, the transport drops the body */
+	const char *id;	  /* the path's id segment, well-formed, or NULL */
+	const char *name; /* the path's name segment (an artifact's), or NULL */
+	json_t *body;	  /* the body (a JSON object) or NULL if none */
+	bool head; /* HEAD: answer as GET, the transport drops the body */
 };
 
 /* router.c: answers. Each writes c->out (or out) and returns 0, or
@@ -147,6 +157,9 @@ int api_body_duration(struct api_ctx *c, const char *key, bool *present,
 /* Is s a well-formed id of kind prefix ('s', 'r'): "s-" + 1..32 of
  * [0-9a-z]? */
 bool api_id_valid(const char *s, char prefix);
+/* Is s a name an artifact may be asked for by: 1..128 of [A-Za-z0-9._-],
+ * starting with a letter or digit, without ".."? */
+bool api_artifact_name_valid(const char *s);
 /* Copies at most 64 bytes of untrusted text into buf, printable ASCII
  * only (others become '?'), for error messages and logs. */
 const char *api_quote(const char *s, char buf[80]);
@@ -167,6 +180,11 @@ int api_authenticate(struct api *a, const char *authorization,
 json_t *api_repo_name_json(struct api *a, const char *repo_id);
 void api_cache_clear(struct api *a);
 
+/* sessions.c: loads session c->id into *s if the caller may see it (a
+ * submitter sees its own only); else answers 404 (or the store's
+ * failure) and returns -1. */
+int api_session_load(struct api_ctx *c, struct store_session *s);
+
 /* Rendering (sessions.c, repos.c). NULL on allocation failure. */
 json_t *api_json_string(const char *s); /* null for NULL; never invalid */
 json_t *api_json_embed(const char *json_text); /* parsed, or null */
@@ -184,6 +202,11 @@ int api_session_get(struct api_ctx *c);
 int api_session_events(struct api_ctx *c);
 int api_session_message(struct api_ctx *c);
 int api_session_cancel(struct api_ctx *c);
+int api_session_approve(struct api_ctx *c);
+int api_session_reject(struct api_ctx *c);
+int api_session_diff(struct api_ctx *c);
+int api_session_artifacts(struct api_ctx *c);
+int api_session_artifact(struct api_ctx *c);
 int api_repos_list(struct api_ctx *c);
 int api_repos_add(struct api_ctx *c);
 int api_repo_refresh(struct api_ctx *c);
@@ -191,5 +214,6 @@ int api_snapshots_list(struct api_ctx *c);
 int api_tokens_create(struct api_ctx *c);
 int api_healthz(struct api_ctx *c);
 int api_metrics(struct api_ctx *c);
+int api_stats(struct api_ctx *c);
 
 #endif

@@ -1,5 +1,5 @@
 /* repos.c - the routes around sessions: repositories, snapshots, tokens,
- * health and metrics. */
+ * health, metrics and the pilot's numbers (stats). */
 #include "api/internal.h"
 
 #include "util/alloc.h"
@@ -203,4 +203,11 @@ int api_metrics(struct api_ctx *c)
 	c->out->body = text;
 	c->out->body_len = strlen(text);
 	return 0;
+}
+
+int api_stats(struct api_ctx *c)
+{
+	/* the session manager's numbers, as it computes them */
+	return api_reply_render(c, 200, control_stats(c->a->ctl),
+				"compute the stats");
 }

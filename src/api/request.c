@@ -42,6 +42,25 @@ bool api_id_valid(const char *s, char prefix)
 	return n > 0;
 }
 
+static bool ascii_alnum(char ch)
+{
+	return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
+	       (ch >= 'A' && ch <= 'Z');
+}
+
+bool api_artifact_name_valid(const char *s)
+{
+	if (!s || !ascii_alnum(s[0]) || strstr(s, ".."))
+		return false;
+	size_t n = 0;
+	for (const char *p = s; *p; p++, n++) {
+		if (n == API_ARTIFACT_NAME_MAX ||
+		    !(ascii_alnum(*p) || *p == '.' || *p == '_' || *p == '-'))
+			return false;
+	}
+	return true;
+}
+
 /* ---- query ---- */
 
 static int unhex(char ch)

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 static const char *status_code_name(unsigned status)
 {
@@ -52,6 +53,12 @@ void api_response_clear(struct api_response *r)
 	free(r->body);
 	r->body = NULL;
 	r->body_len = 0;
+	if (r->file) {
+		close(r->file_fd);
+		r->file = false;
+		r->file_fd = -1;
+		r->file_size = 0;
+	}
 }
 
 int api_reply_json(struct api_response *out, unsigned status, json_t *obj)
@@ -236,7 +243,9 @@ enum body_policy {
 };
 
 struct route {
-	const char *pattern; /* segments after /api/v1/, '*' is the id */
+	/* segments after /api/v1/: '*' is the id, '+' a name (of an
+	 * artifact) */
+	const char *pattern;
 	const char *method;
 	char id_kind; /* 's', 'r': the prefix '*' must carry */
 	enum body_policy body;
@@ -258,6 +267,14 @@ static const struct route routes[] = {
     {"sessions/*/messages", "POST", 's', BODY_REQUIRED, NULL,
      api_session_message},
     {"sessions/*/cancel", "POST", 's', BODY_OPTIONAL, NULL, api_session_cancel},
+    {"sessions/*/approve", "POST", 's', BODY_OPTIONAL, NULL,
+     api_session_approve},
+    {"sessions/*/reject", "POST", 's', BODY_OPTIONAL, NULL, api_session_reject},
+    {"sessions/*/diff", "GET", 's', BODY_NONE, NULL, api_session_diff},
+    {"sessions/*/artifacts", "GET", 's', BODY_NONE, NULL,
+     api_session_artifacts},
+    {"sessions/*/artifacts/+", "GET", 's', BODY_NONE, NULL,
+     api_session_artifact},
     {"repositories", "GET", 0, BODY_NONE, NULL, api_repos_list},
     {"repositories", "POST", 0, BODY_REQUIRED, NULL, api_repos_add},
     {"repositories/*/refresh", "POST", 'r', BODY_OPTIONAL, NULL,
@@ -266,15 +283,18 @@ static const struct route routes[] = {
     {"tokens", "POST", 0, BODY_REQUIRED, NULL, api_tokens_create},
     {"healthz", "GET", 0, BODY_NONE, NULL, api_healthz},
     {"metrics", "GET", 0, BODY_NONE, NULL, api_metrics},
+    {"stats", "GET", 0, BODY_NONE, NULL, api_stats},
 };
 
-/* Does the path have the route's shape? Sets *id to the '*' segment. */
+/* Does the path have the route's shape? Sets *id to the '*' segment and
+ * *name to the '+' one. */
 static bool route_shape(const struct route *rt, const struct api_path *p,
-			const char **id)
+			const char **id, const char **name)
 {
 	const char *pat = rt->pattern;
 	size_t i = 0;
 	*id = NULL;
+	*name = NULL;
 	while (*pat) {
 		const char *end = strchrnul(pat, '/');
 		size_t len = (size_t)(end - pat);
@@ -282,6 +302,8 @@ static bool route_shape(const struct route *rt, const struct api_path *p,
 			return false;
 		if (len == 1 && *pat == '*')
 			*id = p->seg[i];
+		else if (len == 1 && *pat == '+')
+			*name = p->seg[i];
 		else if (strlen(p->seg[i]) != len ||
 			 memcmp(p->seg[i], pat, len) != 0)
 			return false;
@@ -356,17 +378,18 @@ static int dispatch(struct api_ctx *c)
 		method = "GET";
 	}
 	const struct route *match = NULL;
-	const char *id = NULL;
+	const char *id = NULL, *name = NULL;
 	char allow[sizeof(c->out->allow)] = "";
 	bool shaped = false;
 	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
-		const char *seg_id;
-		if (!route_shape(&routes[i], &path, &seg_id))
+		const char *seg_id, *seg_name;
+		if (!route_shape(&routes[i], &path, &seg_id, &seg_name))
 			continue;
 		shaped = true;
 		if (strcmp(routes[i].method, method) == 0) {
 			match = &routes[i];
 			id = seg_id;
+			name = seg_name;
 			break;
 		}
 		size_t used = strlen(allow);
@@ -388,6 +411,12 @@ static int dispatch(struct api_ctx *c)
 			    c->out, 404, "no such %s",
 			    match->id_kind == 's' ? "session" : "repository");
 		c->id = id;
+	}
+	if (name) {
+		/* like an id: a name that cannot be one is not looked for */
+		if (!api_artifact_name_valid(name))
+			return api_reply_error(c->out, 404, "no such artifact");
+		c->name = name;
 	}
 	if (api_query_parse(req->query, &c->query, match->query, c->out) < 0)
 		return 0;

@@ -104,6 +104,17 @@ static enum MHD_Result queue(struct MHD_Connection *conn, struct api *a,
 			/* proxies such as nginx must pass events on at once */
 			MHD_add_response_header(r, "X-Accel-Buffering", "no");
 		}
+	} else if (res->file) {
+		/* libmicrohttpd reads the file as it sends (sendfile where it
+		 * can) and closes the descriptor with the response */
+		r = MHD_create_response_from_fd64(res->file_size, res->file_fd);
+		if (r) {
+			res->file = false;
+			/* an artifact is shown as its media type says, never
+			 * as what a browser guesses from its bytes */
+			MHD_add_response_header(r, "X-Content-Type-Options",
+						"nosniff");
+		}
 	} else if (res->body) {
 		r = MHD_create_response_from_buffer(res->body_len, res->body,
 						    MHD_RESPMEM_MUST_FREE);
@@ -245,6 +256,13 @@ int api_new(const struct api_config *cfg, struct api **out,
 	a->max_body = cfg->max_body ? cfg->max_body : API_MAX_BODY_DEFAULT;
 	a->keepalive_ms = cfg->keepalive_ms > 0 ? cfg->keepalive_ms
 						: API_KEEPALIVE_MS_DEFAULT;
+	if (cfg->data_dir) {
+		a->data_dir = wr_strdup(cfg->data_dir);
+		if (!a->data_dir) {
+			free(a);
+			return wr_error_set(err, ENOMEM, "api");
+		}
+	}
 	atomic_init(&a->stopping, false);
 	pthread_mutex_init(&a->cache_lock, NULL);
 	*out = a;
@@ -349,5 +367,6 @@ void api_stop(struct api *a)
 		MHD_stop_daemon(a->daemon);
 	api_cache_clear(a);
 	pthread_mutex_destroy(&a->cache_lock);
+	free(a->data_dir);
 	free(a);
 }

@@ -1,5 +1,5 @@
 /* sessions.c - the /api/v1/sessions routes: submit, list, show, events,
- * follow-up messages, cancel.
+ * follow-up messages, cancel, and the reviewer's approve and reject.
  *
  * A submitter sees and acts on its own sessions only: its list is its
  * own, and another user's session is "not found" (404), exactly as an id
@@ -15,9 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Loads c->id into *s if the caller may see it; else answers 404 (or the
- * store's failure) and returns -1. */
-static int load_visible(struct api_ctx *c, struct store_session *s)
+int api_session_load(struct api_ctx *c, struct store_session *s)
 {
 	struct wr_error *err = NULL;
 	int r = c->a->st->ops->session_get(c->a->st, c->id, s, &err);
@@ -42,7 +40,7 @@ static int load_visible(struct api_ctx *c, struct store_session *s)
 static int reply_session(struct api_ctx *c, unsigned status)
 {
 	struct store_session s = {0};
-	if (load_visible(c, &s) < 0)
+	if (api_session_load(c, &s) < 0)
 		return 0;
 	json_t *obj = api_session_json(c->a, &s, false);
 	store_session_clear(&s);
@@ -299,7 +297,7 @@ int api_session_events(struct api_ctx *c)
 				       api_quote(format, shown));
 	if (events_after(c, &after) < 0)
 		return 0;
-	if (load_visible(c, &s) < 0)
+	if (api_session_load(c, &s) < 0)
 		return 0;
 	store_session_clear(&s);
 	if (format && strcmp(format, "json") == 0)
@@ -327,7 +325,7 @@ int api_session_message(struct api_ctx *c)
 	    api_body_string(c, "text", true, API_TEXT_MAX, API_STR_NOT_BLANK,
 			    &text) < 0)
 		return 0;
-	if (load_visible(c, &s) < 0)
+	if (api_session_load(c, &s) < 0)
 		return 0;
 	store_session_clear(&s);
 	int64_t id = control_message(c->a->ctl, c->id, c->who.user, text, &err);
@@ -336,7 +334,7 @@ int api_session_message(struct api_ctx *c)
 		wr_error_free(err);
 		return 0;
 	}
-	if (load_visible(c, &s) < 0)
+	if (api_session_load(c, &s) < 0)
 		return 0;
 	json_t *session = api_session_json(c->a, &s, false);
 	store_session_clear(&s);
@@ -353,7 +351,7 @@ int api_session_cancel(struct api_ctx *c)
 	struct wr_error *err = NULL;
 	if (api_body_check_keys(c, keys) < 0)
 		return 0;
-	if (load_visible(c, &s) < 0)
+	if (api_session_load(c, &s) < 0)
 		return 0;
 	store_session_clear(&s);
 	int r = control_cancel(c->a->ctl, c->id, c->who.user, &err);
@@ -362,5 +360,67 @@ int api_session_cancel(struct api_ctx *c)
 		wr_error_free(err);
 		return 0;
 	}
+	return reply_session(c, 200);
+}
+
+/* Approve and reject are the reviewer's: a submitter may not decide on a
+ * change, not even its own. */
+static int check_reviewer(struct api_ctx *c, const char *what)
+{
+	if (c->who.role == API_ROLE_REVIEWER || c->who.role == API_ROLE_ADMIN)
+		return 0;
+	return api_reject(
+	    c->out, 403, "%s a session needs the reviewer or admin role", what);
+}
+
+/* The answer to control_approve/control_reject's failure r: -EPERM is a
+ * session that is not in review (or has nothing to approve), 409 with
+ * control's message, which says which. */
+static int decision_failure(struct api_ctx *c, int r, struct wr_error *err,
+			    const char *what)
+{
+	if (r == -EPERM && !(err && err->msg))
+		api_reply_error(c->out, 409, "session %s is not in review",
+				c->id);
+	else
+		api_reply_failure(c, r, err, what);
+	wr_error_free(err);
+	return 0;
+}
+
+int api_session_approve(struct api_ctx *c)
+{
+	static const char *const keys[] = {NULL};
+	struct store_session s = {0};
+	struct wr_error *err = NULL;
+	if (check_reviewer(c, "approving") < 0 ||
+	    api_body_check_keys(c, keys) < 0)
+		return 0;
+	if (api_session_load(c, &s) < 0)
+		return 0;
+	store_session_clear(&s);
+	int r = control_approve(c->a->ctl, c->id, c->who.user, &err);
+	if (r < 0)
+		return decision_failure(c, r, err, "approve the session");
+	return reply_session(c, 200);
+}
+
+int api_session_reject(struct api_ctx *c)
+{
+	static const char *const keys[] = {"reason", NULL};
+	const char *reason;
+	struct store_session s = {0};
+	struct wr_error *err = NULL;
+	if (check_reviewer(c, "rejecting") < 0 ||
+	    api_body_check_keys(c, keys) < 0 ||
+	    api_body_string(c, "reason", false, API_REASON_MAX,
+			    API_STR_NOT_BLANK, &reason) < 0)
+		return 0;
+	if (api_session_load(c, &s) < 0)
+		return 0;
+	store_session_clear(&s);
+	int r = control_reject(c->a->ctl, c->id, c->who.user, reason, &err);
+	if (r < 0)
+		return decision_failure(c, r, err, "reject the session");
 	return reply_session(c, 200);
 }

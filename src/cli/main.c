@@ -18,8 +18,8 @@
  * sandbox path lean"), the way git reaches its sub-commands. */
 static const char *const server_verbs[] = {"serve", NULL};
 static const char *const client_verbs[] = {
-    "run", "sessions", "show", "logs", "send", "cancel", "repo", "token",
-    "snapshots", NULL};
+    "run",   "sessions",  "show", "logs",    "send",   "cancel", "repo",
+    "token", "snapshots", "diff", "approve", "reject", "stats",	 NULL};
 
 static bool verb_in(const char *verb, const char *const *list)
 {
@@ -60,13 +60,16 @@ static void usage(FILE *out)
 	    "  sandbox exec NAME [opts] -- CMD...       run CMD in a sandbox\n"
 	    "  sandbox ls [--json]                      list sandboxes\n"
 	    "  sandbox rm NAME...                       remove sandboxes\n"
-	    "  snapshot build REPO [--ref REF]          prepare a repository's environment\n"
+	    "  snapshot build REPO [--ref REF]          prepare a repository's "
+	    "environment\n"
 	    "  snapshot list|show|rm|gc|verify          manage snapshots\n"
 	    "  serve [--data DIR] [--listen ADDR:PORT]  run the control plane\n"
 	    "  run --repo R [--follow] \"PROMPT\"         start a session\n"
 	    "  sessions | show ID | logs ID [-f]        look at sessions\n"
 	    "  send ID \"TEXT\" | cancel ID               follow up, cancel\n"
+	    "  diff ID | approve ID | reject ID         review a change\n"
 	    "  repo add|ls|refresh                      manage repositories\n"
+	    "  stats                                    the server's numbers\n"
 	    "  version                                  print the version\n"
 	    "\n"
 	    "See `warren sandbox --help` and docs/ for details.\n");

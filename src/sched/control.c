@@ -730,6 +730,7 @@ static void run_free(struct run *r)
 	if (!r)
 		return;
 	json_decref(r->verify);
+	provider_free(r->provider);
 	pthread_cond_destroy(&r->cv);
 	free(r->user);
 	free(r);

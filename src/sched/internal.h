@@ -68,6 +68,7 @@ struct run {
 	json_t *verify;
 	char base[41];
 	struct agent_usage usage;
+	struct provider *provider; /* the built-in agent's, made at first use */
 };
 
 /* How a turn ended (runner.c, work.c). */
@@ -140,9 +141,12 @@ bool run_stop_requested(struct run *run);
 bool run_sandbox_alive(struct run *run, int status);
 
 /* work.c: the built-in agent's turn, verification, the result */
+/* prompt: the turn's messages (follow_on false: a turn already begun is
+ * resumed from its transcript instead), or what the agent is told next
+ * within the turn (follow_on true: a failed verification). */
 enum turn_end work_agent_turn(struct run *run, const struct store_session *s,
-			      int number, const char *prompt, char **summary,
-			      char *why, size_t why_size);
+			      int number, const char *prompt, bool follow_on,
+			      char **summary, char *why, size_t why_size);
 bool work_has_verify(const struct run *run);
 int work_verify(struct run *run, json_t **out, struct wr_error **err);
 int work_commit(struct run *run, const struct store_session *s,

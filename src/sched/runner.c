@@ -873,15 +873,16 @@ static bool rest(struct run *run)
  * events) or the built-in loop. prompt: the turn's messages, or the
  * failure of a verification. */
 static enum turn_end agent_once(struct run *run, struct store_session *s,
-				int number, const char *prompt,
+				int number, const char *prompt, bool follow_on,
 				json_t *outcome, bool *first_turn,
 				int *exit_code, char **summary, char *why,
 				size_t why_size)
 {
 	struct control *c = run->ctl;
 	if (control_agent_is_builtin(s->agent_json)) {
-		enum turn_end e = work_agent_turn(run, s, number, prompt,
-						  summary, why, why_size);
+		enum turn_end e =
+		    work_agent_turn(run, s, number, prompt, follow_on, summary,
+				    why, why_size);
 		if (e == TURN_OK)
 			*exit_code = 0;
 		return e;
@@ -1002,7 +1003,8 @@ static enum turn_end verify_and_commit(struct run *run,
 		*summary = NULL;
 		enum turn_end e = agent_once(
 		    run, s, number, feedback ? feedback : "verification failed",
-		    outcome, first_turn, exit_code, summary, why, why_size);
+		    true, outcome, first_turn, exit_code, summary, why,
+		    why_size);
 		if (e != TURN_OK) {
 			json_decref(vres);
 			return e;
@@ -1115,8 +1117,8 @@ static enum turn_end turns(struct run *run, struct store_session *s,
 					"started"));
 		char *summary = NULL;
 		enum turn_end e =
-		    agent_once(run, s, number, prompt, outcome, first_turn,
-			       exit_code, &summary, why, why_size);
+		    agent_once(run, s, number, prompt, false, outcome,
+			       first_turn, exit_code, &summary, why, why_size);
 		if (e == TURN_DIED || e == TURN_STOPPED) {
 			free(summary);
 			store_messages_free(msgs, nm);

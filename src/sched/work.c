@@ -190,18 +190,11 @@ static json_t *transcript_load(struct control *c, const char *session_id,
 }
 
 enum turn_end work_agent_turn(struct run *run, const struct store_session *s,
-			      int number, const char *prompt, char **summary,
-			      char *why, size_t why_size)
+			      int number, const char *prompt, bool follow_on,
+			      char **summary, char *why, size_t why_size)
 {
 	struct control *c = run->ctl;
-	struct provider *prov = NULL;
 	struct wr_error *err = NULL;
-	if (provider_new(&c->cfg.model, &prov, &err) < 0) {
-		snprintf(why, why_size, "model provider: %s",
-			 err && err->msg ? err->msg : "failed");
-		wr_error_free(err);
-		return TURN_FAILED;
-	}
 	struct agent_ctx actx = {.run = run, .turn = number};
 	struct work_env w;
 	env_init(run, &w);
@@ -213,8 +206,31 @@ enum turn_end work_agent_turn(struct run *run, const struct store_session *s,
 	run->usage.prompt_tokens = (uint64_t)u[0];
 	run->usage.completion_tokens = (uint64_t)u[1];
 	run->usage.cost = u[2];
+	/* one provider for the run: a replay goes on where it was (after
+	 * the assistant messages the transcript already holds) */
+	if (!run->provider) {
+		struct provider_config pc = c->cfg.model;
+		size_t i;
+		json_t *m;
+		json_array_foreach(messages, i, m)
+		{
+			const char *role =
+			    json_string_value(json_object_get(m, "role"));
+			if (role && !strcmp(role, "assistant"))
+				pc.replay_start++;
+		}
+		if (provider_new(&pc, &run->provider, &err) < 0) {
+			snprintf(why, why_size, "model provider: %s",
+				 err && err->msg ? err->msg : "failed");
+			wr_error_free(err);
+			json_decref(messages);
+			store_repo_clear(&repo);
+			env_clear(&w);
+			return TURN_FAILED;
+		}
+	}
 	struct agent_loop loop = {
-	    .provider = prov,
+	    .provider = run->provider,
 	    .tools = &w.tools,
 	    .exec = &w.ex,
 	    .budget = c->cfg.budget,
@@ -235,7 +251,7 @@ enum turn_end work_agent_turn(struct run *run, const struct store_session *s,
 		r = record_message(&actx, sys, &run->usage);
 		json_array_append_new(messages, sys);
 	}
-	if (r == 0 && !in_turn) {
+	if (r == 0 && (!in_turn || follow_on)) {
 		json_t *user =
 		    json_pack("{s:s, s:s}", "role", "user", "content", prompt);
 		r = user ? record_message(&actx, user, &run->usage) : -ENOMEM;
@@ -278,7 +294,6 @@ enum turn_end work_agent_turn(struct run *run, const struct store_session *s,
 	json_decref(messages);
 	store_repo_clear(&repo);
 	env_clear(&w);
-	provider_free(prov);
 	return end;
 }
 

@@ -3,7 +3,9 @@
  *
  * Set up once: a SQLite store in a scratch directory, the session manager
  * with no_worker (sessions are stored, never run), a repository "c-hello",
- * one queued session, and tokens for each role. The input is a small
+ * one queued session with two artifacts (diff.patch in its artifact
+ * directory, outside.txt recorded at a path outside it), and tokens for
+ * each role. The input is a small
  * HTTP-like text, so that seeds are readable:
  *
  *     METHOD TARGET\n
@@ -20,6 +22,8 @@
  *   - a JSON answer parses; an error answer is {"error": {"code",
  *     "message"}} with the code of its status; 405 names allowed methods;
  *   - a stream answer is a 200 for a well-formed session id, with no body;
+ *   - a file answer is a 200 with a content type and an open descriptor
+ *     of the session's diff.patch (outside.txt is never served);
  *   - without a valid token the answer is 401 (or 413 for the size cap);
  *   - a failed request changed nothing: the store's counts of sessions,
  *     tokens and repositories are the same before and after. */
@@ -35,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -74,6 +79,36 @@ static void teardown(void)
 	nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+#define FUZZ_DIFF "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+
+/* diff.patch where the runner writes it; outside.txt recorded at the
+ * database's path, which the API must refuse to serve. */
+static void add_artifacts(void)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/artifacts", root);
+	check(mkdir(path, 0700) == 0, "setup: artifacts directory");
+	snprintf(path, sizeof(path), "%s/artifacts/%s", root, session_id);
+	check(mkdir(path, 0700) == 0, "setup: artifacts directory");
+	snprintf(path, sizeof(path), "%s/artifacts/%s/diff.patch", root,
+		 session_id);
+	FILE *f = fopen(path, "w");
+	check(f && fputs(FUZZ_DIFF, f) >= 0 && fclose(f) == 0,
+	      "setup: diff.patch");
+	struct store_artifact a = {.name = "diff.patch",
+				   .path = path,
+				   .media_type = "text/x-diff",
+				   .size = (int64_t)strlen(FUZZ_DIFF)};
+	check(st->ops->artifact_add(st, session_id, &a, NULL) == 0,
+	      "setup: artifact");
+	char db[512];
+	snprintf(db, sizeof(db), "%s/warren.db", root);
+	struct store_artifact outside = {
+	    .name = "outside.txt", .path = db, .size = 1};
+	check(st->ops->artifact_add(st, session_id, &outside, NULL) == 0,
+	      "setup: artifact");
+}
+
 static void setup(void)
 {
 	struct wr_error *err = NULL;
@@ -103,8 +138,12 @@ static void setup(void)
 	check(control_submit(ctl, &sub, &s, &err) == 0, "setup: session");
 	snprintf(session_id, sizeof(session_id), "%s", s.id);
 	store_session_clear(&s);
-	struct api_config ac = {
-	    .st = st, .ctl = ctl, .max_body = FUZZ_MAX_BODY, .keepalive_ms = 1};
+	add_artifacts();
+	struct api_config ac = {.st = st,
+				.ctl = ctl,
+				.max_body = FUZZ_MAX_BODY,
+				.keepalive_ms = 1,
+				.data_dir = root};
 	check(api_new(&ac, &api, &err) == 0, "setup: api");
 	atexit(teardown);
 }
@@ -205,6 +244,18 @@ static void check_answer(const struct api_response *r, bool authorized,
 		check(r->stream_after >= 0, "stream after a negative seq");
 		check(strcmp(r->content_type, "text/event-stream") == 0,
 		      "stream without its content type");
+	} else if (r->file) {
+		check(s == 200, "file with a status other than 200");
+		check(r->body == NULL, "file with a body");
+		check(r->content_type != NULL, "file without a content type");
+		check(r->file_size == strlen(FUZZ_DIFF),
+		      "a file other than the diff served");
+		char buf[64] = "";
+		check(pread(r->file_fd, buf, sizeof(buf) - 1, 0) ==
+			  (ssize_t)r->file_size,
+		      "file answer: cannot read the descriptor");
+		check(strcmp(buf, FUZZ_DIFF) == 0,
+		      "a file other than the diff served");
 	} else if (r->content_type &&
 		   strcmp(r->content_type, "application/json") == 0) {
 		json_error_t jerr;

@@ -20,8 +20,8 @@ mkdir -p "$OUT"
 target_sources() {
 	case "$1" in
 	api) echo src/util/*.c src/sandbox/*.c src/snapshot/*.c src/store/*.c \
-		  src/sched/*.c src/api/*.c \
-		  -lmicrohttpd -lsqlite3 -ljansson -lsodium -lseccomp -lpthread ;;
+		  src/sched/*.c src/api/*.c src/agent/*.c src/review/*.c \
+		  -lmicrohttpd -lsqlite3 -lcurl -ljansson -lsodium -lseccomp -lpthread ;;
 	*) echo src/util/*.c src/sandbox/proto.c src/snapshot/spec.c \
 		src/snapshot/jsonc.c -ljansson -lsodium ;;
 	esac

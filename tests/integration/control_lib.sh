@@ -107,3 +107,13 @@ sandbox_exec_in() {
 sandbox_init_pid() {
 	"$WARREN" sandbox ls --json 2>/dev/null | jq -r --arg n "$1" '(if type == "array" then . else .sandboxes end)[] | select(.name == $n) | .init_pid' 2>/dev/null
 }
+
+# submit_builtin REPO PROMPT: a session with no agent (the server's model,
+# the built-in agent); prints the id
+submit_builtin() {
+	api POST /api/v1/sessions "$(jq -n --arg r "$1" --arg p "$2" '{repo: $r, prompt: $p}')"
+	[ "$CODE" = 201 ] && jget .id
+}
+
+# jraw JQ-EXPR: like jget, but false and null print as such
+jraw() { echo "$BODY" | jq -r "$1" 2>/dev/null; }

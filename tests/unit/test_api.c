@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -221,8 +222,11 @@ static int group_setup(void **state)
 		return -1;
 	snprintf(repo_id, sizeof(repo_id), "%s", repo.id);
 	store_repo_clear(&repo);
-	struct api_config ac = {
-	    .st = st, .ctl = ctl, .max_body = MAX_BODY, .keepalive_ms = 100};
+	struct api_config ac = {.st = st,
+				.ctl = ctl,
+				.max_body = MAX_BODY,
+				.keepalive_ms = 100,
+				.data_dir = root};
 	if (api_new(&ac, &api, &err) < 0)
 		return -1;
 	tok_admin = make_token("admin", "admin");
@@ -653,7 +657,8 @@ static void test_session_create_errors(void **state)
 	memset(body + off, 'x', n);
 	strcpy(body + off + n, "\"}");
 	api_stop(api);
-	struct api_config ac = {.st = st, .ctl = ctl, .keepalive_ms = 100};
+	struct api_config ac = {
+	    .st = st, .ctl = ctl, .keepalive_ms = 100, .data_dir = root};
 	assert_int_equal(api_new(&ac, &api, NULL), 0); /* 1 MiB cap */
 	ERR(400, "bad_request", "key 'prompt': longer than", .method = "POST",
 	    .target = t, .token = tok_admin, .body = body);
@@ -1193,6 +1198,440 @@ static void test_metrics(void **state)
 	api_response_clear(&r);
 }
 
+/* ---- review: approve, reject, diff, artifacts, stats ---- */
+
+/* Moves session id to review as the runner would (queued, provisioning,
+ * running, review). */
+static void to_review(const char *id)
+{
+	const enum session_state path[] = {SESSION_PROVISIONING,
+					   SESSION_RUNNING, SESSION_REVIEW};
+	for (size_t i = 0; i < ARRAY_SIZE(path); i++) {
+		struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+		assert_true(st->ops->session_transition(st, id, -1, path[i],
+							&upd, NULL, NULL) > 0);
+	}
+}
+
+static void test_approve_reject(void **state)
+{
+	(void)state;
+	char id[STORE_ID_MAX], approve[128], reject[128];
+	submit(tok_sam, "review me", id);
+	snprintf(approve, sizeof(approve), "/api/v1/sessions/%s/approve", id);
+	snprintf(reject, sizeof(reject), "/api/v1/sessions/%s/reject", id);
+	struct census before = census(id);
+
+	/* a submitter decides on nothing, not even its own change */
+	ERR(403, "forbidden", "reviewer or admin role", .method = "POST",
+	    .target = approve, .token = tok_sam);
+	ERR(403, "forbidden", "reviewer or admin role", .method = "POST",
+	    .target = reject, .token = tok_sam, .body = "{\"reason\":\"no\"}");
+	ERR(403, "forbidden", NULL, .method = "POST", .target = approve,
+	    .token = tok_sue, .body = "{}");
+	/* queued is not in review */
+	ERR(409, "conflict", "not in review", .method = "POST",
+	    .target = approve, .token = tok_reviewer);
+	ERR(409, "conflict", "not in review", .method = "POST",
+	    .target = approve, .token = tok_admin, .body = "{}");
+	ERR(409, "conflict", "not in review", .method = "POST",
+	    .target = reject, .token = tok_reviewer,
+	    .body = "{\"reason\":\"not like this\"}");
+	ERR(409, "conflict", "not in review", .method = "POST",
+	    .target = reject, .token = tok_admin);
+	/* unknown sessions, bad bodies, methods */
+	ERR(404, "not_found", NULL, .method = "POST",
+	    .target = "/api/v1/sessions/s-00000000000000dd/approve",
+	    .token = tok_reviewer);
+	ERR(404, "not_found", NULL, .method = "POST",
+	    .target = "/api/v1/sessions/s-00000000000000dd/reject",
+	    .token = tok_admin, .body = "{\"reason\":\"x\"}");
+	ERR(404, "not_found", NULL, .method = "POST",
+	    .target = "/api/v1/sessions/nope/approve", .token = tok_reviewer);
+	ERR(400, "bad_request", "unknown key 'force'", .method = "POST",
+	    .target = approve, .token = tok_reviewer,
+	    .body = "{\"force\":true}");
+	ERR(400, "bad_request", "key 'reason': expected a string",
+	    .method = "POST", .target = reject, .token = tok_reviewer,
+	    .body = "{\"reason\":5}");
+	ERR(400, "bad_request", "key 'reason': must not be empty",
+	    .method = "POST", .target = reject, .token = tok_reviewer,
+	    .body = "{\"reason\":\" \"}");
+	ERR(400, "bad_request", "unknown key 'why'", .method = "POST",
+	    .target = reject, .token = tok_reviewer, .body = "{\"why\":\"x\"}");
+	char big[4096 + 64];
+	int off = snprintf(big, sizeof(big), "{\"reason\":\"");
+	memset(big + off, 'x', 4097);
+	strcpy(big + off + 4097, "\"}");
+	ERR(400, "bad_request", "key 'reason': longer than 4096",
+	    .method = "POST", .target = reject, .token = tok_reviewer,
+	    .body = big);
+	ERR(405, "method_not_allowed", "use POST", .method = "GET",
+	    .target = approve, .token = tok_reviewer);
+	ERR(415, "unsupported_media_type", NULL, .method = "POST",
+	    .target = reject, .token = tok_reviewer, .body = "{}",
+	    .content_type = "text/plain");
+	assert_census(before, census(id));
+
+	/* in review, a reviewer rejects it with a reason of 4096 bytes */
+	to_review(id);
+	ERR(403, "forbidden", NULL, .method = "POST", .target = reject,
+	    .token = tok_sam);
+	big[off + 4096] = '"';
+	big[off + 4097] = '}';
+	big[off + 4098] = '\0';
+	json_t *j = CALL(200, .method = "POST", .target = reject,
+			 .token = tok_reviewer, .body = big);
+	assert_string_equal(jstr(j, "id"), id);
+	assert_string_equal(jstr(j, "state"), "rejected");
+	assert_int_equal(strlen(jstr(j, "reason")), 4096);
+	json_t *decision =
+	    json_object_get(json_object_get(j, "outcome"), "decision");
+	assert_string_equal(jstr(decision, "by"), "rita");
+	assert_true(json_is_integer(json_object_get(decision, "at_ms")));
+	json_decref(j);
+	/* decided: nothing more to decide */
+	ERR(409, "conflict", "not in review", .method = "POST",
+	    .target = approve, .token = tok_admin);
+	ERR(409, "conflict", "not in review", .method = "POST",
+	    .target = reject, .token = tok_admin);
+
+	/* approval: in review without a result there is nothing to approve;
+	 * with one that changed nothing, there is nothing to push */
+	submit(tok_sam, "nothing to do", id);
+	snprintf(approve, sizeof(approve), "/api/v1/sessions/%s/approve", id);
+	to_review(id);
+	ERR(409, "conflict", NULL, .method = "POST", .target = approve,
+	    .token = tok_reviewer);
+	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+	upd.outcome_json = "{\"result\":{\"branch\":\"warren/x\","
+			   "\"changed\":false,\"files\":[],"
+			   "\"additions\":0,\"deletions\":0}}";
+	assert_int_equal(st->ops->session_update(st, id, &upd, NULL), 0);
+	j = CALL(200, .method = "POST", .target = approve,
+		 .token = tok_reviewer);
+	assert_string_equal(jstr(j, "state"), "approved");
+	json_t *outcome = json_object_get(j, "outcome");
+	assert_string_equal(jstr(json_object_get(outcome, "decision"), "by"),
+			    "rita");
+	assert_non_null(json_object_get(outcome, "push"));
+	json_decref(j);
+	ERR(409, "conflict", NULL, .method = "POST", .target = approve,
+	    .token = tok_reviewer);
+}
+
+/* Writes len bytes of data to <root>/artifacts/<id>/<file> (creating the
+ * directory); the path in path_out. */
+static void write_artifact_file(const char *id, const char *file,
+				const char *data, size_t len,
+				char path_out[512])
+{
+	char dir[256];
+	snprintf(dir, sizeof(dir), "%s/artifacts", root);
+	assert_true(mkdir(dir, 0700) == 0 || errno == EEXIST);
+	snprintf(dir, sizeof(dir), "%s/artifacts/%s", root, id);
+	assert_true(mkdir(dir, 0700) == 0 || errno == EEXIST);
+	snprintf(path_out, 512, "%s/%s", dir, file);
+	FILE *f = fopen(path_out, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, len, f), len);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* Records artifact name of session id at path. */
+static void record_artifact(const char *id, const char *name, const char *path,
+			    const char *media_type, int64_t size)
+{
+	struct store_artifact a = {.name = (char *)name,
+				   .path = (char *)path,
+				   .media_type = (char *)media_type,
+				   .size = size,
+				   .created_ms = 1700000000000};
+	struct wr_error *err = NULL;
+	assert_int_equal(st->ops->artifact_add(st, id, &a, &err), 0);
+}
+
+/* A file answer (200): its content type checked, its bytes returned (a
+ * new string, *len_out bytes). */
+static char *call_file(const char *content_type, size_t *len_out,
+		       const struct call *c)
+{
+	struct api_response r;
+	handle(c, &r);
+	if (r.status != 200)
+		print_message("%s %s: %u %.*s\n", c->method, c->target,
+			      r.status, (int)r.body_len, r.body ? r.body : "");
+	assert_int_equal(r.status, 200);
+	assert_true(r.file);
+	assert_null(r.body);
+	assert_string_equal(r.content_type, content_type);
+	char *buf = wr_malloc(r.file_size + 1);
+	assert_non_null(buf);
+	ssize_t n = pread(r.file_fd, buf, r.file_size, 0);
+	assert_int_equal(n, (ssize_t)r.file_size);
+	buf[n] = '\0';
+	*len_out = (size_t)n;
+	api_response_clear(&r);
+	assert_false(r.file);
+	return buf;
+}
+
+#define FILE_CALL(type, len, ...) \
+	call_file(type, len, &(struct call){__VA_ARGS__})
+
+static const char diff_text[] =
+    "diff --git a/hello.c b/hello.c\n"
+    "--- a/hello.c\n+++ b/hello.c\n@@ -1 +1 @@\n"
+    "-int main(void) { return 1; }\n+int main(void) { return 0; }\n";
+
+static void test_diff_and_artifacts(void **state)
+{
+	(void)state;
+	char id[STORE_ID_MAX], other[STORE_ID_MAX], t[256], path[512];
+	size_t len;
+	submit(tok_sam, "change hello", id);
+	submit(tok_admin, "another", other);
+
+	/* before review: no diff, no artifacts */
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/diff", id);
+	ERR(404, "not_found", "has no diff", .method = "GET", .target = t,
+	    .token = tok_sam);
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/artifacts", id);
+	json_t *j = CALL(200, .method = "GET", .target = t, .token = tok_sam);
+	assert_int_equal(json_array_size(json_object_get(j, "artifacts")), 0);
+	json_decref(j);
+
+	/* the diff, as text/x-diff, byte for byte */
+	write_artifact_file(id, "diff.patch", diff_text, strlen(diff_text),
+			    path);
+	record_artifact(id, "diff.patch", path, "text/x-diff",
+			(int64_t)strlen(diff_text));
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/diff", id);
+	char *got = FILE_CALL("text/x-diff; charset=utf-8", &len,
+			      .method = "GET", .target = t, .token = tok_sam);
+	assert_int_equal(len, strlen(diff_text));
+	assert_memory_equal(got, diff_text, len);
+	free(got);
+	got = FILE_CALL("text/x-diff; charset=utf-8", &len, .method = "HEAD",
+			.target = t, .token = tok_reviewer);
+	free(got);
+	/* another submitter's session does not exist for sue */
+	ERR(404, "not_found", "not found", .method = "GET", .target = t,
+	    .token = tok_sue);
+	ERR(400, "bad_request", "unknown query parameter", .method = "GET",
+	    .target = "/api/v1/sessions/s-00000000000000dd/diff?x=1",
+	    .token = tok_sam);
+	ERR(400, "bad_request", "takes no body", .method = "GET", .target = t,
+	    .token = tok_sam, .body = "{}");
+	ERR(405, "method_not_allowed", NULL, .method = "POST", .target = t,
+	    .token = tok_admin);
+	ERR(404, "not_found", NULL, .method = "GET",
+	    .target = "/api/v1/sessions/s-00000000000000dd/diff",
+	    .token = tok_admin);
+
+	/* artifacts with their media types (the default for none, and for
+	 * one that is not a media type) */
+	const char report[] = "{\"passed\":true}";
+	write_artifact_file(id, "verify.json", report, strlen(report), path);
+	record_artifact(id, "verify.json", path, "application/json",
+			(int64_t)strlen(report));
+	const char raw[] = {'\x00', '\x01', '\xff', 'x'};
+	write_artifact_file(id, "blob.bin", raw, sizeof(raw), path);
+	record_artifact(id, "blob.bin", path, NULL, (int64_t)sizeof(raw));
+	write_artifact_file(id, "inject.txt", "hi", 2, path);
+	record_artifact(id, "inject.txt", path, "text/plain\r\nX-Evil: 1", 2);
+
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/artifacts/verify.json", id);
+	got = FILE_CALL("application/json", &len, .method = "GET", .target = t,
+			.token = tok_sam);
+	assert_string_equal(got, report);
+	free(got);
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/artifacts/blob.bin", id);
+	got = FILE_CALL("application/octet-stream", &len, .method = "GET",
+			.target = t, .token = tok_reviewer);
+	assert_int_equal(len, sizeof(raw));
+	assert_memory_equal(got, raw, sizeof(raw));
+	free(got);
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/artifacts/inject.txt", id);
+	got = FILE_CALL("application/octet-stream", &len, .method = "GET",
+			.target = t, .token = tok_admin);
+	free(got);
+	ERR(404, "not_found", NULL, .method = "GET", .target = t,
+	    .token = tok_sue);
+
+	/* the list: names, types as served, sizes, times; never the path */
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/artifacts", id);
+	j = CALL(200, .method = "GET", .target = t, .token = tok_sam);
+	json_t *list = json_object_get(j, "artifacts");
+	assert_int_equal(json_array_size(list), 4);
+	size_t i;
+	json_t *a;
+	json_array_foreach(list, i, a)
+	{
+		assert_int_equal(json_object_size(a), 4);
+		assert_null(json_object_get(a, "path"));
+		assert_true(json_is_integer(json_object_get(a, "size")));
+		assert_int_equal(
+		    json_integer_value(json_object_get(a, "created_ms")),
+		    1700000000000);
+		const char *name = jstr(a, "name");
+		const char *type = jstr(a, "media_type");
+		assert_non_null(name);
+		assert_non_null(type);
+		if (!strcmp(name, "verify.json")) {
+			assert_string_equal(type, "application/json");
+			assert_int_equal(
+			    json_integer_value(json_object_get(a, "size")),
+			    strlen(report));
+		} else if (!strcmp(name, "diff.patch")) {
+			assert_string_equal(type, "text/x-diff");
+		} else {
+			assert_string_equal(type, "application/octet-stream");
+		}
+	}
+	json_decref(j);
+	ERR(404, "not_found", NULL, .method = "GET", .target = t,
+	    .token = tok_sue);
+	ERR(404, "not_found", NULL, .method = "GET",
+	    .target = "/api/v1/sessions/s-00000000000000dd/artifacts",
+	    .token = tok_admin);
+	ERR(405, "method_not_allowed", NULL, .method = "POST", .target = t,
+	    .token = tok_admin, .body = "{}");
+}
+
+static void test_artifacts_refused(void **state)
+{
+	(void)state;
+	char id[STORE_ID_MAX], other[STORE_ID_MAX], t[256], path[512];
+	char target[512];
+	submit(tok_admin, "tampered", id);
+	submit(tok_admin, "neighbour", other);
+	write_artifact_file(id, "ok.txt", "fine", 4, path);
+	record_artifact(id, "ok.txt", path, "text/plain", 4);
+
+	/* records pointing outside the session's artifact directory */
+	char secret[512];
+	snprintf(secret, sizeof(secret), "%s/warren.db", root);
+	record_artifact(id, "db", secret, "application/octet-stream", 1);
+	record_artifact(id, "passwd", "/etc/passwd", "text/plain", 1);
+	write_artifact_file(other, "theirs.txt", "theirs", 6, path);
+	snprintf(target, sizeof(target), "%s/artifacts/%s/../%s/theirs.txt",
+		 root, id, other);
+	record_artifact(id, "dotdot", target, "text/plain", 6);
+	record_artifact(id, "relative", "artifacts/x/theirs.txt", NULL, 6);
+	/* a symlink inside that leads out */
+	snprintf(target, sizeof(target), "%s/artifacts/%s/link", root, id);
+	assert_int_equal(symlink("/etc/passwd", target), 0);
+	record_artifact(id, "link", target, "text/plain", 1);
+	/* the directory itself, a FIFO (must not hang), a missing file */
+	snprintf(target, sizeof(target), "%s/artifacts/%s", root, id);
+	record_artifact(id, "dir", target, NULL, 0);
+	snprintf(target, sizeof(target), "%s/artifacts/%s/fifo", root, id);
+	assert_int_equal(mkfifo(target, 0600), 0);
+	record_artifact(id, "fifo", target, NULL, 0);
+	snprintf(target, sizeof(target), "%s/artifacts/%s/gone", root, id);
+	record_artifact(id, "gone", target, NULL, 0);
+	/* a diff.patch record outside: the diff is refused too */
+	record_artifact(id, "diff.patch", "/etc/passwd", "text/x-diff", 1);
+
+	const char *refused[] = {"db",	 "passwd", "dotdot", "relative",
+				 "link", "dir",	   "fifo",   "gone"};
+	for (size_t i = 0; i < ARRAY_SIZE(refused); i++) {
+		snprintf(t, sizeof(t), "/api/v1/sessions/%s/artifacts/%s", id,
+			 refused[i]);
+		ERR(404, "not_found", "not found", .method = "GET", .target = t,
+		    .token = tok_admin);
+	}
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/diff", id);
+	ERR(404, "not_found", NULL, .method = "GET", .target = t,
+	    .token = tok_admin);
+
+	/* names that cannot be an artifact's are not looked for */
+	const char *bad_names[] = {
+	    "..",
+	    ".hidden",
+	    "a..b",
+	    "%2e%2e",
+	    "a%2Fb",
+	    "-x",
+	    "a%20b",
+	    "..%2F..%2Fwarren.db",
+	    "x%0a",
+	    "\xc3\xa4.txt",
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	    "a"};
+	for (size_t i = 0; i < ARRAY_SIZE(bad_names); i++) {
+		snprintf(t, sizeof(t), "/api/v1/sessions/%s/artifacts/%s", id,
+			 bad_names[i]);
+		ERR(404, "not_found", "no such artifact", .method = "GET",
+		    .target = t, .token = tok_admin);
+	}
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/artifacts/nothing.txt", id);
+	ERR(404, "not_found", "has no artifact nothing.txt", .method = "GET",
+	    .target = t, .token = tok_admin);
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/artifacts/ok.txt/x", id);
+	ERR(404, "not_found", "no such route", .method = "GET", .target = t,
+	    .token = tok_admin);
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/artifacts/", id);
+	ERR(404, "not_found", "no such route", .method = "GET", .target = t,
+	    .token = tok_admin);
+
+	/* past the cap: refused, not streamed (a sparse file) */
+	write_artifact_file(id, "huge.log", "", 0, path);
+	assert_int_equal(truncate(path, 64ll * 1024 * 1024 + 1), 0);
+	record_artifact(id, "huge.log", path, "text/plain",
+			64ll * 1024 * 1024 + 1);
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/artifacts/huge.log", id);
+	ERR(409, "conflict", "too large to serve", .method = "GET", .target = t,
+	    .token = tok_admin);
+	assert_int_equal(truncate(path, 64ll * 1024 * 1024), 0);
+	struct api_response r;
+	handle(&(struct call){.method = "GET", .target = t, .token = tok_admin},
+	       &r);
+	assert_int_equal(r.status, 200);
+	assert_true(r.file);
+	assert_int_equal(r.file_size, 64ll * 1024 * 1024);
+	api_response_clear(&r);
+
+	/* the good one still comes through */
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/artifacts/ok.txt", id);
+	size_t len;
+	char *got = FILE_CALL("text/plain", &len, .method = "GET", .target = t,
+			      .token = tok_admin);
+	assert_string_equal(got, "fine");
+	free(got);
+
+	/* an API without a data directory serves none */
+	struct api *bare = NULL;
+	struct api_config ac = {.st = st, .ctl = ctl};
+	assert_int_equal(api_new(&ac, &bare, NULL), 0);
+	struct api *saved = api;
+	api = bare;
+	ERR(404, "not_found", "not found", .method = "GET", .target = t,
+	    .token = tok_admin);
+	api = saved;
+	api_stop(bare);
+}
+
+static void test_stats(void **state)
+{
+	(void)state;
+	json_t *j = CALL(200, .method = "GET", .target = "/api/v1/stats",
+			 .token = tok_admin);
+	assert_true(json_is_object(j));
+	json_decref(j);
+	j = CALL(200, .method = "GET", .target = "/api/v1/stats",
+		 .token = tok_sam);
+	json_decref(j);
+	ERR(400, "bad_request", "unknown query parameter", .method = "GET",
+	    .target = "/api/v1/stats?since=1", .token = tok_admin);
+	ERR(405, "method_not_allowed", NULL, .method = "POST",
+	    .target = "/api/v1/stats", .token = tok_admin, .body = "{}");
+	ERR(401, "unauthorized", NULL, .method = "GET",
+	    .target = "/api/v1/stats");
+}
+
 /* ---- through the real server ---- */
 
 /* Sends raw (len bytes) to 127.0.0.1:port and reads until the server
@@ -1279,7 +1718,8 @@ static void test_server(void **state)
 				.ctl = ctl,
 				.port = 0,
 				.max_body = 1024,
-				.keepalive_ms = 100};
+				.keepalive_ms = 100,
+				.data_dir = root};
 	struct api *srv = NULL;
 	struct wr_error *err = NULL;
 	assert_int_equal(api_start(&ac, &srv, &err), 0);
@@ -1387,6 +1827,46 @@ static void test_server(void **state)
 	assert_non_null(strstr(res, "id: 2\n"));
 	free(res);
 
+	/* a file answer: the artifact's bytes, its type, no sniffing */
+	char fid[STORE_ID_MAX], fpath[512], clen[64];
+	submit(tok_admin, "diff over http", fid);
+	write_artifact_file(fid, "diff.patch", diff_text, strlen(diff_text),
+			    fpath);
+	record_artifact(fid, "diff.patch", fpath, "text/x-diff",
+			(int64_t)strlen(diff_text));
+	snprintf(clen, sizeof(clen), "Content-Length: %zu\r\n",
+		 strlen(diff_text));
+	res = http(port,
+		   "GET /api/v1/sessions/%s/diff HTTP/1.1\r\nHost: x\r\n"
+		   "Authorization: Bearer %s\r\nConnection: close\r\n\r\n",
+		   fid, tok_admin);
+	assert_true(strncmp(res, "HTTP/1.1 200", 12) == 0);
+	assert_non_null(
+	    strstr(res, "Content-Type: text/x-diff; charset=utf-8\r\n"));
+	assert_non_null(strstr(res, "X-Content-Type-Options: nosniff\r\n"));
+	assert_non_null(strstr(res, clen));
+	const char *payload = strstr(res, "\r\n\r\n");
+	assert_non_null(payload);
+	assert_string_equal(payload + 4, diff_text);
+	free(res);
+	res = http(port,
+		   "HEAD /api/v1/sessions/%s/diff HTTP/1.1\r\nHost: x\r\n"
+		   "Authorization: Bearer %s\r\nConnection: close\r\n\r\n",
+		   fid, tok_admin);
+	assert_true(strncmp(res, "HTTP/1.1 200", 12) == 0);
+	assert_non_null(strstr(res, clen));
+	payload = strstr(res, "\r\n\r\n");
+	assert_non_null(payload);
+	assert_string_equal(payload + 4, "");
+	free(res);
+	res = http(port,
+		   "GET /api/v1/sessions/%s/artifacts/nope HTTP/1.1\r\n"
+		   "Host: x\r\nAuthorization: Bearer %s\r\n"
+		   "Connection: close\r\n\r\n",
+		   fid, tok_admin);
+	assert_true(strncmp(res, "HTTP/1.1 404", 12) == 0);
+	free(res);
+
 	/* the port is taken: a clear error */
 	struct api *other = NULL;
 	ac.port = port;
@@ -1440,6 +1920,10 @@ int main(void)
 	    cmocka_unit_test(test_repositories),
 	    cmocka_unit_test(test_snapshots),
 	    cmocka_unit_test(test_metrics),
+	    cmocka_unit_test(test_approve_reject),
+	    cmocka_unit_test(test_diff_and_artifacts),
+	    cmocka_unit_test(test_artifacts_refused),
+	    cmocka_unit_test(test_stats),
 	    cmocka_unit_test(test_server),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -1,6 +1,7 @@
 /* client.h - `warren-client`: the control-plane verbs over the HTTP API
- * (docs/api.md). `warren run|sessions|show|logs|send|cancel|repo|snapshots|
- * token` exec this program with the same argv, so argv[1] is the verb.
+ * (docs/api.md). `warren run|sessions|show|logs|send|cancel|diff|approve|
+ * reject|repo|snapshots|token|stats` exec this program with the same argv,
+ * so argv[1] is the verb.
  *
  * One file per verb (run.c, sessions.c, ...), each a thin layer over the
  * API; options.c parses what every verb shares (--server, --token, --json,
@@ -87,6 +88,11 @@ int client_query_add(char **query, const char *key, const char *value);
 /* GET CLIENT_API_PREFIX + path; a 2xx JSON body goes to *out. */
 int client_get(struct client *c, const char *path, json_t **out,
 	       struct wr_error **err);
+/* GET CLIENT_API_PREFIX + path for bytes that are not JSON (a diff):
+ * accept is the Accept header's value; the 2xx body goes to *out (NUL-
+ * terminated, the caller frees it) and *len_out. */
+int client_get_bytes(struct client *c, const char *path, const char *accept,
+		     char **out, size_t *len_out, struct wr_error **err);
 /* POST body (NULL sends {}); a 2xx JSON body goes to *out (if out). */
 int client_post(struct client *c, const char *path, json_t *body, json_t **out,
 		struct wr_error **err);
@@ -212,5 +218,9 @@ int client_cmd_cancel(struct client *c, int argc, char **argv);
 int client_cmd_repo(struct client *c, int argc, char **argv);
 int client_cmd_snapshots(struct client *c, int argc, char **argv);
 int client_cmd_token(struct client *c, int argc, char **argv);
+int client_cmd_diff(struct client *c, int argc, char **argv);
+int client_cmd_approve(struct client *c, int argc, char **argv);
+int client_cmd_reject(struct client *c, int argc, char **argv);
+int client_cmd_stats(struct client *c, int argc, char **argv);
 
 #endif

@@ -388,18 +388,19 @@ static int api_error(struct client *c, long status, const char *body,
 	return -EPROTO;
 }
 
-static int request(struct client *c, const char *method, const char *path,
-		   json_t *body, json_t **out, struct wr_error **err)
+/* One request with the Accept header line accept: 0 and the body of a
+ * 2xx answer in *response (the caller clears it), or an error return. */
+static int perform(struct client *c, const char *method, const char *path,
+		   json_t *body, const char *accept, struct buffer *response,
+		   long *status_out, struct wr_error **err)
 {
 	int r = client_setup(c, err);
 	if (r < 0)
 		return r;
 	struct request rq = {0};
-	struct buffer response = {.max = CLIENT_RESPONSE_MAX};
 	char *payload = NULL;
-	json_t *doc = NULL;
 
-	r = request_prepare(c, &rq, path, "Accept: application/json", err);
+	r = request_prepare(c, &rq, path, accept, err);
 	if (r < 0)
 		goto out;
 	if (!strcmp(method, "POST")) {
@@ -419,11 +420,11 @@ static int request(struct client *c, const char *method, const char *path,
 	}
 	curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, REQUEST_TIMEOUT_MS);
 	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, buffer_write);
-	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &response);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, response);
 
 	CURLcode code = curl_easy_perform(c->curl);
 	if (code != CURLE_OK) {
-		if (response.too_big)
+		if (response->too_big)
 			r = wr_error_set(err, 0,
 					 "the server's response is larger "
 					 "than %u MiB",
@@ -435,9 +436,27 @@ static int request(struct client *c, const char *method, const char *path,
 	long status = 0;
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
 	if (status < 200 || status > 299) {
-		r = api_error(c, status, response.data, response.len, err);
+		r = api_error(c, status, response->data, response->len, err);
 		goto out;
 	}
+	*status_out = status;
+	r = 0;
+out:
+	free(payload);
+	request_clear(&rq);
+	return r;
+}
+
+static int request(struct client *c, const char *method, const char *path,
+		   json_t *body, json_t **out, struct wr_error **err)
+{
+	struct buffer response = {.max = CLIENT_RESPONSE_MAX};
+	json_t *doc = NULL;
+	long status = 0;
+	int r = perform(c, method, path, body, "Accept: application/json",
+			&response, &status, err);
+	if (r < 0)
+		goto out;
 	json_error_t jerr;
 	doc = response.len ? json_loadb(response.data, response.len, 0, &jerr)
 			   : NULL;
@@ -453,10 +472,27 @@ static int request(struct client *c, const char *method, const char *path,
 	r = 0;
 out:
 	json_decref(doc);
-	free(payload);
 	buffer_clear(&response);
-	request_clear(&rq);
 	return r;
+}
+
+int client_get_bytes(struct client *c, const char *path, const char *accept,
+		     char **out, size_t *len_out, struct wr_error **err)
+{
+	struct buffer response = {.max = CLIENT_RESPONSE_MAX};
+	long status = 0;
+	_cleanup_free_ char *header = wr_asprintf("Accept: %s", accept);
+	if (!header)
+		return wr_error_set(err, ENOMEM, "request");
+	int r = perform(c, "GET", path, NULL, header, &response, &status, err);
+	if (r < 0) {
+		buffer_clear(&response);
+		return r;
+	}
+	/* an empty body (an empty diff) is an empty string */
+	*out = response.data ? TAKE_PTR(response.data) : wr_strdup("");
+	*len_out = response.len;
+	return *out ? 0 : wr_error_set(err, ENOMEM, "request");
 }
 
 int client_get(struct client *c, const char *path, json_t **out,

@@ -14,11 +14,13 @@ static const struct {
 	const char *name;
 	int (*run)(struct client *c, int argc, char **argv);
 } verbs[] = {
-    {"run", client_cmd_run},	 {"sessions", client_cmd_sessions},
-    {"show", client_cmd_show},	 {"logs", client_cmd_logs},
-    {"send", client_cmd_send},	 {"cancel", client_cmd_cancel},
-    {"repo", client_cmd_repo},	 {"snapshots", client_cmd_snapshots},
-    {"token", client_cmd_token},
+    {"run", client_cmd_run},	     {"sessions", client_cmd_sessions},
+    {"show", client_cmd_show},	     {"logs", client_cmd_logs},
+    {"send", client_cmd_send},	     {"cancel", client_cmd_cancel},
+    {"repo", client_cmd_repo},	     {"snapshots", client_cmd_snapshots},
+    {"token", client_cmd_token},     {"diff", client_cmd_diff},
+    {"approve", client_cmd_approve}, {"reject", client_cmd_reject},
+    {"stats", client_cmd_stats},
 };
 
 static void usage(FILE *out)
@@ -32,9 +34,13 @@ static void usage(FILE *out)
 	      "  logs ID [-f]                      a session's output\n"
 	      "  send ID \"TEXT\"                    a follow-up message\n"
 	      "  cancel ID                         stop a session\n"
+	      "  diff ID [--stat]                  a session's change\n"
+	      "  approve ID                        push a reviewed change\n"
+	      "  reject ID [--reason TEXT]         drop a reviewed change\n"
 	      "  repo add|ls|refresh               repositories\n"
 	      "  snapshots [--repo R]              snapshots\n"
 	      "  token create --user U --role R    API tokens\n"
+	      "  stats                             the server's numbers\n"
 	      "\n"
 	      "options of all: --server URL  --token T  --json  --help\n"
 	      "See `warren COMMAND --help` and docs/cli.md.\n",

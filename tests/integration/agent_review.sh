@@ -1,0 +1,124 @@
+#!/bin/bash
+# The built-in agent end to end: a recorded model transcript (replay
+# provider, then the same recording through the production HTTP client and
+# a local chat-completions server) edits a real project, Warren's own
+# verification fails once and the agent fixes it, the change waits in
+# review with its diff and evidence; approval pushes warren/<id> to a bare
+# remote and nothing else; rejection pushes nothing; the model's key never
+# reaches the sandbox.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/control_lib.sh"
+
+REC="$ROOT_DIR/tests/fixtures/replay/fix-after-verify.json"
+g() { git -c user.email=t@warren -c user.name=test "$@"; }
+
+# --- a project whose remote is a bare repository ------------------------------
+REMOTE="$TEST_TMP/remote.git"
+git init -q --bare -b main "$REMOTE"
+W="$TEST_TMP/work"
+mkdir -p "$W"
+echo '{"customizations": {"warren": {"verify": ["sh", "test.sh"]}}}' >"$W/warren.json"
+echo hello >"$W/greeting.txt"
+printf '#!/bin/sh\ngrep -q hello greeting.txt || { echo "greeting lost its hello" >&2; exit 1; }\n' >"$W/test.sh"
+g -C "$W" init -q -b main
+g -C "$W" add -A
+g -C "$W" commit -q -m initial
+g -C "$W" push -q "$REMOTE" main
+main_before="$(git -C "$REMOTE" rev-parse main)"
+
+D="$TEST_TMP/data"
+cat >"$TEST_TMP/replay.json" <<EOF
+{"model": {"provider": "replay", "replay": "$REC", "prices": {"prompt": 1.0, "completion": 2.0}},
+ "verify": {"retries": 2}}
+EOF
+server_start "$D" "$TEST_TMP/replay.json"
+api POST /api/v1/repositories "{\"url\": \"$REMOTE\", \"name\": \"greeter\"}"
+[ "$CODE" = 201 ] && pass "a bare repository registers as the remote" || fail "a bare repository registers as the remote" "$CODE $BODY"
+
+# --- replay: edit, verify fails, fix, verify passes, review -------------------
+S1="$(submit_builtin greeter "make the greeting friendlier")"
+wait_state "$S1" review 90
+[ "$STATE" = review ] && pass "built-in agent (replay): the session reaches review" || fail "built-in agent (replay): the session reaches review" "$STATE $(session_log "$S1" | tail -5)"
+api GET "/api/v1/sessions/$S1"
+[ "$(jget .outcome.verify.passed)" = true ] && [ "$(jraw .outcome.verify.first_attempt_passed)" = false ] && [ "$(jget .outcome.verify.attempts)" = 2 ] &&
+	pass "verify failed once, the agent fixed it, verify passed" || fail "verify failed once, the agent fixed it, verify passed" "$(jget .outcome.verify)"
+[ "$(jget .outcome.result.branch)" = "warren/$S1" ] && [ "$(jget '.outcome.result.files[0].path')" = greeting.txt ] &&
+	pass "the result: branch warren/<id>, the changed file listed" || fail "the result: branch warren/<id>, the changed file listed" "$(jget .outcome.result)"
+[ "$(jget .outcome.usage.prompt_tokens)" = 7000 ] && [ "$(jget .outcome.usage.model_calls)" = 7 ] &&
+	pass "usage recorded (tokens, model calls)" || fail "usage recorded (tokens, model calls)" "$(jget .outcome.usage)"
+cost="$(jget .outcome.usage.cost)"
+[ "$(echo "$cost" | cut -c1-5)" = 0.007 ] && pass "cost from the configured prices" || fail "cost from the configured prices" "cost=$cost"
+log="$(events_json "$S1")"
+echo "$log" | jq -e '[.events[] | select(.kind == "verify")] | length == 2' >/dev/null &&
+	pass "each verification is in the event log" || fail "each verification is in the event log" "$(echo "$log" | jq -c '[.events[].kind]')"
+echo "$log" | jq -e '[.events[] | select(.kind == "transcript") | .data.message.role] | index("tool") != null' >/dev/null &&
+	echo "$log" | jq -e '[.events[] | select(.kind == "transcript" and .data.message.role == "user") | .data.message.content] | map(test("verification")) | any' >/dev/null &&
+	pass "the transcript is durable: model messages, tool results, the verify feedback" || fail "the transcript is durable: model messages, tool results, the verify feedback" "$(echo "$log" | jq -c '[.events[] | select(.kind=="transcript") | .data.message.role]')"
+diff="$(curl -s -H "Authorization: Bearer $TOKEN" "$URL/api/v1/sessions/$S1/diff")"
+echo "$diff" | grep -q '^+hello and goodbye' && echo "$diff" | grep -q '^-hello' &&
+	pass "GET /sessions/{id}/diff: the change against the base" || fail "GET /sessions/{id}/diff: the change against the base" "$diff"
+out="$("$WARREN" diff "$S1" --server "$URL" --token "$TOKEN" 2>&1)"
+echo "$out" | grep -q '^+hello and goodbye' && pass "warren diff ID" || fail "warren diff ID" "$out"
+api GET "/api/v1/sessions/$S1/artifacts"
+echo "$BODY" | jq -e '[.artifacts[].name] | index("diff.patch") != null' >/dev/null && pass "artifacts list the diff" || fail "artifacts list the diff" "$BODY"
+commit_msg="$(sandbox_exec_in "$S1" git -C /workspace log -1 --format='%an|%s' "warren/$S1")"
+[ "$commit_msg" = "admin|Greet with hello and goodbye" ] && pass "committed as the prompting user, with the agent's summary" || fail "committed as the prompting user, with the agent's summary" "$commit_msg"
+
+# --- approve: the branch goes to the remote, and nothing else ------------------
+refs_before="$(git -C "$REMOTE" for-each-ref --format='%(refname)')"
+api POST "/api/v1/sessions/$S1/approve"
+[ "$CODE" = 200 ] && [ "$(jget .state)" = pushed ] && pass "approve: pushed" || fail "approve: pushed" "$CODE $BODY"
+pushed="$(git -C "$REMOTE" rev-parse "refs/heads/warren/$S1" 2>/dev/null)"
+[ -n "$pushed" ] && [ "$pushed" = "$(jget .outcome.push.commit)" ] && pass "warren/<id> is on the bare remote" || fail "warren/<id> is on the bare remote" "$pushed vs $(jget .outcome.push)"
+[ "$(git -C "$REMOTE" show "refs/heads/warren/$S1:greeting.txt")" = "hello and goodbye" ] && pass "the pushed branch holds the change" || fail "the pushed branch holds the change" "$(git -C "$REMOTE" show "refs/heads/warren/$S1:greeting.txt" 2>&1)"
+[ "$(git -C "$REMOTE" rev-parse main)" = "$main_before" ] && pass "main on the remote is untouched" || fail "main on the remote is untouched" "moved"
+refs_after="$(git -C "$REMOTE" for-each-ref --format='%(refname)')"
+[ "$(comm -13 <(echo "$refs_before" | sort) <(echo "$refs_after" | sort))" = "refs/heads/warren/$S1" ] &&
+	pass "approval pushed exactly one ref" || fail "approval pushed exactly one ref" "$refs_after"
+api POST "/api/v1/sessions/$S1/approve"
+[ "$CODE" = 409 ] && pass "approve twice: 409" || fail "approve twice: 409" "$CODE $BODY"
+
+# --- reject: nothing leaves -------------------------------------------------------
+S2="$(submit_builtin greeter "another friendlier greeting")"
+wait_state "$S2" review 90
+api POST "/api/v1/sessions/$S2/reject" '{"reason": "not what we want"}'
+[ "$CODE" = 200 ] && [ "$(jget .state)" = rejected ] && [ "$(jget .outcome.decision.reason)" = "not what we want" ] &&
+	pass "reject: rejected with the reason" || fail "reject: rejected with the reason" "$CODE $BODY"
+git -C "$REMOTE" rev-parse "refs/heads/warren/$S2" >/dev/null 2>&1 && fail "a rejected session pushes nothing" "branch exists" || pass "a rejected session pushes nothing"
+api GET /api/v1/stats
+[ "$(jget .review.accepted)" = 1 ] && [ "$(jget .review.rejected)" = 1 ] && [ "$(jget .verify.first_attempt_pass_rate)" = 0 ] &&
+	pass "stats: outcomes, verify pass rates, review" || fail "stats: outcomes, verify pass rates, review" "$BODY"
+server_stop
+
+# --- the same recording through the production HTTP client -----------------------
+KEY="sk-test-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+echo "$KEY" >"$TEST_TMP/key"
+chmod 600 "$TEST_TMP/key"
+python3 "$ROOT_DIR/tests/tools/chat_server.py" --port 0 --recording "$REC" --log "$TEST_TMP/chat.log" --require-key "$KEY" >"$TEST_TMP/chat.port" 2>"$TEST_TMP/chat.err" &
+CHAT_PID=$!
+for _ in $(seq 1 50); do [ -s "$TEST_TMP/chat.port" ] && break; sleep 0.1; done
+CHAT_PORT="$(head -1 "$TEST_TMP/chat.port")"
+cat >"$TEST_TMP/openai.json" <<EOF
+{"model": {"provider": "openai", "base_url": "http://127.0.0.1:$CHAT_PORT/v1", "model": "recorded-model",
+           "api_key_file": "$TEST_TMP/key", "stream": true},
+ "verify": {"retries": 2}}
+EOF
+server_start "$D" "$TEST_TMP/openai.json"
+S3="$(submit_builtin greeter "friendlier, over HTTP")"
+wait_state "$S3" review 90
+api GET "/api/v1/sessions/$S3"
+[ "$STATE" = review ] && [ "$(jget .outcome.verify.passed)" = true ] && [ "$(jget .outcome.verify.attempts)" = 2 ] &&
+	pass "openai provider (local chat-completions server): the same session to review" || fail "openai provider (local chat-completions server): the same session to review" "$STATE $(session_log "$S3" | tail -4)"
+grep -q '"model": *"recorded-model"' "$TEST_TMP/chat.log" && grep -q '"tools"' "$TEST_TMP/chat.log" &&
+	pass "the client sent the model and the tool definitions" || fail "the client sent the model and the tool definitions" "$(head -c 300 "$TEST_TMP/chat.log")"
+leak="$(grep -rl -- "$KEY" "$D/sessions" "$D/artifacts" 2>/dev/null; events_json "$S3" | grep -c -- "$KEY")"
+[ "$leak" = 0 ] && pass "the model's key is nowhere in the workspace, artifacts or events" || fail "the model's key is nowhere in the workspace, artifacts or events" "$leak"
+inside="$(sandbox_exec_in "$S3" sh -c "cat /proc/*/environ 2>/dev/null | tr '\0' '\n' | grep -c -- '$KEY'; grep -rs -- '$KEY' /workspace /tmp | wc -l")"
+[ "$(echo $inside)" = "0 0" ] && pass "the model's key is not inside the sandbox (environ, files)" || fail "the model's key is not inside the sandbox (environ, files)" "$inside"
+server_stop
+kill "$CHAT_PID" 2>/dev/null
+wait "$CHAT_PID" 2>/dev/null
+
+left=""
+for s in "$S1" "$S2" "$S3"; do "$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$s" && left="$left $s"; done
+[ -z "$left" ] && pass "no sandbox left" || fail "no sandbox left" "$left"
