@@ -80,3 +80,4 @@ for k in rows[0]:
     print(f"  {k:12s} {statistics.median(r[k] for r in rows):7.3f}")
 ' 2>/dev/null || echo "  (python3 not available for the breakdown)"
 echo; echo "== 4. snapshots (bench/snapshot.sh)"; BUILD="$BUILD" bench/snapshot.sh
+echo; echo "== 5. control plane (bench/control.sh)"; BUILD="$BUILD" bench/control.sh

@@ -18,6 +18,7 @@
 #define VERIFY_TIMEOUT_MS (30ull * 60 * 1000)
 #define GIT_TIMEOUT_MS (5ull * 60 * 1000)
 #define DIFF_MAX (32u << 20)
+#define VERIFY_CAPTURE (4u << 20)
 #define BUNDLE_MAX (512u << 20)
 
 static double mono_ms(void)
@@ -77,8 +78,10 @@ int review_verify(const struct tools_exec *ex, char ***argvs, size_t n,
 	for (size_t i = 0; i < n; i++) {
 		struct tools_exec_result res = {0};
 		double t0 = mono_ms();
+		/* the exec keeps the head of each stream; the failure is
+		 * usually at the end: take plenty, keep the tail */
 		int r = ex->run(ex->ctx, argvs[i], NULL, 0, VERIFY_TIMEOUT_MS,
-				max_output, &res, err);
+				VERIFY_CAPTURE, &res, err);
 		double ms = mono_ms() - t0;
 		if (r < 0) {
 			json_decref(results);

@@ -263,6 +263,9 @@ enum turn_end work_agent_turn(struct run *run, const struct store_session *s,
 	}
 	if (r == 0 && !finished)
 		r = agent_run(&loop, messages, &res, &err);
+	/* a tool whose exec failed because the sandbox died under it */
+	if (!actx.died && r < 0 && !run_sandbox_alive(run, 125))
+		actx.died = true;
 	if (actx.died) {
 		snprintf(why, why_size, "sandbox died (its init is gone)");
 		end = TURN_DIED;

@@ -88,6 +88,29 @@ git -C "$REMOTE" rev-parse "refs/heads/warren/$S2" >/dev/null 2>&1 && fail "a re
 api GET /api/v1/stats
 [ "$(jget .review.accepted)" = 1 ] && [ "$(jget .review.rejected)" = 1 ] && [ "$(jget .verify.first_attempt_pass_rate)" = 0 ] &&
 	pass "stats: outcomes, verify pass rates, review" || fail "stats: outcomes, verify pass rates, review" "$BODY"
+
+# --- a sandbox death mid-turn: the conversation resumes where it was -----------
+server_stop
+cat >"$TEST_TMP/resume.json" <<EOF
+{"model": {"provider": "replay", "replay": "$ROOT_DIR/tests/fixtures/replay/resume.json"}}
+EOF
+server_start "$D" "$TEST_TMP/resume.json"
+S4="$(submit_builtin greeter "survive a death")"
+for _ in $(seq 1 300); do
+	events_json "$S4" | grep -q 'first-run' && break
+	sleep 0.1
+done
+pid="$(sandbox_init_pid "ws-$S4")"
+[ -n "$pid" ] && kill -9 "$pid"
+wait_state "$S4" review 90
+api GET "/api/v1/sessions/$S4"
+tr="$(events_json "$S4" | jq -c '[.events[] | select(.kind == "transcript") | .data.message | (.tool_calls[0].id // .role)]')"
+[ "$STATE" = review ] && [ "$tr" = '["system","user","call_a","tool","call_b","tool","call_c","tool"]' ] &&
+	pass "a sandbox death mid-tool: the turn resumes from the transcript, nothing replayed twice" ||
+	fail "a sandbox death mid-tool: the turn resumes from the transcript, nothing replayed twice" "$STATE $tr"
+events_json "$S4" | jq -r '.events[] | select(.kind == "transcript" and .data.message.role == "tool") | .data.message.content' | grep -q resumed-after-death &&
+	pass "the interrupted tool call re-ran in the new sandbox, same workspace" || fail "the interrupted tool call re-ran in the new sandbox, same workspace" "$(events_json "$S4" | jq -c '[.events[] | select(.kind=="transcript") | .data.message.content]' | head -c 600)"
+[ "$(jget .outcome.result.changed)" = true ] && pass "the resumed session commits its change" || fail "the resumed session commits its change" "$(jget .outcome.result)"
 server_stop
 
 # --- the same recording through the production HTTP client -----------------------
@@ -120,5 +143,5 @@ kill "$CHAT_PID" 2>/dev/null
 wait "$CHAT_PID" 2>/dev/null
 
 left=""
-for s in "$S1" "$S2" "$S3"; do "$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$s" && left="$left $s"; done
+for s in "$S1" "$S2" "$S3" "$S4"; do "$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$s" && left="$left $s"; done
 [ -z "$left" ] && pass "no sandbox left" || fail "no sandbox left" "$left"
