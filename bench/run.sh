@@ -81,3 +81,5 @@ for k in rows[0]:
 ' 2>/dev/null || echo "  (python3 not available for the breakdown)"
 echo; echo "== 4. snapshots (bench/snapshot.sh)"; BUILD="$BUILD" bench/snapshot.sh
 echo; echo "== 5. control plane (bench/control.sh)"; BUILD="$BUILD" bench/control.sh
+echo; echo "== 6. agent tools (bench/agent.sh)"; BUILD="$BUILD" bench/agent.sh
+echo; echo "== 7. agent harness per turn (bench/agent_turn.sh)"; BUILD="$BUILD" bench/agent_turn.sh

@@ -33,6 +33,7 @@ struct agent_usage {
 	uint64_t prompt_tokens, completion_tokens;
 	double cost;
 	unsigned model_calls, tool_calls, retries;
+	double model_ms, tool_ms; /* time in model calls and in tools */
 };
 
 enum agent_end {

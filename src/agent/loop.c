@@ -96,8 +96,10 @@ static int run_call(const struct agent_loop *l, json_t *messages,
 	const char *name = json_string_value(json_object_get(fn, "name"));
 	const char *args = json_string_value(json_object_get(fn, "arguments"));
 	struct tools_call_result tr = {0};
+	double t0 = mono_ms();
 	int r = tools_call(l->tools, l->exec, name ? name : "",
 			   args ? args : "{}", &tr, err);
+	l->usage->tool_ms += mono_ms() - t0;
 	if (r < 0)
 		return r;
 	l->usage->tool_calls++;
@@ -191,8 +193,10 @@ int agent_run(const struct agent_loop *l, json_t *messages,
 			break;
 		}
 		struct provider_reply reply = {0};
+		double t0 = mono_ms();
 		r = l->provider->ops->complete(l->provider, messages, tools,
 					       &reply, err);
+		l->usage->model_ms += mono_ms() - t0;
 		if (r < 0) {
 			wr_error_wrap(err, "model");
 			break;

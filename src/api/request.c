@@ -270,10 +270,19 @@ int api_body_agent(struct api_ctx *c, const char *key, char **json_out)
 					  "key '%s': longer than %d bytes", key,
 					  API_AGENT_MAX);
 		argv = json_incref(v);
+	} else if (json_is_object(v)) {
+		/* the built-in agent: {"builtin": true} and nothing else */
+		if (json_object_size(v) != 1 ||
+		    !json_is_true(json_object_get(v, "builtin")))
+			return api_reject(c->out, 400,
+					  "key '%s': the only object accepted "
+					  "is {\"builtin\": true}",
+					  key);
+		argv = json_incref(v);
 	} else {
 		return api_reject(c->out, 400,
 				  "key '%s': expected an array of "
-				  "strings or a string",
+				  "strings, a string or {\"builtin\": true}",
 				  key);
 	}
 	char *text = argv ? json_dumps(argv, JSON_COMPACT) : NULL;

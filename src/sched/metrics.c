@@ -138,6 +138,26 @@ char *control_metrics(struct control *c)
 		(unsigned long long)m.sandboxes_started,
 		(unsigned long long)m.snapshot_builds,
 		(unsigned long long)m.snapshot_build_failures);
+	fprintf(f,
+		"# HELP warren_verify_total Sessions' verification outcomes.\n"
+		"# TYPE warren_verify_total counter\n"
+		"warren_verify_total{result=\"first_attempt\"} %llu\n"
+		"warren_verify_total{result=\"after_retries\"} %llu\n"
+		"warren_verify_total{result=\"failed\"} %llu\n"
+		"# HELP warren_model_tokens_total Tokens of the built-in "
+		"agent's model calls.\n"
+		"# TYPE warren_model_tokens_total counter\n"
+		"warren_model_tokens_total{kind=\"prompt\"} %llu\n"
+		"warren_model_tokens_total{kind=\"completion\"} %llu\n"
+		"# HELP warren_model_cost_total Model cost at the configured "
+		"prices.\n"
+		"# TYPE warren_model_cost_total counter\n"
+		"warren_model_cost_total %.6f\n",
+		(unsigned long long)m.verify_first_pass,
+		(unsigned long long)m.verify_retry_pass,
+		(unsigned long long)m.verify_failed,
+		(unsigned long long)m.prompt_tokens,
+		(unsigned long long)m.completion_tokens, m.cost);
 	if (fclose(f) != 0) {
 		free(text);
 		return NULL;

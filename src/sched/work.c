@@ -17,8 +17,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define TOOL_MAX_OUTPUT (16u << 10)
+
+static double mono_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
+}
 #define VERIFY_MAX_OUTPUT (16u << 10)
 
 /* How tools and review reach the session's sandbox. */
@@ -243,6 +251,8 @@ enum turn_end work_agent_turn(struct run *run, const struct store_session *s,
 	};
 	struct agent_result res = {0};
 	enum turn_end end = TURN_OK;
+	double turn_t0 = mono_now_ms();
+	double model_ms0 = run->usage.model_ms, tool_ms0 = run->usage.tool_ms;
 	int r = 0;
 	bool finished = false;
 	if (json_array_size(messages) == 0) {
@@ -283,15 +293,26 @@ enum turn_end work_agent_turn(struct run *run, const struct store_session *s,
 		*summary = res.summary;
 		res.summary = NULL;
 	}
+	pthread_mutex_lock(&c->metrics_mu);
+	c->m.prompt_tokens += run->usage.prompt_tokens - (uint64_t)u[0];
+	c->m.completion_tokens +=
+	    run->usage.completion_tokens - (uint64_t)u[1];
+	c->m.cost += run->usage.cost - u[2];
+	pthread_mutex_unlock(&c->metrics_mu);
+	/* the harness's own time this turn: all but the model and tools */
+	double model_ms = run->usage.model_ms - model_ms0;
+	double tool_ms = run->usage.tool_ms - tool_ms0;
+	double harness_ms = mono_now_ms() - turn_t0 - model_ms - tool_ms;
 	control_event(
 	    c, run->id, "usage",
-	    json_pack("{s:i, s:I, s:I, s:f, s:i, s:i, s:s}", "turn", number,
-		      "prompt_tokens", (json_int_t)run->usage.prompt_tokens,
-		      "completion_tokens",
+	    json_pack("{s:i, s:I, s:I, s:f, s:i, s:i, s:s, s:f, s:f, s:f}",
+		      "turn", number, "prompt_tokens",
+		      (json_int_t)run->usage.prompt_tokens, "completion_tokens",
 		      (json_int_t)run->usage.completion_tokens, "cost",
 		      run->usage.cost, "model_calls", run->usage.model_calls,
 		      "tool_calls", run->usage.tool_calls, "end",
-		      agent_end_name(res.end)));
+		      agent_end_name(res.end), "model_ms", model_ms, "tool_ms",
+		      tool_ms, "harness_ms", harness_ms));
 	agent_result_clear(&res);
 	wr_error_free(err);
 	json_decref(messages);
