@@ -708,7 +708,7 @@ static void refresh_due(struct control *c)
 			struct control_limits unused;
 			uint64_t spec_every;
 			control_spec_info(c, snap.id, &unused, &spec_every,
-					  NULL);
+					  NULL, NULL);
 			every = (int64_t)spec_every;
 			store_snapshot_clear(&snap);
 		}
@@ -730,6 +730,7 @@ static void run_free(struct run *r)
 	if (!r)
 		return;
 	json_decref(r->verify);
+	json_decref(r->artifacts);
 	provider_free(r->provider);
 	pthread_cond_destroy(&r->cv);
 	free(r->user);
@@ -1086,8 +1087,10 @@ static void control_free(struct control *c)
 		free(c->refresh_queue[i]);
 	free(c->refresh_queue);
 	free(c->building);
-	for (size_t i = 0; i < c->n_spec_cache; i++)
+	for (size_t i = 0; i < c->n_spec_cache; i++) {
 		json_decref(c->spec_cache[i].verify);
+		json_decref(c->spec_cache[i].artifacts);
+	}
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
 	pthread_cond_destroy(&c->build_cv);

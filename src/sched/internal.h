@@ -66,6 +66,7 @@ struct run {
 	/* the runner's own (no lock): the spec's verify commands, the
 	 * commit the session started from, model usage so far */
 	json_t *verify;
+	json_t *artifacts; /* the spec's evidence files (relative paths) */
 	char base[41];
 	struct agent_usage usage;
 	struct provider *provider; /* the built-in agent's, made at first use */
@@ -108,7 +109,8 @@ struct control {
 		char snapshot_id[STORE_ID_MAX];
 		struct control_limits limits;
 		uint64_t refresh_ms;
-		json_t *verify; /* argv arrays of the verify commands */
+		json_t *verify;	   /* argv arrays of the verify commands */
+		json_t *artifacts; /* paths of the evidence files */
 	} spec_cache[64];
 	size_t n_spec_cache, next_spec_cache;
 
@@ -133,7 +135,7 @@ int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
  * snapshot (runner.c). */
 void control_spec_info(struct control *c, const char *snapshot_id,
 		       struct control_limits *limits, uint64_t *refresh_ms,
-		       json_t **verify);
+		       json_t **verify, json_t **artifacts);
 
 /* runner.c */
 bool run_stop_requested(struct run *run);
@@ -151,6 +153,9 @@ bool work_has_verify(const struct run *run);
 int work_verify(struct run *run, json_t **out, struct wr_error **err);
 int work_commit(struct run *run, const struct store_session *s,
 		const char *message, json_t **out, struct wr_error **err);
+/* Copies the spec's artifact files out of the workspace; returns the
+ * names collected (JSON array). */
+json_t *work_collect_artifacts(struct run *run);
 
 /* control.c */
 /* Condition variables that wait on CLOCK_MONOTONIC (a wall-clock jump does

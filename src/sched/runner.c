@@ -274,12 +274,14 @@ static json_t *verify_json(const struct spec *spec)
 
 void control_spec_info(struct control *c, const char *snapshot_id,
 		       struct control_limits *out, uint64_t *refresh_ms,
-		       json_t **verify)
+		       json_t **verify, json_t **artifacts)
 {
 	memset(out, 0, sizeof(*out));
 	*refresh_ms = 0;
 	if (verify)
 		*verify = NULL;
+	if (artifacts)
+		*artifacts = NULL;
 	pthread_mutex_lock(&c->mu);
 	for (size_t i = 0; i < c->n_spec_cache; i++)
 		if (!strcmp(c->spec_cache[i].snapshot_id, snapshot_id)) {
@@ -287,6 +289,9 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 			*refresh_ms = c->spec_cache[i].refresh_ms;
 			if (verify)
 				*verify = json_incref(c->spec_cache[i].verify);
+			if (artifacts)
+				*artifacts =
+				    json_incref(c->spec_cache[i].artifacts);
 			pthread_mutex_unlock(&c->mu);
 			return;
 		}
@@ -304,7 +309,7 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 	    repo ? git_mirror_path(c->data_dir, repo, NULL) : NULL;
 	struct spec *spec = NULL;
 	struct wr_error *err = NULL;
-	json_t *verify_cmds = NULL;
+	json_t *verify_cmds = NULL, *artifact_paths = NULL;
 	if (mirror && commit &&
 	    snap_load_spec(mirror, commit, &spec, &err) == 0) {
 		out->millicpus = spec->limits.millicpus;
@@ -315,6 +320,10 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 		out->idle_ms = spec->limits.idle_ms;
 		*refresh_ms = spec->refresh_ms;
 		verify_cmds = verify_json(spec);
+		artifact_paths = json_array();
+		for (size_t i = 0; i < spec->n_artifacts; i++)
+			json_array_append_new(artifact_paths,
+					      json_string(spec->artifacts[i]));
 		spec_free(spec);
 	} else if (err) {
 		fprintf(stderr, "warren serve: spec of snapshot %.12s: %s\n",
@@ -333,6 +342,11 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 	c->spec_cache[slot].verify = verify_cmds ? verify_cmds : json_array();
 	if (verify)
 		*verify = json_incref(c->spec_cache[slot].verify);
+	json_decref(c->spec_cache[slot].artifacts);
+	c->spec_cache[slot].artifacts =
+	    artifact_paths ? artifact_paths : json_array();
+	if (artifacts)
+		*artifacts = json_incref(c->spec_cache[slot].artifacts);
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -657,14 +671,32 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 	    "printf '%s\\n' \"$WARREN_PROMPT\" >\"$WARREN_PROMPT_FILE\" "
 	    "|| exit 125; exec \"$@\"";
 	argv[n++] = "warren-agent";
-	for (size_t i = 0; i < na; i++)
-		argv[n++] = (char *)json_string_value(json_array_get(agent, i));
+	/* a CLI agent's command template may name the prompt: "{prompt}"
+	 * in an argument is replaced by it (it is also in $WARREN_PROMPT
+	 * and the file) */
+	char **expanded = wr_calloc(na + 1, sizeof(char *));
+	if (!expanded) {
+		free(argv);
+		json_decref(agent);
+		return wr_error_set(err, ENOMEM, "turn");
+	}
+	for (size_t i = 0; i < na; i++) {
+		const char *a = json_string_value(json_array_get(agent, i));
+		const char *at = strstr(a, "{prompt}");
+		if (at)
+			expanded[i] = wr_asprintf("%.*s%s%s", (int)(at - a), a,
+						  prompt, at + 8);
+		argv[n++] = expanded[i] ? expanded[i] : (char *)a;
+	}
 	argv[n] = NULL;
 
 	struct proc p;
 	t->spawned_ms = mono_ms();
 	int r = proc_spawn(argv, -1, &p, err);
 	free(argv);
+	for (size_t i = 0; i < na; i++)
+		free(expanded[i]);
+	free(expanded);
 	json_decref(agent);
 	if (r < 0)
 		return r;
@@ -1025,6 +1057,12 @@ static enum turn_end verify_and_commit(struct run *run,
 			c->m.verify_failed++;
 		pthread_mutex_unlock(&c->metrics_mu);
 	}
+	/* the files the spec names as evidence (test reports...) */
+	json_t *collected = work_collect_artifacts(run);
+	if (json_array_size(collected))
+		json_object_set_new(outcome, "artifacts", collected);
+	else
+		json_decref(collected);
 	/* the result: a commit on warren/<id>, its diff as evidence */
 	_cleanup_free_ char *message =
 	    *summary && **summary ? wr_strdup(*summary)
@@ -1210,8 +1248,9 @@ void *runner_main(void *arg)
 		struct control_limits from_spec, lim;
 		uint64_t spec_refresh;
 		json_decref(run->verify);
+		json_decref(run->artifacts);
 		control_spec_info(c, snap.id, &from_spec, &spec_refresh,
-				  &run->verify);
+				  &run->verify, &run->artifacts);
 		control_limits_resolve(c, &asked, &from_spec, &lim);
 		pthread_mutex_lock(&c->mu);
 		run->limits = lim;

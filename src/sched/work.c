@@ -10,6 +10,7 @@
 #include "review/review.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
+#include "util/fs.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -358,3 +359,76 @@ int work_commit(struct run *run, const struct store_session *s,
 	return r;
 }
 
+
+/* A media type from a file name's extension. */
+static const char *media_type_of(const char *name)
+{
+	static const struct {
+		const char *ext, *type;
+	} types[] = {
+	    {".json", "application/json"}, {".xml", "application/xml"},
+	    {".html", "text/html"},	   {".png", "image/png"},
+	    {".txt", "text/plain"},	   {".log", "text/plain"},
+	    {".md", "text/markdown"},	   {".svg", "image/svg+xml"},
+	};
+	const char *dot = strrchr(name, '.');
+	for (size_t i = 0; dot && i < sizeof(types) / sizeof(types[0]); i++)
+		if (!strcmp(dot, types[i].ext))
+			return types[i].type;
+	return "application/octet-stream";
+}
+
+json_t *work_collect_artifacts(struct run *run)
+{
+	json_t *names = json_array();
+	if (json_array_size(run->artifacts) == 0)
+		return names;
+	struct control *c = run->ctl;
+	struct work_env w;
+	env_init(run, &w);
+	wr_mkdir_p(w.artifact_dir, 0700);
+	size_t i;
+	json_t *p;
+	json_array_foreach(run->artifacts, i, p)
+	{
+		const char *rel = json_string_value(p);
+		_cleanup_free_ char *inside =
+		    wr_asprintf("%s/%s", TOOLS_WORKSPACE, rel);
+		if (!inside)
+			continue;
+		char *const argv[] = {"/bin/cat", "--", inside, NULL};
+		struct tools_exec_result res = {0};
+		struct wr_error *err = NULL;
+		if (w.ex.run(w.ex.ctx, argv, NULL, 0, 60 * 1000, 16u << 20,
+			     &res, &err) < 0 ||
+		    res.status != 0 || res.truncated) {
+			wr_error_free(err);
+			tools_exec_result_clear(&res);
+			continue; /* missing or too big: not evidence */
+		}
+		/* the path as one safe file name: "reports/junit.xml" ->
+		 * "spec-reports_junit.xml" (prefixed: never one of Warren's
+		 * own artifact names) */
+		char name[160];
+		size_t n = (size_t)snprintf(name, sizeof(name), "spec-");
+		for (const char *q = rel; *q && n < sizeof(name) - 1; q++)
+			name[n++] = (char)((*q >= 'a' && *q <= 'z') ||
+						   (*q >= 'A' && *q <= 'Z') ||
+						   (*q >= '0' && *q <= '9') ||
+						   *q == '.' || *q == '-'
+					       ? *q
+					       : '_');
+		name[n] = '\0';
+		_cleanup_free_ char *path =
+		    wr_asprintf("%s/%s", w.artifact_dir, name);
+		if (path && wr_write_file_atomic(path, res.out ? res.out : "",
+						 res.out_len, 0600, true) == 0) {
+			artifact_register(c, run->id, path,
+					  media_type_of(name));
+			json_array_append_new(names, json_string(name));
+		}
+		tools_exec_result_clear(&res);
+	}
+	env_clear(&w);
+	return names;
+}

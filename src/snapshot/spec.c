@@ -551,6 +551,12 @@ static const struct string_list_kind lockfiles_kind = {
     "empty, '.' or '..' component)",
     false};
 
+static const struct string_list_kind artifacts_kind = {
+    "artifacts", valid_relative_path,
+    "must be a relative path inside the repository (no leading '/', no "
+    "empty, '.' or '..' component)",
+    false};
+
 static int parse_string_list(struct key_path *p, const json_t *v,
 			     const struct string_list_kind *kind, char ***out,
 			     size_t *n_out, struct wr_error **err)
@@ -816,6 +822,7 @@ void spec_free(struct spec *spec)
 	spec_strv_free(spec->egress);
 	spec_strv_free(spec->secrets);
 	spec_strv_free(spec->lockfiles);
+	spec_strv_free(spec->artifacts);
 	json_decref(spec->raw);
 	free(spec);
 }
@@ -843,6 +850,9 @@ static int parse_warren(struct key_path *p, const json_t *obj, struct spec *s,
 	WITH_KEY(obj, "lockfiles",
 		 parse_string_list(p, v, &lockfiles_kind, &s->lockfiles,
 				   &s->n_lockfiles, err));
+	WITH_KEY(obj, "artifacts",
+		 parse_string_list(p, v, &artifacts_kind, &s->artifacts,
+				   &s->n_artifacts, err));
 	/* a tenant must not make the server rebuild snapshots back to back */
 	if (r == 0 && s->refresh_ms < SPEC_MIN_REFRESH_MS)
 		r = wr_error_input(err, 0, "%s.refresh: at least one minute",

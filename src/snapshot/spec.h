@@ -30,6 +30,8 @@
  *                lifetime/idle "30m" or seconds. All must be positive.
  *     refresh    "30m" or seconds, at least one minute (default 30m)
  *     secrets    names [A-Z_][A-Z0-9_]* (values come from the server)
+ *     artifacts  files of the workspace kept as a session's evidence after
+ *                verification (test reports, coverage): relative paths
  *     lockfiles  extra files keying the dependencies layer: relative paths
  *                without "", ".", ".." components or a leading "/"
  *
@@ -130,6 +132,8 @@ struct spec {
 	size_t n_secrets;
 	char **lockfiles; /* extra files from the spec, as written */
 	size_t n_lockfiles;
+	char **artifacts; /* files collected as evidence after verify */
+	size_t n_artifacts;
 	json_t *raw; /* the whole document, unknown keys included ({} for the
 		      * defaults) */
 };

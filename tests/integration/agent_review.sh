@@ -17,9 +17,10 @@ REMOTE="$TEST_TMP/remote.git"
 git init -q --bare -b main "$REMOTE"
 W="$TEST_TMP/work"
 mkdir -p "$W"
-echo '{"customizations": {"warren": {"verify": ["sh", "test.sh"]}}}' >"$W/warren.json"
+echo '{"customizations": {"warren": {"verify": ["sh", "test.sh"], "artifacts": ["report.txt"]}}}' >"$W/warren.json"
 echo hello >"$W/greeting.txt"
-printf '#!/bin/sh\ngrep -q hello greeting.txt || { echo "greeting lost its hello" >&2; exit 1; }\n' >"$W/test.sh"
+printf '#!/bin/sh\necho "checked: $(cat greeting.txt)" >report.txt\ngrep -q hello greeting.txt || { echo "greeting lost its hello" >&2; exit 1; }\n' >"$W/test.sh"
+echo report.txt >"$W/.gitignore"
 g -C "$W" init -q -b main
 g -C "$W" add -A
 g -C "$W" commit -q -m initial
@@ -61,6 +62,8 @@ out="$("$WARREN" diff "$S1" --server "$URL" --token "$TOKEN" 2>&1)"
 echo "$out" | grep -q '^+hello and goodbye' && pass "warren diff ID" || fail "warren diff ID" "$out"
 api GET "/api/v1/sessions/$S1/artifacts"
 echo "$BODY" | jq -e '[.artifacts[].name] | index("diff.patch") != null' >/dev/null && pass "artifacts list the diff" || fail "artifacts list the diff" "$BODY"
+rep="$(curl -s -H "Authorization: Bearer $TOKEN" "$URL/api/v1/sessions/$S1/artifacts/spec-report.txt")"
+[ "$rep" = "checked: hello and goodbye" ] && pass "files the spec names as artifacts are collected after verify" || fail "files the spec names as artifacts are collected after verify" "$rep"
 commit_msg="$(sandbox_exec_in "$S1" git -C /workspace log -1 --format='%an|%s' "warren/$S1")"
 [ "$commit_msg" = "admin|Greet with hello and goodbye" ] && pass "committed as the prompting user, with the agent's summary" || fail "committed as the prompting user, with the agent's summary" "$commit_msg"
 

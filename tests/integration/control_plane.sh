@@ -69,6 +69,12 @@ api GET "/api/v1/sessions/$S1"
 	pass "the session records exit code, turns and the start breakdown" ||
 	fail "the session records exit code, turns and the start breakdown" "$BODY"
 
+# a CLI agent's command template: {prompt} in an argument is the prompt
+api POST /api/v1/sessions '{"repo": "proj", "prompt": "templated words", "agent": ["sh", "-c", "echo \"template: $1\"", "agent", "--message={prompt}"]}'
+ST="$(jget .id)"
+wait_state "$ST" review 60
+session_log "$ST" | grep -q 'stdout template: --message=templated words' && pass "a command template gets the prompt in place of {prompt}" || fail "a command template gets the prompt in place of {prompt}" "$(session_log "$ST" | tail -3)"
+
 # --- a follow-up: a new turn in the same workspace --------------------------
 api POST "/api/v1/sessions/$S1/messages" '{"text": "and now the docs"}'
 [ "$CODE" = 202 ] && pass "follow-up accepted: 202" || fail "follow-up accepted: 202" "$CODE $BODY"
@@ -250,7 +256,7 @@ server_stop
 
 # --- nothing left behind --------------------------------------------------------
 left=""
-for s in "$S1" "$S2" "$S3" "$S4" "$S5" "$S6" "$S7" "$S8" "$S9" "$L1" "$DK" "$SN" "$OOM" "$A1" "$A2" "$A3" "$B1"; do
+for s in "$ST" "$S1" "$S2" "$S3" "$S4" "$S5" "$S6" "$S7" "$S8" "$S9" "$L1" "$DK" "$SN" "$OOM" "$A1" "$A2" "$A3" "$B1"; do
 	"$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$s" && left="$left ws-$s"
 	pgrep -f "sandbox exec ws-$s" >/dev/null && left="$left exec:$s"
 done
