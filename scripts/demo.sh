@@ -8,6 +8,11 @@
 #         real repository registered, four sessions in parallel (scripted
 #         agents that edit the code and run the project's tests), a
 #         follow-up, the raw HTTP API, and a clean stop (SIGTERM)
+#   15-20 the agent and the review: a server whose model is a recorded
+#         transcript (replay provider) drives the built-in agent on a
+#         repository whose remote is a local bare repository; Warren's own
+#         verification fails once and the agent fixes it; the diff, approval
+#         (warren/<id> pushed to the bare remote), a rejection, the stats
 #
 # Needs root; leaves nothing behind (temporary directory, server, sandboxes).
 set -u
@@ -38,6 +43,28 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# start_server DATA LOG [SERVE-OPTION...]: warren serve on a free loopback
+# port; sets SERVER_PID and PORT
+start_server() {
+	local data="$1" log="$2"
+	shift 2
+	for _ in 1 2 3 4 5; do
+		PORT=$((20000 + RANDOM % 40000))
+		"$W" serve --data "$data" --listen "127.0.0.1:$PORT" "$@" >"$log" 2>&1 &
+		SERVER_PID=$!
+		for _ in $(seq 1 100); do
+			grep -q 'listening on' "$log" 2>/dev/null && break
+			kill -0 "$SERVER_PID" 2>/dev/null || break
+			sleep 0.1
+		done
+		grep -q 'listening on' "$log" && return 0
+		stop_server # the port was taken: another one
+	done
+	echo "warren serve did not start:" >&2
+	cat "$log" >&2
+	exit 1
+}
 
 part() { printf '\n\033[1;4m%s\033[0m\n' "$*"; }
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -122,23 +149,7 @@ part "Part 3: the control plane (warren serve)"
 
 step "8. warren serve on a fresh data directory"
 D="$work/serve"
-for _ in 1 2 3 4 5; do
-	PORT=$((20000 + RANDOM % 40000))
-	"$W" serve --data "$D" --listen "127.0.0.1:$PORT" >"$work/serve.log" 2>&1 &
-	SERVER_PID=$!
-	for _ in $(seq 1 100); do
-		grep -q 'listening on' "$work/serve.log" 2>/dev/null && break
-		kill -0 "$SERVER_PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	grep -q 'listening on' "$work/serve.log" && break
-	stop_server # the port was taken: another one
-done
-if [ -z "$SERVER_PID" ]; then
-	echo "warren serve did not start:" >&2
-	cat "$work/serve.log" >&2
-	exit 1
-fi
+start_server "$D" "$work/serve.log"
 echo "\$ warren serve --data $D --listen 127.0.0.1:$PORT &"
 sed 's/^/    /' "$work/serve.log"
 export WARREN_SERVER="http://127.0.0.1:$PORT" WARREN_HOME="$D"
@@ -316,4 +327,121 @@ note "the sessions stay in warren.db, their workspaces on disk (a restarted serv
 note "picks them up; a follow-up gets a new sandbox on the same workspace):"
 show grep -h snprintf "$D/sessions/$S_EXCITED/upper/workspace/src/greet.c"
 
-printf '\nDone. More: README.md, docs/. Tests: make check. Benchmarks: make bench.\n'
+part "Part 4: the agent and the review"
+
+step "15. A remote, and a server whose model drives the built-in agent"
+REMOTE="$work/c-hello-remote.git"
+tree="$work/c-hello-tree"
+g() { git -c user.email=demo@warren -c user.name=demo "$@"; }
+note "the remote: a bare repository, with c-hello pushed to its main (plus a .gitignore"
+note "for the build's outputs: the result commit takes whatever else the workspace holds)"
+cp -a tests/fixtures/c-hello "$tree"
+printf '%s\n' hello '*.o' config.h config.mk >"$tree/.gitignore"
+show git init -q --bare -b main "$REMOTE"
+g -C "$tree" init -q -b main
+g -C "$tree" add -A
+g -C "$tree" commit -q -m "c-hello"
+show git -C "$tree" push -q "$REMOTE" main
+REC="$PWD/tests/fixtures/replay/c-hello-demo.json"
+cat >"$work/agent.json" <<EOF
+{"model": {"provider": "replay", "replay": "$REC",
+           "prices": {"prompt": 0.4, "completion": 1.6}},
+ "verify": {"retries": 2}}
+EOF
+note "the server's configuration: the model is a recorded transcript played back (the replay"
+note "provider: no network, no key; docs/agent.md); a real one is \"provider\": \"openai\" with"
+note "base_url, model and api_key_file. verify.retries: how often a failed verification goes"
+note "back to the agent."
+show cat "$work/agent.json"
+D2="$work/serve-agent"
+start_server "$D2" "$work/serve-agent.log" --config "$work/agent.json"
+echo "\$ warren serve --data $D2 --listen 127.0.0.1:$PORT --config $work/agent.json &"
+sed 's/^/    /' "$work/serve-agent.log"
+export WARREN_SERVER="http://127.0.0.1:$PORT" WARREN_HOME="$D2"
+show "$W" repo add "$REMOTE" --name c-hello-remote
+
+step "16. Sessions without --agent: the built-in agent"
+note "The agent loop runs in the server: the model proposes, tools act in the session's"
+note "sandbox (read_file, write_file, edit_file, list_files, bash, run_verify, finish). When it"
+note "finishes, Warren runs the spec's verify (make test) itself; a failure goes back to it."
+note "The same task twice (a replay plays the same way for both): one to approve, one to reject."
+PROMPT='trim the spaces around the name: "  warren  " is greeted as "warren"'
+echo "\$ warren run --repo c-hello-remote '$PROMPT'"
+started "$("$W" run --repo c-hello-remote "$PROMPT")"
+S_REJECT="${SESSIONS##* }"
+echo "\$ warren run --repo c-hello-remote --follow '$PROMPT'"
+"$W" run --repo c-hello-remote --follow "$PROMPT"
+note "-> exit $? (0: the session reached review)"
+S_AGENT="$("$W" sessions --repo c-hello-remote 2>/dev/null | awk -v r="$S_REJECT" 'NR > 1 && $1 != r {print $1; exit}')"
+SESSIONS="$SESSIONS $S_AGENT"
+
+step "17. What the agent did: its transcript, kept as events"
+note "Every message of the conversation is stored as a \"transcript\" event before the loop"
+note "goes on (a new sandbox or a restarted server resumes from them); each of Warren's"
+note "verifications is a \"verify\" event. Rendered with jq:"
+# one line per message or tool call; the tests' ok/FAIL lines of results
+TRANSCRIPT_JQ='
+def line1: split("\n")[0] | gsub("\t"; " ") | sub(" Now:$"; "");
+def tests: split("\n")[] | select(test("^(ok|FAIL) ")) | "            " + .;
+if .kind == "verify" then
+  "[warren]   verify, attempt \(.data.attempt): " +
+  ([.data.verify.results[] | "\(.command): exit \(.status)"] | join(", ")) +
+  (if .data.verify.passed then " (passed)" else " (failed)" end)
+elif .kind == "transcript" then
+  .data.message as $m |
+  if $m.role == "system" then "[system]   " + ($m.content | .[0:88] | sub(" [^ ]*$"; "")) + " ..."
+  elif $m.role == "user" then ("[user]     " + ($m.content | line1)), ($m.content | tests)
+  elif $m.role == "assistant" then
+    (if $m.content then "[model]    " + $m.content else empty end),
+    ($m.tool_calls[]? | (.function.arguments | fromjson? // {}) as $a |
+      "[model]    -> \(.function.name) " + ($a.path // $a.command // ($a.summary // "" | line1)))
+  elif ($m.content | test("^ *[0-9]+\t")) then
+    "[tool]     (\($m.content | split("\n") | map(select(length > 0)) | length) numbered lines of the file)"
+  else ("[tool]     " + ($m.content | line1)), ($m.content | tests)
+  end
+else empty end'
+if command -v jq >/dev/null; then
+	echo "\$ warren logs $S_AGENT --json | jq -r '...'"
+	"$W" logs "$S_AGENT" --json | jq -r "$TRANSCRIPT_JQ"
+else
+	note "(jq is not installed: the transcript is left out; warren logs $S_AGENT --json has it)"
+fi
+
+step "18. The review: Warren's verification, the commit, the diff"
+show "$W" show "$S_AGENT" | cut -c1-100
+note "(lines cut at 100 columns)"
+if command -v jq >/dev/null; then
+	echo "\$ warren show $S_AGENT --json | jq -c '.outcome.verify | ...'"
+	"$W" show "$S_AGENT" --json |
+		jq -c '.outcome.verify | {passed, attempts, first_attempt_passed, last: [.results[] | {command, status}]}'
+fi
+note "the change is a commit on warren/ID in the sandbox's repository, authored by the"
+note "prompting user (admin), with the agent's summary as its message; the diff is against"
+note "the commit the session started from:"
+show "$W" diff "$S_AGENT" --stat
+show "$W" diff "$S_AGENT"
+
+step "19. Approve: the server pushes warren/ID to the remote, and nothing else"
+show "$W" approve "$S_AGENT"
+note "the branch left the sandbox as a git bundle (the sandbox has no network and no"
+note "credential); the server fetched it into its mirror and pushed that one ref, not forced:"
+show git -C "$REMOTE" log --oneline "refs/heads/warren/$S_AGENT"
+show git -C "$REMOTE" show -s --format='author: %an <%ae>%n%n%B' "refs/heads/warren/$S_AGENT"
+show git -C "$REMOTE" for-each-ref
+
+step "20. Reject the other one; the pilot's numbers"
+timeout 60 "$W" logs -f "$S_REJECT" >/dev/null 2>&1 # until it rests in review
+show "$W" sessions --repo c-hello-remote
+show "$W" reject "$S_REJECT" --reason "the same change as $S_AGENT, which is approved"
+echo "\$ git -C $REMOTE for-each-ref | wc -l"
+git -C "$REMOTE" for-each-ref | wc -l
+note "(still main and warren/$S_AGENT: a rejected session pushes nothing)"
+echo '$ warren stats    (the by_state lines at 0 left out)'
+"$W" stats | awk '!/^by_state\./ || $2 != 0'
+note "verify: both failed their first attempt and passed in the end; model: tokens and the"
+note "cost from the configured prices; review: the time from review to the decision."
+echo "\$ kill -TERM $SERVER_PID"
+stop_server
+sed 's/^/    /' "$work/serve-agent.log" | tail -1
+
+printf '\nDone. More: README.md, docs/ (the agent: docs/agent.md). Tests: make check. Benchmarks: make bench.\n'
