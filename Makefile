@@ -42,15 +42,19 @@ UTIL_SRC    := src/util/alloc.c src/util/error.c src/util/fdpass.c src/util/fs.c
                src/util/parse.c
 SANDBOX_SRC := $(wildcard src/sandbox/*.c)
 SNAPSHOT_SRC := $(wildcard src/snapshot/*.c)
+# the egress proxy (threads, sockets, getaddrinfo) belongs to the server
+# alone: the lean static `warren` must not link it
+EGRESS_SRC  := $(wildcard src/security/egress*.c)
+SECURITY_SRC := $(filter-out $(EGRESS_SRC),$(wildcard src/security/*.c))
 CLI_SRC     := $(wildcard src/cli/*.c)
-LIB_SRC     := $(UTIL_SRC) $(SANDBOX_SRC) $(SNAPSHOT_SRC)
+LIB_SRC     := $(UTIL_SRC) $(SANDBOX_SRC) $(SNAPSHOT_SRC) $(SECURITY_SRC)
 LIB_OBJ     := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 
 # The control plane is its own executable (`warren serve` execs it): it
 # links the heavy libraries the lean sandbox path must not carry.
 SERVER_SRC  := $(wildcard src/store/*.c src/sched/*.c src/api/*.c src/agent/*.c \
-                             src/review/*.c)
+                             src/review/*.c) $(EGRESS_SRC)
 SERVER_OBJ  := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 SERVE_SRC   := $(wildcard src/cli/serve/*.c)
 SERVE_OBJ   := $(SERVE_SRC:%.c=$(BUILD)/obj/%.o)
@@ -72,7 +76,7 @@ PROBE       := $(BUILD)/tests/probe
 
 .PHONY: all deps test-deps check bench demo clean fuzz format
 all: deps $(BUILD)/warren $(BUILD)/warren-init $(BUILD)/warren-serve \
-     $(BUILD)/warren-client
+     $(BUILD)/warren-client $(BUILD)/warren-relay
 
 # Install what the build (or the tests) need on a fresh Debian 12 machine
 # (root only).
@@ -108,6 +112,13 @@ $(BUILD)/warren-init: $(INIT_SRC) src/sandbox/proto.h src/util/alloc.h \
                       src/util/fdpass.h
 	@mkdir -p $(dir $@)
 	$(INIT_CC) $(INIT_CFLAGS) -o $@ $(INIT_SRC)
+	strip $@
+
+# The egress relay inside a sandbox (src/init/relay.c): like warren-init,
+# static and libc only; the server binds it in next to the warren binary.
+$(BUILD)/warren-relay: src/init/relay.c
+	@mkdir -p $(dir $@)
+	$(INIT_CC) $(INIT_CFLAGS) -o $@ src/init/relay.c
 	strip $@
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(SERVER_OBJ) $(LIB_OBJ)

@@ -8,10 +8,13 @@ them into the table. Standard library only. Times are monotonic
 (time.monotonic_ns) on the client, or what the server recorded itself
 (outcome.start_ms, server clock, created -> first output line).
 
-  control.py starts  URL TOKEN SMALL BIG BWRAP_ARGV_JSON RESULTS IDS SEQ ROUNDS CONC
-  control.py live    URL TOKEN REPO N PID WARREN RESULTS IDS
-  control.py churn   URL TOKEN REPO N WARREN RESULTS IDS
+  control.py starts  URL SMALL BIG BWRAP_ARGV_JSON RESULTS IDS SEQ ROUNDS CONC
+  control.py live    URL REPO N PID RESULTS IDS
+  control.py churn   URL REPO N RESULTS IDS
   control.py report  RESULTS
+
+The token comes in $TOKEN (not on the command line, where ps shows it),
+the warren executable in $W.
 """
 import http.client
 import json
@@ -87,11 +90,13 @@ class Api:
             sys.exit(f"bench: POST /sessions: {code} {body}")
         return body["id"]
 
-    def follow(self, sid):
+    def follow(self, sid, limit_s=60):
         """Reads the session's event stream until it ends (the session
         rests); returns (monotonic ms of the first output event or None,
-        last state seen)."""
-        c = http.client.HTTPConnection(self.host, self.port, timeout=120)
+        last state seen). A session not at rest after limit_s is an error
+        (the stream's keepalives would otherwise wait forever)."""
+        deadline = time.monotonic() + limit_s
+        c = http.client.HTTPConnection(self.host, self.port, timeout=limit_s)
         try:
             c.request("GET", f"/api/v1/sessions/{sid}/events", headers=self.auth)
             r = c.getresponse()
@@ -99,7 +104,13 @@ class Api:
                 sys.exit(f"bench: events of {sid}: {r.status}")
             first, state, kind = None, None, None
             while True:
-                line = r.readline()
+                if time.monotonic() > deadline:
+                    sys.exit(f"bench: session {sid} not at rest after {limit_s} s "
+                             f"(last state {state})")
+                try:
+                    line = r.readline()
+                except TimeoutError:
+                    continue
                 if not line:
                     break
                 if line.startswith(b"event: "):
@@ -301,8 +312,9 @@ def summarize(results, prefix, rows):
 
 
 def starts(args):
-    url, token, small, big, bw_json, results, ids_file = args[:7]
-    seq, rounds, conc = (int(x) for x in args[7:10])
+    url, small, big, bw_json, results, ids_file = args[:6]
+    token = os.environ["TOKEN"]
+    seq, rounds, conc = (int(x) for x in args[6:9])
     bw = json.loads(bw_json)
     agent = ["sh", "-c", "echo first"]
     warren = os.environ["W"]
@@ -420,7 +432,8 @@ def count_interrupted(api, ids):
 
 
 def live(args):
-    url, token, repo, n, pid, warren, results, ids_file = args
+    url, repo, n, pid, results, ids_file = args
+    token, warren = os.environ["TOKEN"], os.environ["W"]
     n, pid = int(n), int(pid)
     api = Api(url, token)
     left = wait_no_sandboxes(warren, ids_file, 30)
@@ -493,7 +506,8 @@ def live(args):
 # ---- 4. churn ------------------------------------------------------------------
 
 def churn(args):
-    url, token, repo, n, warren, results, ids_file = args
+    url, repo, n, results, ids_file = args
+    token, warren = os.environ["TOKEN"], os.environ["W"]
     n = int(n)
     api = Api(url, token)
     t0 = now_ms()
@@ -566,6 +580,8 @@ def report(args):
     rows = []
     print()
     print("== control plane: summary")
+    print(f"(load average, 1 min: {r.get('load.start', '?')} at the start, "
+          f"{r.get('load.end', '?')} at the end, on {os.cpu_count()} cpus)")
     print()
     print("Session start (outcome.start_ms, created -> first output line, server clock; ms)")
     hdr = ("run", "n", "p50", "p99", "queue", "restore", "sync", "services", "agent",

@@ -136,9 +136,12 @@ add_repo() {
 }
 
 echo "bwrap: $(bwrap --version)   kernel: $(uname -r)   cpus: $(nproc)   commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
+put load.start "$(cut -d' ' -f1 /proc/loadavg)"
 
 # ---- repositories ----------------------------------------------------------
 make_repo "$work/small" '{}'
+# (big.bin is ignored by git, as a project's dependencies are)
+mkdir -p "$work/big" && echo big.bin >"$work/big/.gitignore"
 make_repo "$work/big" '{"onCreateCommand": "head -c 200M /dev/urandom > big.bin"}'
 
 # ---- server A: no cap in the way -------------------------------------------
@@ -161,7 +164,7 @@ BWRAP='["/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/u
 echo
 echo "== 1. session start: $SEQ sequential and $ROUNDS x $CONC concurrent, small and big, against bwrap"
 t0=$(date +%s)
-"$PY" "$H" starts "$URL" "$TOKEN" small big "$BWRAP" "$RES" "$IDS" "$SEQ" "$ROUNDS" "$CONC"
+TOKEN="$TOKEN" "$PY" "$H" starts "$URL" small big "$BWRAP" "$RES" "$IDS" "$SEQ" "$ROUNDS" "$CONC"
 echo "   ($(($(date +%s) - t0)) s)"
 
 echo
@@ -195,7 +198,7 @@ put wrk.session.lat "$sl"
 
 echo
 echo "== 3. $LIVE live sessions (sleep 30), then cancelled"
-"$PY" "$H" live "$URL" "$TOKEN" small "$LIVE" "$A_PID" "$W" "$RES" "$IDS"
+TOKEN="$TOKEN" "$PY" "$H" live "$URL" small "$LIVE" "$A_PID" "$RES" "$IDS"
 server_stop
 
 # ---- server B: a cap of 8 --------------------------------------------------
@@ -203,7 +206,8 @@ server_start b '{"limits": {"max_sandboxes": 8, "max_per_user": 8, "min_free_mem
 echo
 echo "== 4. churn: $CHURN sessions (true) through max_sandboxes 8 (server B: pid $SERVER_PID, $URL)"
 add_repo small "$work/small" >/dev/null
-"$PY" "$H" churn "$URL" "$TOKEN" small "$CHURN" "$W" "$RES" "$IDS"
+TOKEN="$TOKEN" "$PY" "$H" churn "$URL" small "$CHURN" "$RES" "$IDS"
 server_stop
 
+put load.end "$(cut -d' ' -f1 /proc/loadavg)"
 "$PY" "$H" report "$RES"

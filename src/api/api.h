@@ -126,10 +126,23 @@ void api_stream_free(struct api_stream *s);
 #define API_TOKEN_USER_MAX 64
 /* out_hex: 64 hex digits and a NUL. -EINVAL for NULL. */
 int api_token_hash(const char *plain, char out_hex[65]);
-/* Creates a token for user (1..64 of [A-Za-z0-9._@+-], starting with an
- * alphanumeric) with role "admin", "reviewer" or "submitter", stores its
- * hash (no expiry) and returns the plain text (caller frees) — the only
- * time it exists. */
+struct api_token_spec {
+	const char *user; /* 1..64 of [A-Za-z0-9._@+-], starting with an
+			     alphanumeric */
+	const char *role; /* "admin", "reviewer" or "submitter" */
+	/* unique, STORE_TOKEN_NAME_MAX; NULL: the user (with '@' and '+'
+	 * as '_') + "-" + 8 random hex digits */
+	const char *name;
+	int64_t expires_ms; /* when it stops working (epoch ms), 0: never */
+};
+/* Creates a token as spec says, stores its hash and returns the plain
+ * text (caller frees) — the only time it exists — and its name in
+ * name_out (if not NULL). Bad input is -EINVAL with a message naming the
+ * field; a name that is taken -EEXIST. */
+int api_token_issue(struct store *st, const struct api_token_spec *spec,
+		    char **plain_out, char name_out[STORE_TOKEN_NAME_MAX + 1],
+		    struct wr_error **err);
+/* api_token_issue with a default name and no expiry. */
 int api_token_create(struct store *st, const char *user, const char *role,
 		     char **plain_out, struct wr_error **err);
 /* 0 if user is a valid token user name, else -EINVAL. */

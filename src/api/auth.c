@@ -2,9 +2,17 @@
  * the store (token hash -> user and role; repository id -> name).
  *
  * A token is only ever stored as its SHA-256; the plain text exists once,
- * when api_token_create returns it. A hit in the token cache is trusted for
- * API_TOKEN_CACHE_TTL_MS (and never past the token's own expiry), so a
- * token the store forgets stops working within that time. */
+ * when api_token_issue returns it, and is never logged. A token is looked
+ * up by its hash: the store's comparison is on the hash of what the
+ * client sent, so its timing tells nothing about any stored token; the
+ * cache compares hashes with sodium_memcmp all the same.
+ *
+ * A hit in the token cache is trusted for API_TOKEN_CACHE_TTL_MS (and
+ * never past the token's own expiry). A revocation through this API
+ * (api_token_revoke) empties the cache, and a lookup that raced with it
+ * does not fill it (the generation check below): a revoked token is
+ * refused from the next request on. Only a change made to the store behind
+ * the server's back (an operator's sqlite3 shell) waits for the TTL. */
 #include "api/internal.h"
 
 #include "util/alloc.h"
@@ -61,21 +69,23 @@ int api_token_hash(const char *plain, char out_hex[65])
 	return 0;
 }
 
-int api_token_create(struct store *st, const char *user, const char *role,
-		     char **plain_out, struct wr_error **err)
+/* The default name of a token of user: the user with the characters a
+ * name may not have ('@', '+') as '_', cut so that "-" and 8 random hex
+ * digits fit. */
+static void default_name(const char *user, char out[STORE_TOKEN_NAME_MAX + 1])
 {
-	if (api_validate_user(user) < 0)
-		return wr_error_input(err, 0,
-				      "user: expected 1 to %d of "
-				      "[A-Za-z0-9._@+-], starting with a "
-				      "letter or digit",
-				      API_TOKEN_USER_MAX);
-	if (api_role_parse(role) < 0)
-		return wr_error_input(
-		    err, 0, "role: expected admin, reviewer or submitter");
-	if (sodium_init() < 0)
-		return wr_error_set(err, EIO, "initialize libsodium");
+	size_t keep = STORE_TOKEN_NAME_MAX - 9, n = 0;
+	for (; user[n] && n < keep; n++)
+		out[n] = strchr("@+", user[n]) ? '_' : user[n];
+	unsigned char raw[4];
+	randombytes_buf(raw, sizeof(raw));
+	out[n++] = '-';
+	sodium_bin2hex(out + n, STORE_TOKEN_NAME_MAX + 1 - n, raw, sizeof(raw));
+}
 
+/* A new random token: "wr_" + 43 base64url characters. NULL on ENOMEM. */
+static char *token_new(void)
+{
 	unsigned char raw[32];
 	char b64[sodium_base64_ENCODED_LEN(
 	    sizeof(raw), sodium_base64_VARIANT_URLSAFE_NO_PADDING)];
@@ -83,27 +93,109 @@ int api_token_create(struct store *st, const char *user, const char *role,
 	sodium_bin2base64(b64, sizeof(b64), raw, sizeof(raw),
 			  sodium_base64_VARIANT_URLSAFE_NO_PADDING);
 	sodium_memzero(raw, sizeof(raw));
-	_cleanup_free_ char *plain = wr_asprintf("wr_%s", b64);
+	char *plain = wr_asprintf("wr_%s", b64);
 	sodium_memzero(b64, sizeof(b64));
+	return plain;
+}
+
+static void plain_freep(char **plain)
+{
+	if (*plain)
+		sodium_memzero(*plain, strlen(*plain));
+	free(*plain);
+}
+
+/* How many default names to draw before giving up: 32 random bits make a
+ * clash of two unlikely, of three absurd. */
+#define DEFAULT_NAME_TRIES 3
+
+int api_token_issue(struct store *st, const struct api_token_spec *spec,
+		    char **plain_out, char name_out[STORE_TOKEN_NAME_MAX + 1],
+		    struct wr_error **err)
+{
+	if (api_validate_user(spec->user) < 0)
+		return wr_error_input(err, 0,
+				      "user: expected 1 to %d of "
+				      "[A-Za-z0-9._@+-], starting with a "
+				      "letter or digit",
+				      API_TOKEN_USER_MAX);
+	if (api_role_parse(spec->role) < 0)
+		return wr_error_input(
+		    err, 0, "role: expected admin, reviewer or submitter");
+	if (spec->name && !store_token_name_valid(spec->name))
+		return wr_error_input(err, 0,
+				      "name: expected 1 to %d of "
+				      "[A-Za-z0-9._-], starting with a "
+				      "letter or digit",
+				      STORE_TOKEN_NAME_MAX);
+	int64_t now = store_now_ms();
+	if (spec->expires_ms < 0 ||
+	    (spec->expires_ms && spec->expires_ms <= now))
+		return wr_error_input(err, 0, "expires: already past");
+	if (sodium_init() < 0)
+		return wr_error_set(err, EIO, "initialize libsodium");
+
+	_cleanup_(plain_freep) char *plain = token_new();
 	if (!plain)
 		return wr_error_set(err, ENOMEM, "create a token");
-
 	char hash[65];
 	api_token_hash(plain, hash);
+	char name[STORE_TOKEN_NAME_MAX + 1];
 	/* the store takes the record by const pointer; the casts only drop
 	 * const from our own arguments */
 	struct store_token t = {
-	    .user = (char *)user,
-	    .role = (char *)role,
-	    .created_ms = store_now_ms(),
-	    .expires_ms = 0,
+	    .user = (char *)spec->user,
+	    .role = (char *)spec->role,
+	    .name = name,
+	    .created_ms = now,
+	    .expires_ms = spec->expires_ms,
 	};
-	int r = st->ops->token_add(st, hash, &t, err);
-	if (r < 0) {
-		sodium_memzero(plain, strlen(plain));
-		return wr_error_wrap(err, "store the token");
+	int r = -EEXIST;
+	for (int i = 0; r == -EEXIST && i < DEFAULT_NAME_TRIES; i++) {
+		if (spec->name)
+			snprintf(name, sizeof(name), "%s", spec->name);
+		else
+			default_name(spec->user, name);
+		if (i > 0 && err) {
+			wr_error_free(*err);
+			*err = NULL;
+		}
+		r = st->ops->token_add(st, hash, &t, err);
+		if (spec->name)
+			break;
 	}
+	if (r < 0)
+		return r == -EEXIST ? r : wr_error_wrap(err, "store the token");
+	if (name_out)
+		memcpy(name_out, name, sizeof(name));
 	*plain_out = TAKE_PTR(plain);
+	return 0;
+}
+
+int api_token_create(struct store *st, const char *user, const char *role,
+		     char **plain_out, struct wr_error **err)
+{
+	struct api_token_spec spec = {.user = user, .role = role};
+	return api_token_issue(st, &spec, plain_out, NULL, err);
+}
+
+int api_token_revoke(struct api *a, const char *name, int64_t *revoked_ms,
+		     struct wr_error **err)
+{
+	int r = a->st->ops->token_revoke(a->st, name, store_now_ms(),
+					 revoked_ms, err);
+	if (r < 0)
+		return r;
+	/* The store no longer knows the token; the cache must forget it too,
+	 * and a lookup that read the store before the revocation must not
+	 * put it back (api_authenticate fills a slot only if the generation
+	 * it started with is still current). The cache is keyed by hash,
+	 * which we do not have here: empty all of it, revocations are rare. */
+	pthread_mutex_lock(&a->cache_lock);
+	a->token_gen++;
+	for (size_t i = 0; i < API_TOKEN_CACHE_SLOTS; i++)
+		a->tokens[i].hash[0] = '\0';
+	pthread_mutex_unlock(&a->cache_lock);
 	return 0;
 }
 
@@ -159,7 +251,8 @@ int api_authenticate(struct api *a, const char *authorization,
 	int64_t now = store_now_ms();
 	struct api_token_slot *slot = &a->tokens[token_slot(hash)];
 	pthread_mutex_lock(&a->cache_lock);
-	if (strcmp(slot->hash, hash) == 0 &&
+	uint64_t gen = a->token_gen;
+	if (slot->hash[0] && sodium_memcmp(slot->hash, hash, 64) == 0 &&
 	    now - slot->cached_ms < API_TOKEN_CACHE_TTL_MS &&
 	    (slot->expires_ms == 0 || now < slot->expires_ms)) {
 		memcpy(who->user, slot->user, sizeof(who->user));
@@ -184,15 +277,22 @@ int api_authenticate(struct api *a, const char *authorization,
 	struct api_principal p = {.role = (enum api_role)role};
 	snprintf(p.user, sizeof(p.user), "%s", t.user);
 	int64_t expires = t.expires_ms;
+	bool touch = now - t.last_used_ms >= API_TOKEN_TOUCH_MS;
 	store_token_clear(&t);
 
 	pthread_mutex_lock(&a->cache_lock);
-	memcpy(slot->hash, hash, sizeof(slot->hash));
-	memcpy(slot->user, p.user, sizeof(slot->user));
-	slot->role = p.role;
-	slot->expires_ms = expires;
-	slot->cached_ms = now;
+	if (a->token_gen == gen) { /* no revocation since our lookup */
+		memcpy(slot->hash, hash, sizeof(slot->hash));
+		memcpy(slot->user, p.user, sizeof(slot->user));
+		slot->role = p.role;
+		slot->expires_ms = expires;
+		slot->cached_ms = now;
+	}
 	pthread_mutex_unlock(&a->cache_lock);
+	/* when it was last used, for `warren token ls`: at most one write a
+	 * minute per token, and a failed one costs nothing but the record */
+	if (touch)
+		(void)a->st->ops->token_touch(a->st, hash, now, NULL);
 	*who = p;
 	return 0;
 }

@@ -26,6 +26,8 @@ enum api_role {
  * that hashed to it. */
 #define API_TOKEN_CACHE_SLOTS 64
 #define API_TOKEN_CACHE_TTL_MS 5000
+/* A token's last_used_ms is rewritten when it is older than this. */
+#define API_TOKEN_TOUCH_MS 60000
 #define API_REPO_CACHE_SLOTS 256
 
 struct api_token_slot {
@@ -52,7 +54,8 @@ struct api {
 	atomic_bool stopping;
 	struct MHD_Daemon *daemon; /* NULL for api_new */
 	uint16_t port;
-	pthread_mutex_t cache_lock; /* tokens[] and repos[] */
+	pthread_mutex_t cache_lock; /* tokens[], token_gen and repos[] */
+	uint64_t token_gen;	    /* +1 at every revocation */
 	struct api_token_slot tokens[API_TOKEN_CACHE_SLOTS];
 	struct api_repo_slot repos[API_REPO_CACHE_SLOTS];
 };
@@ -172,9 +175,14 @@ int api_resolve_repo(struct api_ctx *c, const char *param, const char *text,
 int api_role_parse(const char *name);
 const char *api_role_name(enum api_role role);
 /* 0 and *who for a valid bearer token; -EACCES for a missing, malformed,
- * unknown or expired one; another -errno (with *err) if the store failed. */
+ * unknown, revoked or expired one; another -errno (with *err) if the store
+ * failed. */
 int api_authenticate(struct api *a, const char *authorization,
 		     struct api_principal *who, struct wr_error **err);
+/* Revokes the token called name (the store's token_revoke) and makes sure
+ * no cached lookup lets it through afterwards. */
+int api_token_revoke(struct api *a, const char *name, int64_t *revoked_ms,
+		     struct wr_error **err);
 /* The name of repository repo_id as a new JSON string (null if unknown),
  * through the repository cache. NULL only on allocation failure. */
 json_t *api_repo_name_json(struct api *a, const char *repo_id);
@@ -184,8 +192,17 @@ void api_cache_clear(struct api *a);
  * submitter sees its own only); else answers 404 (or the store's
  * failure) and returns -1. */
 int api_session_load(struct api_ctx *c, struct store_session *s);
+enum api_access {
+	API_ACCESS_READ,  /* read it, approve or reject it (by its role) */
+	API_ACCESS_OWNER, /* message or cancel it: its user or an admin */
+	API_ACCESS_MAX
+};
+/* api_session_load for access: with API_ACCESS_OWNER, a reviewer's load
+ * of another user's session is answered 403. */
+int api_session_load_as(struct api_ctx *c, struct store_session *s,
+			enum api_access access);
 
-/* Rendering (sessions.c, repos.c). NULL on allocation failure. */
+/* Rendering (render.c). NULL on allocation failure. */
 json_t *api_json_string(const char *s); /* null for NULL; never invalid */
 json_t *api_json_embed(const char *json_text); /* parsed, or null */
 json_t *api_session_json(struct api *a, const struct store_session *s,
@@ -193,6 +210,8 @@ json_t *api_session_json(struct api *a, const struct store_session *s,
 json_t *api_event_json(const struct store_event *e);
 json_t *api_repo_json(const struct store_repo *r);
 json_t *api_snapshot_json(const struct store_snapshot *s);
+/* A token as listed: never its plain text or hash, only its id. */
+json_t *api_token_json(const struct store_token *t, int64_t now_ms);
 
 /* Route handlers: c->id is checked, c->query parsed and c->body is an
  * object or NULL as the route's table entry (router.c) demands. */
@@ -212,6 +231,8 @@ int api_repos_add(struct api_ctx *c);
 int api_repo_refresh(struct api_ctx *c);
 int api_snapshots_list(struct api_ctx *c);
 int api_tokens_create(struct api_ctx *c);
+int api_tokens_list(struct api_ctx *c);
+int api_token_revoke_route(struct api_ctx *c);
 int api_healthz(struct api_ctx *c);
 int api_metrics(struct api_ctx *c);
 int api_stats(struct api_ctx *c);

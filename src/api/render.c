@@ -193,3 +193,23 @@ json_t *api_snapshot_json(const struct store_snapshot *s)
 	set(o, "timings", api_json_embed(s->timings_json), &bad);
 	return finish(o, bad);
 }
+
+json_t *api_token_json(const struct store_token *t, int64_t now_ms)
+{
+	json_t *o = json_object();
+	if (!o)
+		return NULL;
+	int bad = 0;
+	bool active = t->revoked_ms == 0 &&
+		      (t->expires_ms == 0 || now_ms < t->expires_ms);
+	set(o, "name", api_json_string(t->name), &bad);
+	set(o, "id", api_json_string(t->id), &bad);
+	set(o, "user", api_json_string(t->user), &bad);
+	set(o, "role", api_json_string(t->role), &bad);
+	set(o, "created_ms", json_integer(t->created_ms), &bad);
+	set(o, "expires_ms", ms_or_null(t->expires_ms), &bad);
+	set(o, "revoked_ms", ms_or_null(t->revoked_ms), &bad);
+	set(o, "last_used_ms", ms_or_null(t->last_used_ms), &bad);
+	set(o, "active", json_boolean(active), &bad);
+	return finish(o, bad);
+}

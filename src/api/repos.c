@@ -1,5 +1,5 @@
-/* repos.c - the routes around sessions: repositories, snapshots, tokens,
- * health, metrics and the pilot's numbers (stats). */
+/* repos.c - the routes around sessions: repositories, snapshots, health,
+ * metrics and the pilot's numbers (stats). Tokens are in tokens.c. */
 #include "api/internal.h"
 
 #include "util/alloc.h"
@@ -124,43 +124,6 @@ int api_snapshots_list(struct api_ctx *c)
 	if (bad)
 		json_decref(list);
 	return api_reply_render(c, 200, obj, "render the snapshots");
-}
-
-int api_tokens_create(struct api_ctx *c)
-{
-	static const char *const keys[] = {"user", "role", NULL};
-	const char *user, *role;
-	struct wr_error *err = NULL;
-	_cleanup_free_ char *plain = NULL;
-
-	if (c->who.role != API_ROLE_ADMIN)
-		return api_reply_error(c->out, 403,
-				       "creating tokens needs the admin role");
-	if (api_body_check_keys(c, keys) < 0 ||
-	    api_body_string(c, "user", true, API_TOKEN_USER_MAX, 0, &user) <
-		0 ||
-	    api_body_string(c, "role", true, 16, 0, &role) < 0)
-		return 0;
-	if (api_validate_user(user) < 0)
-		return api_reply_error(c->out, 400,
-				       "key 'user': expected 1 to %d of "
-				       "[A-Za-z0-9._@+-], starting with a "
-				       "letter or digit",
-				       API_TOKEN_USER_MAX);
-	if (api_role_parse(role) < 0)
-		return api_reply_error(c->out, 400,
-				       "key 'role': expected admin, reviewer "
-				       "or submitter");
-	int r = api_token_create(c->a->st, user, role, &plain, &err);
-	if (r < 0) {
-		api_reply_failure(c, r, err, "create the token");
-		wr_error_free(err);
-		return 0;
-	}
-	return api_reply_render(c, 201,
-				json_pack("{s:s,s:s,s:s}", "token", plain,
-					  "user", user, "role", role),
-				"render the token");
 }
 
 int api_healthz(struct api_ctx *c)

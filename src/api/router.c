@@ -3,9 +3,15 @@
  *
  * The order matters and is the same for every request: size cap (413),
  * token (401, so that an unauthenticated client learns nothing about
- * routes), path (404, or 400 for a malformed escape), method (405), id
- * (404, without touching the store), query (400), body (400/415), then the
- * handler. Nothing before the handler writes anything. */
+ * routes), path (404, or 400 for a malformed escape), method (405), role
+ * (403, before anything about the request's content is looked at), id or
+ * name (404, without touching the store), query (400), body (400/415),
+ * then the handler. Nothing before the handler writes anything.
+ *
+ * Roles: every route names the roles that may call it (the table below,
+ * docs/api.md "Roles"). What depends on the session (a submitter's own
+ * ones only; a reviewer acting on another user's) is the handler's, in
+ * api_session_load. */
 #include "api/internal.h"
 
 #include "util/alloc.h"
@@ -242,15 +248,25 @@ enum body_policy {
 	BODY_REQUIRED, /* a JSON object */
 };
 
+#define ROLE_BIT(r) (1u << (r))
+#define ANY_ROLE                                                  \
+	(ROLE_BIT(API_ROLE_ADMIN) | ROLE_BIT(API_ROLE_REVIEWER) | \
+	 ROLE_BIT(API_ROLE_SUBMITTER))
+#define REVIEWERS (ROLE_BIT(API_ROLE_ADMIN) | ROLE_BIT(API_ROLE_REVIEWER))
+#define ADMINS ROLE_BIT(API_ROLE_ADMIN)
+
 struct route {
 	/* segments after /api/v1/: '*' is the id, '+' a name (of an
-	 * artifact) */
+	 * artifact, of a token) */
 	const char *pattern;
 	const char *method;
 	char id_kind; /* 's', 'r': the prefix '*' must carry */
 	enum body_policy body;
 	const char *const *query; /* allowed parameters, NULL: none */
 	int (*handler)(struct api_ctx *c);
+	unsigned roles;	    /* ROLE_BIT()s of the roles that may call it */
+	const char *action; /* for the 403: "approving a session" */
+	bool (*name_valid)(const char *name); /* of the '+' segment */
 };
 
 static const char *const query_sessions[] = {"state", "user",	"repo",
@@ -259,31 +275,45 @@ static const char *const query_events[] = {"after", "format", NULL};
 static const char *const query_snapshots[] = {"repo", NULL};
 
 static const struct route routes[] = {
-    {"sessions", "GET", 0, BODY_NONE, query_sessions, api_sessions_list},
-    {"sessions", "POST", 0, BODY_REQUIRED, NULL, api_sessions_create},
-    {"sessions/*", "GET", 's', BODY_NONE, NULL, api_session_get},
+    {"sessions", "GET", 0, BODY_NONE, query_sessions, api_sessions_list,
+     ANY_ROLE, NULL, NULL},
+    {"sessions", "POST", 0, BODY_REQUIRED, NULL, api_sessions_create, ANY_ROLE,
+     NULL, NULL},
+    {"sessions/*", "GET", 's', BODY_NONE, NULL, api_session_get, ANY_ROLE, NULL,
+     NULL},
     {"sessions/*/events", "GET", 's', BODY_NONE, query_events,
-     api_session_events},
+     api_session_events, ANY_ROLE, NULL, NULL},
     {"sessions/*/messages", "POST", 's', BODY_REQUIRED, NULL,
-     api_session_message},
-    {"sessions/*/cancel", "POST", 's', BODY_OPTIONAL, NULL, api_session_cancel},
+     api_session_message, ANY_ROLE, NULL, NULL},
+    {"sessions/*/cancel", "POST", 's', BODY_OPTIONAL, NULL, api_session_cancel,
+     ANY_ROLE, NULL, NULL},
     {"sessions/*/approve", "POST", 's', BODY_OPTIONAL, NULL,
-     api_session_approve},
-    {"sessions/*/reject", "POST", 's', BODY_OPTIONAL, NULL, api_session_reject},
-    {"sessions/*/diff", "GET", 's', BODY_NONE, NULL, api_session_diff},
-    {"sessions/*/artifacts", "GET", 's', BODY_NONE, NULL,
-     api_session_artifacts},
+     api_session_approve, REVIEWERS, "approving a session", NULL},
+    {"sessions/*/reject", "POST", 's', BODY_OPTIONAL, NULL, api_session_reject,
+     REVIEWERS, "rejecting a session", NULL},
+    {"sessions/*/diff", "GET", 's', BODY_NONE, NULL, api_session_diff, ANY_ROLE,
+     NULL, NULL},
+    {"sessions/*/artifacts", "GET", 's', BODY_NONE, NULL, api_session_artifacts,
+     ANY_ROLE, NULL, NULL},
     {"sessions/*/artifacts/+", "GET", 's', BODY_NONE, NULL,
-     api_session_artifact},
-    {"repositories", "GET", 0, BODY_NONE, NULL, api_repos_list},
-    {"repositories", "POST", 0, BODY_REQUIRED, NULL, api_repos_add},
+     api_session_artifact, ANY_ROLE, NULL, api_artifact_name_valid},
+    {"repositories", "GET", 0, BODY_NONE, NULL, api_repos_list, ANY_ROLE, NULL,
+     NULL},
+    {"repositories", "POST", 0, BODY_REQUIRED, NULL, api_repos_add, ADMINS,
+     "adding a repository", NULL},
     {"repositories/*/refresh", "POST", 'r', BODY_OPTIONAL, NULL,
-     api_repo_refresh},
-    {"snapshots", "GET", 0, BODY_NONE, query_snapshots, api_snapshots_list},
-    {"tokens", "POST", 0, BODY_REQUIRED, NULL, api_tokens_create},
-    {"healthz", "GET", 0, BODY_NONE, NULL, api_healthz},
-    {"metrics", "GET", 0, BODY_NONE, NULL, api_metrics},
-    {"stats", "GET", 0, BODY_NONE, NULL, api_stats},
+     api_repo_refresh, ADMINS, "refreshing a repository", NULL},
+    {"snapshots", "GET", 0, BODY_NONE, query_snapshots, api_snapshots_list,
+     ANY_ROLE, NULL, NULL},
+    {"tokens", "GET", 0, BODY_NONE, NULL, api_tokens_list, ADMINS,
+     "listing tokens", NULL},
+    {"tokens", "POST", 0, BODY_REQUIRED, NULL, api_tokens_create, ADMINS,
+     "creating tokens", NULL},
+    {"tokens/+", "DELETE", 0, BODY_NONE, NULL, api_token_revoke_route, ADMINS,
+     "revoking tokens", store_token_name_valid},
+    {"healthz", "GET", 0, BODY_NONE, NULL, api_healthz, ANY_ROLE, NULL, NULL},
+    {"metrics", "GET", 0, BODY_NONE, NULL, api_metrics, ANY_ROLE, NULL, NULL},
+    {"stats", "GET", 0, BODY_NONE, NULL, api_stats, ANY_ROLE, NULL, NULL},
 };
 
 /* Does the path have the route's shape? Sets *id to the '*' segment and
@@ -311,6 +341,11 @@ static bool route_shape(const struct route *rt, const struct api_path *p,
 		pat = *end ? end + 1 : end;
 	}
 	return i == p->n;
+}
+
+static bool is_dots(const char *seg)
+{
+	return seg && (!strcmp(seg, ".") || !strcmp(seg, ".."));
 }
 
 static bool is_json_type(const char *ct)
@@ -385,8 +420,14 @@ static int dispatch(struct api_ctx *c)
 		const char *seg_id, *seg_name;
 		if (!route_shape(&routes[i], &path, &seg_id, &seg_name))
 			continue;
+		bool same_method = strcmp(routes[i].method, method) == 0;
+		/* "." and ".." name nothing: a path with one is no route's
+		 * (404), whatever the method; with the route's method it is
+		 * refused below, as any name that cannot be one */
+		if (!same_method && (is_dots(seg_id) || is_dots(seg_name)))
+			continue;
 		shaped = true;
-		if (strcmp(routes[i].method, method) == 0) {
+		if (same_method) {
 			match = &routes[i];
 			id = seg_id;
 			name = seg_name;
@@ -405,6 +446,11 @@ static int dispatch(struct api_ctx *c)
 		memcpy(c->out->allow, allow, sizeof(allow));
 		return 0;
 	}
+	if (!(match->roles & ROLE_BIT(c->who.role)))
+		return api_reply_error(
+		    c->out, 403, "%s needs the %s role",
+		    match->action ? match->action : "this request",
+		    match->roles == ADMINS ? "admin" : "reviewer or admin");
 	if (match->id_kind) {
 		if (!api_id_valid(id, match->id_kind))
 			return api_reply_error(
@@ -414,8 +460,10 @@ static int dispatch(struct api_ctx *c)
 	}
 	if (name) {
 		/* like an id: a name that cannot be one is not looked for */
-		if (!api_artifact_name_valid(name))
-			return api_reply_error(c->out, 404, "no such artifact");
+		if (!match->name_valid(name))
+			return api_reply_error(c->out, 404, "no such %s",
+					       match->id_kind ? "artifact"
+							      : "token");
 		c->name = name;
 	}
 	if (api_query_parse(req->query, &c->query, match->query, c->out) < 0)

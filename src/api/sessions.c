@@ -3,7 +3,11 @@
  *
  * A submitter sees and acts on its own sessions only: its list is its
  * own, and another user's session is "not found" (404), exactly as an id
- * that does not exist, so that ids of others cannot be probed. */
+ * that does not exist, so that ids of others cannot be probed. A reviewer
+ * reads every session and decides on any (approve and reject are the
+ * reviewers' and admins' alone, router.c), but messages and cancels only
+ * its own: another user's is 403 (it can see that one exists). An admin
+ * does everything. */
 #include "api/internal.h"
 
 #include "util/alloc.h"
@@ -15,14 +19,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-int api_session_load(struct api_ctx *c, struct store_session *s)
+static bool owns(const struct api_ctx *c, const struct store_session *s)
+{
+	return s->user && strcmp(s->user, c->who.user) == 0;
+}
+
+int api_session_load_as(struct api_ctx *c, struct store_session *s,
+			enum api_access access)
 {
 	struct wr_error *err = NULL;
 	int r = c->a->st->ops->session_get(c->a->st, c->id, s, &err);
-	if (r == 0 && c->who.role == API_ROLE_SUBMITTER &&
-	    (!s->user || strcmp(s->user, c->who.user) != 0)) {
+	if (r == 0 && c->who.role == API_ROLE_SUBMITTER && !owns(c, s)) {
 		store_session_clear(s);
 		r = -ENOENT;
+	}
+	if (r == 0 && access == API_ACCESS_OWNER &&
+	    c->who.role == API_ROLE_REVIEWER && !owns(c, s)) {
+		store_session_clear(s);
+		return api_reject(c->out, 403,
+				  "a reviewer messages and cancels only its "
+				  "own sessions");
 	}
 	if (r == -ENOENT) {
 		wr_error_free(err);
@@ -34,6 +50,11 @@ int api_session_load(struct api_ctx *c, struct store_session *s)
 		return -1;
 	}
 	return 0;
+}
+
+int api_session_load(struct api_ctx *c, struct store_session *s)
+{
+	return api_session_load_as(c, s, API_ACCESS_READ);
 }
 
 /* Answers status with the session c->id as it is now. */
@@ -325,7 +346,7 @@ int api_session_message(struct api_ctx *c)
 	    api_body_string(c, "text", true, API_TEXT_MAX, API_STR_NOT_BLANK,
 			    &text) < 0)
 		return 0;
-	if (api_session_load(c, &s) < 0)
+	if (api_session_load_as(c, &s, API_ACCESS_OWNER) < 0)
 		return 0;
 	store_session_clear(&s);
 	int64_t id = control_message(c->a->ctl, c->id, c->who.user, text, &err);
@@ -351,7 +372,7 @@ int api_session_cancel(struct api_ctx *c)
 	struct wr_error *err = NULL;
 	if (api_body_check_keys(c, keys) < 0)
 		return 0;
-	if (api_session_load(c, &s) < 0)
+	if (api_session_load_as(c, &s, API_ACCESS_OWNER) < 0)
 		return 0;
 	store_session_clear(&s);
 	int r = control_cancel(c->a->ctl, c->id, c->who.user, &err);
@@ -361,16 +382,6 @@ int api_session_cancel(struct api_ctx *c)
 		return 0;
 	}
 	return reply_session(c, 200);
-}
-
-/* Approve and reject are the reviewer's: a submitter may not decide on a
- * change, not even its own. */
-static int check_reviewer(struct api_ctx *c, const char *what)
-{
-	if (c->who.role == API_ROLE_REVIEWER || c->who.role == API_ROLE_ADMIN)
-		return 0;
-	return api_reject(
-	    c->out, 403, "%s a session needs the reviewer or admin role", what);
 }
 
 /* The answer to control_approve/control_reject's failure r: -EPERM is a
@@ -393,8 +404,9 @@ int api_session_approve(struct api_ctx *c)
 	static const char *const keys[] = {NULL};
 	struct store_session s = {0};
 	struct wr_error *err = NULL;
-	if (check_reviewer(c, "approving") < 0 ||
-	    api_body_check_keys(c, keys) < 0)
+	/* a submitter never gets here (router.c): it may not decide on a
+	 * change, not even its own */
+	if (api_body_check_keys(c, keys) < 0)
 		return 0;
 	if (api_session_load(c, &s) < 0)
 		return 0;
@@ -411,8 +423,7 @@ int api_session_reject(struct api_ctx *c)
 	const char *reason;
 	struct store_session s = {0};
 	struct wr_error *err = NULL;
-	if (check_reviewer(c, "rejecting") < 0 ||
-	    api_body_check_keys(c, keys) < 0 ||
+	if (api_body_check_keys(c, keys) < 0 ||
 	    api_body_string(c, "reason", false, API_REASON_MAX,
 			    API_STR_NOT_BLANK, &reason) < 0)
 		return 0;

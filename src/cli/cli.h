@@ -40,6 +40,7 @@ void cli_usage_error(const char *verb, const char *fmt, ...)
 
 int cmd_sandbox(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
+int cmd_audit(int argc, char **argv);
 int cmd_sandbox_run(int argc, char **argv);
 int cmd_sandbox_create(int argc, char **argv);
 int cmd_sandbox_exec(int argc, char **argv);

@@ -69,7 +69,10 @@ static void usage(FILE *out)
 	    "  send ID \"TEXT\" | cancel ID               follow up, cancel\n"
 	    "  diff ID | approve ID | reject ID         review a change\n"
 	    "  repo add|ls|refresh                      manage repositories\n"
+	    "  token create|ls|revoke                   API tokens (admin)\n"
 	    "  stats                                    the server's numbers\n"
+	    "  audit verify|export ID [--data DIR]      check or export a "
+	    "session's audit log\n"
 	    "  version                                  print the version\n"
 	    "\n"
 	    "See `warren sandbox --help` and docs/ for details.\n");
@@ -90,6 +93,8 @@ int main(int argc, char **argv)
 		return cmd_sandbox(argc - 1, argv + 1);
 	if (!strcmp(verb, "snapshot"))
 		return cmd_snapshot(argc - 1, argv + 1);
+	if (!strcmp(verb, "audit"))
+		return cmd_audit(argc - 1, argv + 1);
 	if (!strcmp(verb, "version") || !strcmp(verb, "--version")) {
 		printf("warren %s\n", WARREN_VERSION);
 		return 0;

@@ -81,7 +81,6 @@ int64_t control_event(struct control *c, const char *session_id,
 		      const char *kind, json_t *data)
 {
 	char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
-	json_decref(data);
 	struct wr_error *err = NULL;
 	int64_t seq = c->st->ops->event_append(c->st, session_id, kind,
 					       text ? text : "{}", &err);
@@ -92,8 +91,28 @@ int64_t control_event(struct control *c, const char *session_id,
 			err && err->msg ? err->msg : "failed");
 		wr_error_free(err);
 	}
+	control_audit_event(c, session_id, kind, data, seq);
+	json_decref(data);
 	control_notify(c);
 	return seq;
+}
+
+int64_t control_transition_as(struct control *c, const char *user,
+			      const char *id, int from, enum session_state to,
+			      const struct store_session_update *upd,
+			      json_t *extra, struct wr_error **err)
+{
+	struct store_session_update none = STORE_SESSION_UPDATE_INIT;
+	char *text = extra ? json_dumps(extra, JSON_COMPACT) : NULL;
+	int64_t r = c->st->ops->session_transition(
+	    c->st, id, from, to, upd ? upd : &none, text, err);
+	free(text);
+	if (r >= 0) {
+		control_audit_transition(c, user, id, from, to, upd, extra, r);
+		control_notify(c);
+	}
+	json_decref(extra);
+	return r;
 }
 
 int64_t control_transition(struct control *c, const char *id, int from,
@@ -101,15 +120,7 @@ int64_t control_transition(struct control *c, const char *id, int from,
 			   const struct store_session_update *upd,
 			   json_t *extra, struct wr_error **err)
 {
-	struct store_session_update none = STORE_SESSION_UPDATE_INIT;
-	char *text = extra ? json_dumps(extra, JSON_COMPACT) : NULL;
-	json_decref(extra);
-	int64_t r = c->st->ops->session_transition(
-	    c->st, id, from, to, upd ? upd : &none, text, err);
-	free(text);
-	if (r >= 0)
-		control_notify(c);
-	return r;
+	return control_transition_as(c, NULL, id, from, to, upd, extra, err);
 }
 
 /* ---- limits ------------------------------------------------------------ */
@@ -439,6 +450,8 @@ int control_submit(struct control *c, const struct control_submit *req,
 	s.exit_code = -1;
 	s.created_ms = s.updated_ms = store_now_ms();
 	r = st->ops->session_create(st, &s, err);
+	if (r == 0)
+		control_audit_submit(c, &s, repo.name);
 	store_repo_clear(&repo);
 	if (r < 0)
 		return r;
@@ -485,6 +498,7 @@ int64_t control_message(struct control *c, const char *session_id,
 		pthread_mutex_unlock(&c->mu);
 		return id;
 	}
+	control_audit_message(c, session_id, user, id, text);
 	struct run *run = run_find(c, session_id);
 	if (run) {
 		run->wake = true;
@@ -494,9 +508,10 @@ int64_t control_message(struct control *c, const char *session_id,
 		upd.requeue = true;
 		upd.finished_ms = -1;
 		struct wr_error *terr = NULL;
-		if (control_transition(
-			c, session_id, SESSION_REVIEW, SESSION_QUEUED, &upd,
-			json_pack("{s:s}", "why", "follow-up"), &terr) < 0)
+		if (control_transition_as(
+			c, user, session_id, SESSION_REVIEW, SESSION_QUEUED,
+			&upd, json_pack("{s:s}", "why", "follow-up"),
+			&terr) < 0)
 			wr_error_free(terr); /* raced: the runner has it */
 		pthread_cond_signal(&c->cv);
 	}
@@ -508,7 +523,6 @@ int64_t control_message(struct control *c, const char *session_id,
 int control_cancel(struct control *c, const char *session_id, const char *user,
 		   struct wr_error **err)
 {
-	(void)user;
 	struct store *st = c->st;
 	struct store_session s;
 	int r = st->ops->session_get(st, session_id, &s, err);
@@ -520,6 +534,9 @@ int control_cancel(struct control *c, const char *session_id, const char *user,
 		return wr_error_input(err, EPERM,
 				      "session %s is %s: nothing to cancel",
 				      session_id, session_state_name(state));
+	control_audit_user(
+	    c, session_id, user, "cancel",
+	    json_pack("{s:s}", "state", session_state_name(state)));
 	pthread_mutex_lock(&c->mu);
 	struct run *run = run_find(c, session_id);
 	if (run) {
@@ -533,9 +550,9 @@ int control_cancel(struct control *c, const char *session_id, const char *user,
 		upd.reason = "cancelled by user";
 		upd.finished_ms = store_now_ms();
 		struct wr_error *terr = NULL;
-		if (control_transition(c, session_id, (int)state,
-				       SESSION_CANCELLED, &upd, NULL,
-				       &terr) < 0)
+		if (control_transition_as(c, user, session_id, (int)state,
+					  SESSION_CANCELLED, &upd, NULL,
+					  &terr) < 0)
 			wr_error_free(terr);
 	}
 	pthread_mutex_unlock(&c->mu);

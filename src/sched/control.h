@@ -15,6 +15,7 @@
 #define WR_SCHED_CONTROL_H
 
 #include "agent/agent.h"
+#include "review/forge.h"
 #include "store/store.h"
 #include "util/error.h"
 
@@ -30,6 +31,11 @@ struct control_limits {
 	uint64_t disk_bytes;
 	uint64_t lifetime_ms;
 	uint64_t idle_ms;
+};
+
+struct control_forge {
+	const char *repo_name;
+	struct forge_config forge;
 };
 
 struct control_config {
@@ -52,6 +58,10 @@ struct control_config {
 	struct agent_budget budget;
 	struct agent_prices prices;
 	unsigned verify_retries; /* agent attempts after a failed verify */
+	/* repositories whose approval also opens a pull request, by name
+	 * (the strings stay the caller's for the control plane's life) */
+	const struct control_forge *forges;
+	size_t n_forges;
 	bool no_worker; /* accept and store, never run (fuzzing, tests) */
 };
 

@@ -6,6 +6,7 @@
  * else. Stats aggregate what the sessions' records say. */
 #include "sched/internal.h"
 
+#include "review/forge.h"
 #include "review/review.h"
 #include "snapshot/git.h"
 #include "util/alloc.h"
@@ -16,6 +17,41 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* After the push: a pull request where the repository has a forge. A
+ * failure here does not undo the push: it is recorded in the outcome. */
+static void open_pull_request(const struct forge_config *fc,
+			      const struct store_session *s, const char *id,
+			      const char *approver, json_t *outcome)
+{
+	_cleanup_free_ char *branch = wr_asprintf("warren/%s", id);
+	_cleanup_free_ char *title = forge_title(s->prompt, id);
+	_cleanup_free_ char *body =
+	    wr_asprintf("Warren session %s, asked by %s, approved by %s.", id,
+			s->user ? s->user : "?", approver);
+	json_t *pr = NULL;
+	struct wr_error *ferr = NULL;
+	int r = branch && title && body
+		    ? forge_open_pull_request(fc, branch, title, body, &pr,
+					      &ferr)
+		    : -ENOMEM;
+	json_object_set_new(outcome, "pull_request",
+			    r == 0 ? pr
+				   : json_pack("{s:s}", "error",
+					       ferr && ferr->msg
+						   ? ferr->msg
+						   : "out of memory"));
+	wr_error_free(ferr);
+}
+
+static const struct forge_config *forge_of(const struct control *c,
+					   const char *repo_name)
+{
+	for (size_t i = 0; repo_name && i < c->cfg.n_forges; i++)
+		if (!strcmp(c->cfg.forges[i].repo_name, repo_name))
+			return &c->cfg.forges[i].forge;
+	return NULL;
+}
 
 /* The session's resting sandbox, if any, is no longer needed. */
 static void release_run(struct control *c, const char *id)
@@ -52,7 +88,9 @@ static int load_review(struct control *c, const char *id,
 	return 0;
 }
 
-static int64_t transition_outcome(struct control *c, const char *id, int from,
+/* user: who decided (NULL: the system's own step, the push) */
+static int64_t transition_outcome(struct control *c, const char *user,
+				  const char *id, int from,
 				  enum session_state to, json_t *outcome,
 				  const char *reason, struct wr_error **err)
 {
@@ -62,7 +100,7 @@ static int64_t transition_outcome(struct control *c, const char *id, int from,
 	upd.reason = reason;
 	if (session_state_terminal(to))
 		upd.finished_ms = store_now_ms();
-	return control_transition(c, id, from, to, &upd, NULL, err);
+	return control_transition_as(c, user, id, from, to, &upd, NULL, err);
 }
 
 int control_approve(struct control *c, const char *session_id,
@@ -87,12 +125,13 @@ int control_approve(struct control *c, const char *session_id,
 				      "approved", "by", user, "at_ms",
 				      (json_int_t)now, "review_ms",
 				      (json_int_t)(now - s.finished_ms)));
-	if (transition_outcome(c, session_id, SESSION_REVIEW, SESSION_APPROVED,
-			       outcome, "", err) < 0) {
+	if (transition_outcome(c, user, session_id, SESSION_REVIEW,
+			       SESSION_APPROVED, outcome, "", err) < 0) {
 		json_decref(outcome);
 		store_session_clear(&s);
 		return -EPERM;
 	}
+	control_audit_decision(c, session_id, user, "approved", NULL);
 	release_run(c, session_id);
 
 	/* the push: the irreversible step, after approval only */
@@ -118,14 +157,27 @@ int control_approve(struct control *c, const char *session_id,
 			 perr && perr->msg ? perr->msg : "failed");
 		json_object_set_new(outcome, "push",
 				    json_pack("{s:s}", "error", why));
-		transition_outcome(c, session_id, SESSION_APPROVED,
+		control_audit_push(c, session_id, user, NULL, why);
+		transition_outcome(c, NULL, session_id, SESSION_APPROVED,
 				   SESSION_FAILED, outcome, why, NULL);
 	} else {
+		control_audit_push(c, session_id, user, push, NULL);
 		json_object_set_new(outcome, "push", push);
 		push = NULL;
+		const struct forge_config *fc = forge_of(c, repo.name);
+		if (changed && fc) {
+			open_pull_request(fc, &s, session_id, user, outcome);
+			/* an irreversible external action: audited */
+			json_t *pr = json_object_get(outcome, "pull_request");
+			control_audit(c, session_id, "system", "pull_request",
+				      json_pack("{s:s, s:s, s:O?}", "repo",
+						fc->repo, "approved_by", user,
+						"pull_request", pr));
+		}
 		if (changed)
-			transition_outcome(c, session_id, SESSION_APPROVED,
-					   SESSION_PUSHED, outcome, "", NULL);
+			transition_outcome(c, NULL, session_id,
+					   SESSION_APPROVED, SESSION_PUSHED,
+					   outcome, "", NULL);
 		else {
 			/* approved, nothing to push: it stays approved */
 			struct store_session_update upd =
@@ -160,13 +212,14 @@ int control_reject(struct control *c, const char *session_id,
 	    json_pack("{s:s, s:s, s:I, s:I, s:s?}", "decision", "rejected",
 		      "by", user, "at_ms", (json_int_t)now, "review_ms",
 		      (json_int_t)(now - s.finished_ms), "reason", reason));
-	int64_t t = transition_outcome(c, session_id, SESSION_REVIEW,
+	int64_t t = transition_outcome(c, user, session_id, SESSION_REVIEW,
 				       SESSION_REJECTED, outcome,
 				       reason ? reason : "rejected", err);
 	json_decref(outcome);
 	store_session_clear(&s);
 	if (t < 0)
 		return (int)t;
+	control_audit_decision(c, session_id, user, "rejected", reason);
 	release_run(c, session_id);
 	return 0;
 }

@@ -171,9 +171,48 @@ int64_t control_transition(struct control *c, const char *id, int from,
 			   enum session_state to,
 			   const struct store_session_update *upd,
 			   json_t *extra, struct wr_error **err);
+/* The same on a user's behalf (a cancel, a follow-up, a decision): its
+ * audit record names user:<user>; control_transition's the system. */
+int64_t control_transition_as(struct control *c, const char *user,
+			      const char *id, int from, enum session_state to,
+			      const struct store_session_update *upd,
+			      json_t *extra, struct wr_error **err);
 
 json_t *control_limits_to_json(const struct control_limits *l);
 bool control_agent_is_builtin(const char *agent_json);
+
+/* audit_hook.c: the session's audit log (security/audit.h). None of
+ * these fails: a write that does not happen is logged. details are
+ * consumed; a NULL user means the system. */
+void control_audit(struct control *c, const char *session_id, const char *actor,
+		   const char *kind, json_t *details);
+void control_audit_user(struct control *c, const char *session_id,
+			const char *user, const char *kind, json_t *details);
+/* What an event (control_event, store seq) means for the audit, if
+ * anything (data is not consumed). */
+void control_audit_event(struct control *c, const char *session_id,
+			 const char *kind, const json_t *data, int64_t seq);
+void control_audit_transition(struct control *c, const char *user,
+			      const char *id, int from, enum session_state to,
+			      const struct store_session_update *upd,
+			      const json_t *extra, int64_t seq);
+void control_audit_submit(struct control *c, const struct store_session *s,
+			  const char *repo_name);
+void control_audit_message(struct control *c, const char *session_id,
+			   const char *user, int64_t message_id,
+			   const char *text);
+/* One exec of a command agent: status is its exit status (128+N for a
+ * signal) or -errno if it did not start. */
+void control_audit_exec(struct control *c, const struct store_session *s,
+			const char *sandbox, int turn, int status, long lines,
+			bool truncated);
+void control_audit_decision(struct control *c, const char *session_id,
+			    const char *user, const char *decision,
+			    const char *reason);
+/* push: review_push's record, or NULL with error set */
+void control_audit_push(struct control *c, const char *session_id,
+			const char *user, const json_t *push,
+			const char *error);
 
 /* metrics.c */
 void metrics_observe(struct control *c, enum metric_phase p, double ms);

@@ -922,6 +922,8 @@ static enum turn_end agent_once(struct run *run, struct store_session *s,
 	struct wr_error *err = NULL;
 	struct turn t = {.run = run, .number = number};
 	int status = turn_run(run, s, number, prompt, &t, &err);
+	control_audit_exec(c, s, run->sandbox, number, status, t.lines,
+			   t.truncated);
 	if (*first_turn && t.first_line_ms > 0) {
 		double agent = t.first_line_ms - t.spawned_ms;
 		double total = (double)(store_now_ms() - s->created_ms) -

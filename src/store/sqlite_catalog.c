@@ -20,6 +20,31 @@ static bool text_ok(const char *s, size_t max)
 
 /* ---- tokens ------------------------------------------------------------- */
 
+/* A token's record from a row of TOKEN_COLUMNS (sqlite_schema.c). */
+static int token_from_row(sqlite3_stmt *q, void *out)
+{
+	struct store_token t = {
+	    .created_ms = sqlite3_column_int64(q, 2),
+	    .expires_ms = sqlite3_column_int64(q, 3),
+	    .revoked_ms = sqlite3_column_int64(q, 5),
+	    .last_used_ms = sqlite3_column_int64(q, 6),
+	};
+	sq_column_copy(q, 7, t.id, sizeof(t.id));
+	if (sq_column_strdup(q, 0, &t.user) < 0 ||
+	    sq_column_strdup(q, 1, &t.role) < 0 ||
+	    sq_column_strdup(q, 4, &t.name) < 0) {
+		store_token_clear(&t);
+		return -ENOMEM;
+	}
+	*(struct store_token *)out = t;
+	return 0;
+}
+
+static void token_clear(void *t)
+{
+	store_token_clear(t);
+}
+
 int sq_token_add(struct store *st, const char *hash_hex,
 		 const struct store_token *t, struct wr_error **err)
 {
@@ -28,6 +53,12 @@ int sq_token_add(struct store *st, const char *hash_hex,
 		return wr_error_input(err, EINVAL,
 				      "add token: hash, user and role are "
 				      "required");
+	if (!store_token_name_valid(t->name))
+		return wr_error_input(err, EINVAL,
+				      "add token: bad name (want 1 to %d of "
+				      "[A-Za-z0-9._-], starting with a "
+				      "letter or digit)",
+				      STORE_TOKEN_NAME_MAX);
 	int64_t created = t->created_ms ? t->created_ms : store_now_ms();
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
@@ -44,12 +75,16 @@ int sq_token_add(struct store *st, const char *hash_hex,
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int64(q, 5, t->expires_ms);
 	if (rc == SQLITE_OK)
+		rc = sq_bind_text(q, 6, t->name);
+	if (rc == SQLITE_OK)
 		rc = sqlite3_step(q);
 	if (rc == SQLITE_DONE)
 		return 0;
+	/* the name, in practice: the hash of a new random token is new */
 	if (sq_errno(rc) == -EEXIST)
-		return wr_error_input(err, EEXIST, "add token: already exists");
-	return sq_error(c, rc, err, "add token for %s", t->user);
+		return wr_error_input(
+		    err, EEXIST, "add token: a token named %s exists", t->name);
+	return sq_error(c, rc, err, "add token %s", t->name);
 }
 
 int sq_token_lookup(struct store *st, const char *hash_hex, int64_t now_ms,
@@ -68,18 +103,14 @@ int sq_token_lookup(struct store *st, const char *hash_hex, int64_t now_ms,
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(q);
 	if (rc == SQLITE_DONE)
-		return wr_error_input(err, ENOENT, "unknown or expired token");
+		return wr_error_input(err, ENOENT,
+				      "unknown, revoked or expired token");
 	if (rc != SQLITE_ROW)
 		return sq_error(c, rc, err, "look up token");
-	struct store_token t = {
-	    .created_ms = sqlite3_column_int64(q, 2),
-	    .expires_ms = sqlite3_column_int64(q, 3),
-	};
-	if (sq_column_strdup(q, 0, &t.user) < 0 ||
-	    sq_column_strdup(q, 1, &t.role) < 0) {
-		store_token_clear(&t);
-		return wr_error_set(err, ENOMEM, "look up token");
-	}
+	struct store_token t;
+	r = token_from_row(q, &t);
+	if (r < 0)
+		return wr_error_set(err, -r, "look up token");
 	*out = t;
 	return 0;
 }
@@ -96,6 +127,74 @@ int sq_token_count(struct store *st, struct wr_error **err)
 		return sq_error(c, rc, err, "count tokens");
 	int64_t n = sqlite3_column_int64(q, 0);
 	return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+int sq_token_list(struct store *st, struct store_token **out, size_t *n_out,
+		  struct wr_error **err)
+{
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(sq_of(st));
+	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
+	int r = sq_prepare(c, SQ_TOKEN_LIST, &q, err);
+	if (r < 0)
+		return r;
+	void *v = NULL;
+	size_t n = 0;
+	r = sq_collect(c, q, sizeof(**out), token_from_row, token_clear, &v, &n,
+		       "list tokens", err);
+	if (r == 0) {
+		*out = v;
+		*n_out = n;
+	}
+	return r;
+}
+
+int sq_token_revoke(struct store *st, const char *name, int64_t now_ms,
+		    int64_t *revoked_ms_out, struct wr_error **err)
+{
+	if (!store_token_name_valid(name))
+		return wr_error_input(err, ENOENT, "no token named %s",
+				      name ? name : "");
+	if (now_ms <= 0)
+		now_ms = store_now_ms();
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
+	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
+	int r = sq_prepare(c, SQ_TOKEN_REVOKE, &q, err);
+	if (r < 0)
+		return r;
+	int rc = sq_bind_text(q, 1, name);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(q, 2, now_ms);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(q);
+	if (rc == SQLITE_DONE)
+		return wr_error_input(err, ENOENT, "no token named %s", name);
+	if (rc != SQLITE_ROW)
+		return sq_error(c, rc, err, "revoke token %s", name);
+	if (revoked_ms_out)
+		*revoked_ms_out = sqlite3_column_int64(q, 0);
+	return 0;
+}
+
+int sq_token_touch(struct store *st, const char *hash_hex, int64_t now_ms,
+		   struct wr_error **err)
+{
+	if (!text_ok(hash_hex, TOKEN_HASH_MAX))
+		return wr_error_input(err, ENOENT, "unknown token");
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
+	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
+	int r = sq_prepare(c, SQ_TOKEN_TOUCH, &q, err);
+	if (r < 0)
+		return r;
+	int rc = sq_bind_text(q, 1, hash_hex);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(q, 2, now_ms);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(q);
+	if (rc != SQLITE_DONE)
+		return sq_error(c, rc, err, "record a token's use");
+	if (sqlite3_changes(c->db) == 0)
+		return wr_error_input(err, ENOENT, "unknown token");
+	return 0;
 }
 
 /* ---- repositories ------------------------------------------------------- */

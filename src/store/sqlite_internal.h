@@ -24,6 +24,9 @@ enum sq_stmt {
 	SQ_TOKEN_ADD,
 	SQ_TOKEN_LOOKUP,
 	SQ_TOKEN_COUNT,
+	SQ_TOKEN_LIST,
+	SQ_TOKEN_REVOKE,
+	SQ_TOKEN_TOUCH,
 	SQ_REPO_ADD,
 	SQ_REPO_GET,
 	SQ_REPO_LIST,
@@ -176,6 +179,12 @@ int sq_token_add(struct store *st, const char *hash_hex,
 int sq_token_lookup(struct store *st, const char *hash_hex, int64_t now_ms,
 		    struct store_token *out, struct wr_error **err);
 int sq_token_count(struct store *st, struct wr_error **err);
+int sq_token_list(struct store *st, struct store_token **out, size_t *n_out,
+		  struct wr_error **err);
+int sq_token_revoke(struct store *st, const char *name, int64_t now_ms,
+		    int64_t *revoked_ms_out, struct wr_error **err);
+int sq_token_touch(struct store *st, const char *hash_hex, int64_t now_ms,
+		   struct wr_error **err);
 int sq_repo_add(struct store *st, const struct store_repo *r,
 		struct wr_error **err);
 int sq_repo_get(struct store *st, const char *id_or_name,

@@ -108,9 +108,32 @@ const struct sq_migration sq_migrations[] = {
 	"  created_ms BIGINT NOT NULL,"
 	"  PRIMARY KEY (session_id, name)"
 	");"},
+    /* Tokens get a unique name (what `warren token revoke` takes), a
+     * revocation time and a last use. Tokens from before are named: the
+     * oldest admin/admin one (the first start's) "admin", the others their
+     * user (with the two characters a user may have and a name may not
+     * replaced) and 24 hex digits of their hash. */
+    {2, "ALTER TABLE tokens ADD COLUMN name TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE tokens ADD COLUMN revoked_ms BIGINT NOT NULL DEFAULT 0;"
+	"ALTER TABLE tokens ADD COLUMN last_used_ms BIGINT NOT NULL "
+	"  DEFAULT 0;"
+	"UPDATE tokens SET name = 'admin' WHERE hash = ("
+	"  SELECT hash FROM tokens WHERE user_name = 'admin' "
+	"  AND role = 'admin' ORDER BY created_ms, hash LIMIT 1);"
+	"UPDATE tokens SET name = "
+	"  substr(replace(replace(user_name, '@', '_'), '+', '_'), 1, 39) "
+	"  || '-' || substr(hash, 1, 24) WHERE name = '';"
+	"CREATE UNIQUE INDEX tokens_by_name ON tokens (name);"},
 };
 const size_t sq_n_migrations = sizeof(sq_migrations) / sizeof(sq_migrations[0]);
 
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+/* the order sqlite_catalog.c's token_from_row reads; never the hash, only
+ * its first digits (the token's id in listings) */
+#define TOKEN_COLUMNS                                                 \
+	"user_name, role, created_ms, expires_ms, name, revoked_ms, " \
+	"last_used_ms, substr(hash, 1, " STRINGIFY(STORE_TOKEN_ID_LEN) ")"
 #define REPO_COLUMNS                                                       \
 	"id, name, url, default_ref, agent_json, refresh_ms, created_ms, " \
 	"last_refresh_ms"
@@ -130,11 +153,18 @@ static const char *const stmt_sql[SQ_SESSION_LIST] = {
     [SQ_ROLLBACK] = "ROLLBACK",
 
     [SQ_TOKEN_ADD] = "INSERT INTO tokens (hash, user_name, role, created_ms, "
-		     "expires_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
-    [SQ_TOKEN_LOOKUP] = "SELECT user_name, role, created_ms, expires_ms "
-			"FROM tokens WHERE hash = ?1 "
+		     "expires_ms, name) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [SQ_TOKEN_LOOKUP] = "SELECT " TOKEN_COLUMNS " FROM tokens "
+			"WHERE hash = ?1 AND revoked_ms = 0 "
 			"AND (expires_ms = 0 OR expires_ms > ?2)",
     [SQ_TOKEN_COUNT] = "SELECT COUNT(*) FROM tokens",
+    [SQ_TOKEN_LIST] = "SELECT " TOKEN_COLUMNS " FROM tokens "
+		      "ORDER BY created_ms, name",
+    /* the first revocation's time stays */
+    [SQ_TOKEN_REVOKE] = "UPDATE tokens SET revoked_ms = CASE "
+			"WHEN revoked_ms = 0 THEN ?2 ELSE revoked_ms END "
+			"WHERE name = ?1 RETURNING revoked_ms",
+    [SQ_TOKEN_TOUCH] = "UPDATE tokens SET last_used_ms = ?2 WHERE hash = ?1",
 
     [SQ_REPO_ADD] = "INSERT INTO repositories (" REPO_COLUMNS ") "
 		    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",

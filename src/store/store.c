@@ -200,7 +200,26 @@ void store_token_clear(struct store_token *t)
 		return;
 	free(t->user);
 	free(t->role);
+	free(t->name);
 	memset(t, 0, sizeof(*t));
+}
+
+static bool ascii_alnum(char ch)
+{
+	return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
+	       (ch >= 'A' && ch <= 'Z');
+}
+
+bool store_token_name_valid(const char *name)
+{
+	if (!name || !ascii_alnum(name[0]))
+		return false;
+	size_t n = 0;
+	for (const char *p = name; *p; p++, n++)
+		if (n == STORE_TOKEN_NAME_MAX ||
+		    (!ascii_alnum(*p) && !strchr("._-", *p)))
+			return false;
+	return true;
 }
 
 #define DEFINE_ARRAY_FREE(fn, type, clear)     \
@@ -223,3 +242,4 @@ DEFINE_ARRAY_FREE(store_messages_free, struct store_message,
 		  store_message_clear)
 DEFINE_ARRAY_FREE(store_artifacts_free, struct store_artifact,
 		  store_artifact_clear)
+DEFINE_ARRAY_FREE(store_tokens_free, struct store_token, store_token_clear)

@@ -148,11 +148,23 @@ struct store_artifact {
 	int64_t created_ms;
 };
 
+/* A token's name: 1..STORE_TOKEN_NAME_MAX of [A-Za-z0-9._-], starting
+ * with a letter or digit (so never "." or ".."), unique. */
+#define STORE_TOKEN_NAME_MAX 64
+/* The hex digits of a token's hash a listing shows as its id. The hash is
+ * a SHA-256 of 32 random bytes: a prefix of it tells nothing about the
+ * token. */
+#define STORE_TOKEN_ID_LEN 8
+
 struct store_token {
 	char *user;
 	char *role; /* "admin", "reviewer", "submitter" */
 	int64_t created_ms;
-	int64_t expires_ms; /* 0: does not expire */
+	int64_t expires_ms;   /* 0: does not expire */
+	char *name;	      /* see STORE_TOKEN_NAME_MAX */
+	int64_t revoked_ms;   /* 0: active */
+	int64_t last_used_ms; /* 0: never; updated at most once a minute */
+	char id[STORE_TOKEN_ID_LEN + 1]; /* listings: the hash's first digits */
 };
 
 struct store_session_filter {
@@ -168,13 +180,30 @@ struct store;
 struct store_ops {
 	void (*close)(struct store *st);
 
+	/* Stores the token whose hash is hash_hex: t->user, t->role and
+	 * t->name are required (-EINVAL), created_ms 0 means now; it starts
+	 * active (revoked_ms, last_used_ms and id are not read). -EEXIST if
+	 * the name (or the hash) is taken. */
 	int (*token_add)(struct store *st, const char *hash_hex,
 			 const struct store_token *t, struct wr_error **err);
-	/* -ENOENT if unknown or expired. */
+	/* -ENOENT if unknown, revoked or expired (at expires_ms exactly). */
 	int (*token_lookup)(struct store *st, const char *hash_hex,
 			    int64_t now_ms, struct store_token *out,
 			    struct wr_error **err);
+	/* All tokens, revoked and expired ones included. */
 	int (*token_count)(struct store *st, struct wr_error **err);
+	/* Every token, oldest first, with its id; never a hash. */
+	int (*token_list)(struct store *st, struct store_token **out,
+			  size_t *n_out, struct wr_error **err);
+	/* Revokes the token called name at now_ms; a revoked token stays
+	 * revoked at its first time, which *revoked_ms_out gets (if not
+	 * NULL). -ENOENT if there is no such name. */
+	int (*token_revoke)(struct store *st, const char *name, int64_t now_ms,
+			    int64_t *revoked_ms_out, struct wr_error **err);
+	/* Records a use of the token (last_used_ms = now_ms); -ENOENT if
+	 * unknown. */
+	int (*token_touch)(struct store *st, const char *hash_hex,
+			   int64_t now_ms, struct wr_error **err);
 
 	int (*repo_add)(struct store *st, const struct store_repo *r,
 			struct wr_error **err);
@@ -287,6 +316,8 @@ void store_event_clear(struct store_event *e);
 void store_message_clear(struct store_message *m);
 void store_artifact_clear(struct store_artifact *a);
 void store_token_clear(struct store_token *t);
+/* Is name a valid token name (STORE_TOKEN_NAME_MAX)? */
+bool store_token_name_valid(const char *name);
 /* Free an array returned by a *_list call (clears every element). */
 void store_repos_free(struct store_repo *v, size_t n);
 void store_snapshots_free(struct store_snapshot *v, size_t n);
@@ -294,5 +325,6 @@ void store_sessions_free(struct store_session *v, size_t n);
 void store_events_free(struct store_event *v, size_t n);
 void store_messages_free(struct store_message *v, size_t n);
 void store_artifacts_free(struct store_artifact *v, size_t n);
+void store_tokens_free(struct store_token *v, size_t n);
 
 #endif

@@ -28,13 +28,30 @@ g -C "$W" push -q "$REMOTE" main
 main_before="$(git -C "$REMOTE" rev-parse main)"
 
 D="$TEST_TMP/data"
+# a stand-in for GitHub's REST API: approval opens a pull request there
+FTOKEN="ghp_test_$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+echo "$FTOKEN" >"$TEST_TMP/forge.token"
+chmod 600 "$TEST_TMP/forge.token"
+cat >"$TEST_TMP/forge.json" <<'EOF'
+{"routes": {"POST /repos/octo/greeter/pulls": [{"status": 201, "repeat": true,
+  "body": {"number": 7, "html_url": "https://github.example/octo/greeter/pull/7",
+           "url": "http://127.0.0.1/repos/octo/greeter/pulls/7", "state": "open"}}]}}
+EOF
+python3 "$ROOT_DIR/tests/tools/forge_server.py" --port 0 --recording "$TEST_TMP/forge.json" --log "$TEST_TMP/forge.log" --require-token "$FTOKEN" >"$TEST_TMP/forge.port" 2>"$TEST_TMP/forge.err" &
+FORGE_PID=$!
+for _ in $(seq 1 50); do [ -s "$TEST_TMP/forge.port" ] && break; sleep 0.1; done
+FORGE_PORT="$(head -1 "$TEST_TMP/forge.port")"
 cat >"$TEST_TMP/replay.json" <<EOF
 {"model": {"provider": "replay", "replay": "$REC", "prices": {"prompt": 1.0, "completion": 2.0}},
- "verify": {"retries": 2}}
+ "verify": {"retries": 2},
+ "repositories": [{"name": "greeter", "url": "$REMOTE",
+                   "forge": {"kind": "github", "api_url": "http://127.0.0.1:$FORGE_PORT",
+                             "repo": "octo/greeter", "token_file": "$TEST_TMP/forge.token"}}]}
 EOF
 server_start "$D" "$TEST_TMP/replay.json"
-api POST /api/v1/repositories "{\"url\": \"$REMOTE\", \"name\": \"greeter\"}"
-[ "$CODE" = 201 ] && pass "a bare repository registers as the remote" || fail "a bare repository registers as the remote" "$CODE $BODY"
+api GET /api/v1/repositories
+[ "$(echo "$BODY" | jq -r '.repositories[] | select(.name == "greeter") | .url')" = "$REMOTE" ] &&
+	pass "a bare repository from the configuration is the remote" || fail "a bare repository from the configuration is the remote" "$CODE $BODY"
 
 # --- replay: edit, verify fails, fix, verify passes, review -------------------
 S1="$(submit_builtin greeter "make the greeting friendlier")"
@@ -78,6 +95,18 @@ pushed="$(git -C "$REMOTE" rev-parse "refs/heads/warren/$S1" 2>/dev/null)"
 refs_after="$(git -C "$REMOTE" for-each-ref --format='%(refname)')"
 [ "$(comm -13 <(echo "$refs_before" | sort) <(echo "$refs_after" | sort))" = "refs/heads/warren/$S1" ] &&
 	pass "approval pushed exactly one ref" || fail "approval pushed exactly one ref" "$refs_after"
+[ "$(jget .outcome.pull_request.number)" = 7 ] && [ "$(jget .outcome.pull_request.url)" = "https://github.example/octo/greeter/pull/7" ] &&
+	pass "approval opens a pull request on the forge (GitHub REST stand-in)" || fail "approval opens a pull request on the forge (GitHub REST stand-in)" "$(jget .outcome.pull_request)"
+python3 - "$TEST_TMP/forge.log" "$S1" <<'PY' && pass "the pull request asks to merge warren/<id> into main" || fail "the pull request asks to merge warren/<id> into main" "$(head -c 400 "$TEST_TMP/forge.log")"
+import json, sys
+reqs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+posts = [r for r in reqs if r.get("method") == "POST"]
+assert len(posts) == 1, reqs
+body = posts[0]["body"]
+body = json.loads(body) if isinstance(body, str) else body
+assert body["head"] == "warren/" + sys.argv[2] and body["base"] == "main", body
+PY
+grep -rq -- "$FTOKEN" "$D/sessions" "$D/artifacts" "$SERVER_LOG" 2>/dev/null && fail "the forge token is nowhere in workspaces, artifacts or logs" "found" || pass "the forge token is nowhere in workspaces, artifacts or logs"
 api POST "/api/v1/sessions/$S1/approve"
 [ "$CODE" = 409 ] && pass "approve twice: 409" || fail "approve twice: 409" "$CODE $BODY"
 
@@ -142,7 +171,7 @@ leak="$(grep -rl -- "$KEY" "$D/sessions" "$D/artifacts" 2>/dev/null; events_json
 inside="$(sandbox_exec_in "$S3" sh -c "cat /proc/*/environ 2>/dev/null | tr '\0' '\n' | grep -c -- '$KEY'; grep -rs -- '$KEY' /workspace /tmp | wc -l")"
 [ "$(echo $inside)" = "0 0" ] && pass "the model's key is not inside the sandbox (environ, files)" || fail "the model's key is not inside the sandbox (environ, files)" "$inside"
 server_stop
-kill "$CHAT_PID" 2>/dev/null
+kill "$CHAT_PID" "$FORGE_PID" 2>/dev/null
 wait "$CHAT_PID" 2>/dev/null
 
 left=""

@@ -341,9 +341,30 @@ static void test_tokens_route(void **state)
 	ERR(400, "bad_request", "key 'user': expected a string",
 	    .method = "POST", .target = "/api/v1/tokens", .token = tok_admin,
 	    .body = "{\"user\":7,\"role\":\"admin\"}");
-	ERR(400, "bad_request", "unknown key 'expires'", .method = "POST",
+	ERR(400, "bad_request", "unknown key 'scope'", .method = "POST",
 	    .target = "/api/v1/tokens", .token = tok_admin,
-	    .body = "{\"user\":\"tess\",\"role\":\"admin\",\"expires\":1}");
+	    .body = "{\"user\":\"tess\",\"role\":\"admin\",\"scope\":1}");
+	const char *bad_names[] = {"-x", "a b", "al@ce", "..", "", "a/b"};
+	for (size_t i = 0; i < ARRAY_SIZE(bad_names); i++) {
+		char b[160];
+		snprintf(b, sizeof(b),
+			 "{\"user\":\"tess\",\"role\":\"admin\",\"name\":"
+			 "\"%s\"}",
+			 bad_names[i]);
+		ERR(400, "bad_request", "key 'name'", .method = "POST",
+		    .target = "/api/v1/tokens", .token = tok_admin, .body = b);
+	}
+	const char *bad_expires[] = {"0",    "\"0s\"", "\"soon\"",
+				     "true", "-5",     "\"36600d\""};
+	for (size_t i = 0; i < ARRAY_SIZE(bad_expires); i++) {
+		char b[160];
+		snprintf(b, sizeof(b),
+			 "{\"user\":\"tess\",\"role\":\"admin\","
+			 "\"expires\":%s}",
+			 bad_expires[i]);
+		ERR(400, "bad_request", "key 'expires'", .method = "POST",
+		    .target = "/api/v1/tokens", .token = tok_admin, .body = b);
+	}
 	ERR(400, "bad_request", "key 'role' is required", .method = "POST",
 	    .target = "/api/v1/tokens", .token = tok_admin,
 	    .body = "{\"user\":\"tess\"}");
@@ -353,6 +374,13 @@ static void test_tokens_route(void **state)
 			 .token = tok_admin, .body = body);
 	assert_string_equal(jstr(j, "user"), "tess");
 	assert_string_equal(jstr(j, "role"), "reviewer");
+	/* the default name: the user and 8 random hex digits */
+	const char *name = jstr(j, "name");
+	assert_non_null(name);
+	assert_int_equal(strlen(name), strlen("tess-") + 8);
+	assert_memory_equal(name, "tess-", 5);
+	assert_int_equal(strspn(name + 5, "0123456789abcdef"), 8);
+	assert_true(json_is_null(json_object_get(j, "expires_ms")));
 	_cleanup_free_ char *tess = wr_strdup(jstr(j, "token"));
 	json_decref(j);
 	assert_int_equal(census(NULL).tokens, before.tokens + 1);
@@ -362,6 +390,190 @@ static void test_tokens_route(void **state)
 	json_decref(j);
 	ERR(403, "forbidden", NULL, .method = "POST",
 	    .target = "/api/v1/tokens", .token = tess, .body = body);
+
+	/* a name and an expiry; a name is unique; a user with characters a
+	 * name cannot have */
+	int64_t t0 = store_now_ms();
+	j = CALL(201, .method = "POST", .target = "/api/v1/tokens",
+		 .token = tok_admin,
+		 .body = "{\"user\":\"ci\",\"role\":\"submitter\","
+			 "\"name\":\"ci-bot.1\",\"expires\":\"30d\"}");
+	assert_string_equal(jstr(j, "name"), "ci-bot.1");
+	int64_t exp = json_integer_value(json_object_get(j, "expires_ms"));
+	assert_true(exp >= t0 + 30LL * 86400 * 1000 &&
+		    exp <= store_now_ms() + 30LL * 86400 * 1000);
+	json_decref(j);
+	before = census(NULL);
+	ERR(409, "conflict", "ci-bot.1", .method = "POST",
+	    .target = "/api/v1/tokens", .token = tok_admin,
+	    .body = "{\"user\":\"x\",\"role\":\"admin\","
+		    "\"name\":\"ci-bot.1\"}");
+	assert_census(before, census(NULL));
+	j = CALL(201, .method = "POST", .target = "/api/v1/tokens",
+		 .token = tok_admin,
+		 .body = "{\"user\":\"al+x@example.com\",\"role\":"
+			 "\"submitter\",\"expires\":3600}");
+	assert_memory_equal(jstr(j, "name"), "al_x_example.com-", 17);
+	assert_true(json_integer_value(json_object_get(j, "expires_ms")) >=
+		    t0 + 3600 * 1000);
+	json_decref(j);
+}
+
+/* The plain text of token (or its hash) anywhere in text? */
+static bool holds_secret(const char *text, const char *token)
+{
+	char hash[65];
+	assert_int_equal(api_token_hash(token, hash), 0);
+	return strstr(text, token) || strstr(text, hash);
+}
+
+static void test_tokens_list_and_revoke(void **state)
+{
+	(void)state;
+	_cleanup_free_ char *bot = NULL, *self = NULL;
+	json_t *j = CALL(201, .method = "POST", .target = "/api/v1/tokens",
+			 .token = tok_admin,
+			 .body = "{\"user\":\"bot\",\"role\":\"submitter\","
+				 "\"name\":\"bot-1\"}");
+	bot = wr_strdup(jstr(j, "token"));
+	json_decref(j);
+	j = CALL(201, .method = "POST", .target = "/api/v1/tokens",
+		 .token = tok_admin,
+		 .body = "{\"user\":\"root2\",\"role\":\"admin\","
+			 "\"name\":\"self\"}");
+	self = wr_strdup(jstr(j, "token"));
+	json_decref(j);
+
+	/* the list: names and ids, never a token or a hash */
+	struct api_response r;
+	handle(&(struct call){.method = "GET",
+			      .target = "/api/v1/tokens",
+			      .token = tok_admin},
+	       &r);
+	assert_int_equal(r.status, 200);
+	const char *secrets[] = {tok_admin, tok_reviewer, tok_sam, bot, self};
+	for (size_t i = 0; i < ARRAY_SIZE(secrets); i++)
+		assert_false(holds_secret(r.body, secrets[i]));
+	api_response_clear(&r);
+	j = CALL(200, .method = "GET", .target = "/api/v1/tokens",
+		 .token = tok_admin);
+	json_t *list = json_object_get(j, "tokens");
+	assert_true(json_array_size(list) >= 7);
+	json_t *bot_entry = NULL;
+	size_t i;
+	json_t *e;
+	json_array_foreach(list, i, e)
+	{
+		assert_null(json_object_get(e, "token"));
+		assert_null(json_object_get(e, "hash"));
+		assert_int_equal(strlen(jstr(e, "id")), 8);
+		if (!strcmp(jstr(e, "name"), "bot-1"))
+			bot_entry = e;
+	}
+	assert_non_null(bot_entry);
+	assert_string_equal(jstr(bot_entry, "user"), "bot");
+	assert_string_equal(jstr(bot_entry, "role"), "submitter");
+	assert_true(json_is_true(json_object_get(bot_entry, "active")));
+	assert_true(json_is_null(json_object_get(bot_entry, "revoked_ms")));
+	assert_true(json_is_null(json_object_get(bot_entry, "expires_ms")));
+	json_decref(j);
+
+	/* revoke: the token worked a moment ago (and is in the cache); the
+	 * next request with it is refused */
+	j = CALL(200, .method = "GET", .target = "/api/v1/sessions",
+		 .token = bot);
+	json_decref(j);
+	struct census before = census(NULL);
+	j = CALL(200, .method = "DELETE", .target = "/api/v1/tokens/bot-1",
+		 .token = tok_admin);
+	assert_string_equal(jstr(j, "name"), "bot-1");
+	int64_t revoked = json_integer_value(json_object_get(j, "revoked_ms"));
+	assert_true(revoked > 0);
+	json_decref(j);
+	assert_census(before, census(NULL)); /* revoked, not removed */
+	ERR(401, "unauthorized", NULL, .method = "GET",
+	    .target = "/api/v1/sessions", .token = bot);
+	/* again: the first time stays */
+	j = CALL(200, .method = "DELETE", .target = "/api/v1/tokens/bot-1",
+		 .token = tok_admin);
+	assert_int_equal(json_integer_value(json_object_get(j, "revoked_ms")),
+			 revoked);
+	json_decref(j);
+	j = CALL(200, .method = "GET", .target = "/api/v1/tokens",
+		 .token = tok_admin);
+	json_array_foreach(json_object_get(j, "tokens"), i, e)
+	{
+		if (strcmp(jstr(e, "name"), "bot-1"))
+			continue;
+		assert_int_equal(
+		    json_integer_value(json_object_get(e, "revoked_ms")),
+		    revoked);
+		assert_true(json_is_false(json_object_get(e, "active")));
+	}
+	json_decref(j);
+
+	/* unknown and malformed names, bodies, methods */
+	ERR(404, "not_found", "no token named nope", .method = "DELETE",
+	    .target = "/api/v1/tokens/nope", .token = tok_admin);
+	ERR(404, "not_found", NULL, .method = "DELETE",
+	    .target = "/api/v1/tokens/..", .token = tok_admin);
+	ERR(404, "not_found", NULL, .method = "DELETE",
+	    .target = "/api/v1/tokens/a%2Fb", .token = tok_admin);
+	ERR(404, "not_found", NULL, .method = "DELETE",
+	    .target = "/api/v1/tokens/-x", .token = tok_admin);
+	ERR(400, "bad_request", "takes no body", .method = "DELETE",
+	    .target = "/api/v1/tokens/self", .token = tok_admin, .body = "{}");
+	ERR(405, "method_not_allowed", "DELETE", .method = "GET",
+	    .target = "/api/v1/tokens/self", .token = tok_admin);
+	ERR(405, "method_not_allowed", "GET, POST", .method = "DELETE",
+	    .target = "/api/v1/tokens", .token = tok_admin);
+	ERR(400, "bad_request", "unknown query parameter", .method = "GET",
+	    .target = "/api/v1/tokens?user=bot", .token = tok_admin);
+
+	/* an admin may revoke the very token it uses: this request is
+	 * answered, the next one is not */
+	j = CALL(200, .method = "GET", .target = "/api/v1/tokens",
+		 .token = self);
+	json_decref(j);
+	j = CALL(200, .method = "DELETE", .target = "/api/v1/tokens/self",
+		 .token = self);
+	json_decref(j);
+	ERR(401, "unauthorized", NULL, .method = "GET",
+	    .target = "/api/v1/tokens", .token = self);
+	/* the others are unaffected (their cache entries went too) */
+	j = CALL(200, .method = "GET", .target = "/api/v1/tokens",
+		 .token = tok_admin);
+	json_decref(j);
+}
+
+static void test_token_expiry(void **state)
+{
+	(void)state;
+	/* 1 s: used (and cached) at once, refused once past */
+	json_t *j = CALL(201, .method = "POST", .target = "/api/v1/tokens",
+			 .token = tok_admin,
+			 .body = "{\"user\":\"brief\",\"role\":\"reviewer\","
+				 "\"expires\":\"1s\"}");
+	_cleanup_free_ char *brief = wr_strdup(jstr(j, "token"));
+	int64_t exp = json_integer_value(json_object_get(j, "expires_ms"));
+	json_decref(j);
+	j = CALL(200, .method = "GET", .target = "/api/v1/healthz",
+		 .token = brief);
+	json_decref(j);
+	while (store_now_ms() <= exp)
+		usleep(20 * 1000);
+	ERR(401, "unauthorized", NULL, .method = "GET",
+	    .target = "/api/v1/healthz", .token = brief);
+
+	/* the store refuses an expiry in the past */
+	char *plain = NULL;
+	struct wr_error *err = NULL;
+	struct api_token_spec spec = {
+	    .user = "late", .role = "admin", .expires_ms = 1000};
+	assert_int_equal(api_token_issue(st, &spec, &plain, NULL, &err),
+			 -EINVAL);
+	assert_null(plain);
+	wr_error_free(err);
 }
 
 /* ---- routing and path tricks ---- */
@@ -452,7 +664,7 @@ static void test_routing(void **state)
 	assert_int_equal(r.status, 405);
 	assert_string_equal(r.allow, "GET");
 	api_response_clear(&r);
-	ERR(405, "method_not_allowed", "use POST", .method = "GET",
+	ERR(405, "method_not_allowed", "use GET, POST", .method = "PUT",
 	    .target = "/api/v1/tokens", .token = tok_admin);
 	ERR(405, "method_not_allowed", NULL, .method = "get",
 	    .target = "/api/v1/healthz", .token = tok_admin);
@@ -615,7 +827,9 @@ static void test_session_create_errors(void **state)
 	     "bad_request", "key 'ref': must not contain control", 400},
 	    {"{\"repo\":\"c-hello\",\"prompt\":\"x\",\"agent\":7}",
 	     "bad_request",
-	     "key 'agent': expected an array of strings or a string", 400},
+	     "key 'agent': expected an array of strings, a string or "
+	     "{\"builtin\": true}",
+	     400},
 	    {"{\"repo\":\"c-hello\",\"prompt\":\"x\",\"agent\":[]}",
 	     "bad_request", "key 'agent'", 400},
 	    {"{\"repo\":\"c-hello\",\"prompt\":\"x\",\"agent\":[\"sh\",1]}",
@@ -712,9 +926,17 @@ static void test_session_visibility(void **state)
 		 .token = tok_sue);
 	json_decref(j);
 
-	/* a reviewer sees and acts on anyone's */
+	/* a reviewer sees anyone's but cancels only its own; an admin
+	 * cancels anyone's */
+	snprintf(path, sizeof(path), "/api/v1/sessions/%s", sue1);
+	j = CALL(200, .method = "GET", .target = path, .token = tok_reviewer);
+	json_decref(j);
 	snprintf(path, sizeof(path), "/api/v1/sessions/%s/cancel", sue1);
-	j = CALL(200, .method = "POST", .target = path, .token = tok_reviewer);
+	before = census(sue1);
+	ERR(403, "forbidden", "own sessions", .method = "POST", .target = path,
+	    .token = tok_reviewer);
+	assert_census(before, census(sue1));
+	j = CALL(200, .method = "POST", .target = path, .token = tok_admin);
 	assert_string_equal(jstr(j, "state"), "cancelled");
 	json_decref(j);
 }
@@ -1074,7 +1296,7 @@ static void test_repositories(void **state)
 {
 	(void)state;
 	const char *t = "/api/v1/repositories";
-	json_t *r = CALL(201, .method = "POST", .target = t, .token = tok_sam,
+	json_t *r = CALL(201, .method = "POST", .target = t, .token = tok_admin,
 			 .body = "{\"url\":\"https://example.com/pg-app.git\","
 				 "\"ref\":\"main\",\"refresh\":\"6h\","
 				 "\"agent\":[\"make\",\"test\"]}");
@@ -1499,6 +1721,178 @@ static void test_diff_and_artifacts(void **state)
 	    .token = tok_admin, .body = "{}");
 }
 
+/* Every session route, with a token of each role on a session of
+ * another user: a submitter finds nothing (404) and decides nothing (403);
+ * a reviewer reads and decides but neither messages nor cancels (403);
+ * and the routes of admins refuse the other roles (403) before they look
+ * at what the request holds. Nothing refused changes anything. */
+static void test_roles(void **state)
+{
+	(void)state;
+	char id[STORE_ID_MAX], t[256], path[512];
+	size_t len;
+	submit(tok_sam, "sam's change", id);
+	write_artifact_file(id, "diff.patch", diff_text, strlen(diff_text),
+			    path);
+	record_artifact(id, "diff.patch", path, "text/x-diff",
+			(int64_t)strlen(diff_text));
+	to_review(id);
+
+	struct {
+		const char *method, *fmt, *body;
+	} routes[] = {
+	    {"GET", "/api/v1/sessions/%s", NULL},
+	    {"HEAD", "/api/v1/sessions/%s", NULL},
+	    {"GET", "/api/v1/sessions/%s/events?format=json", NULL},
+	    {"GET", "/api/v1/sessions/%s/events", NULL},
+	    {"POST", "/api/v1/sessions/%s/messages", "{\"text\":\"hi\"}"},
+	    {"POST", "/api/v1/sessions/%s/cancel", NULL},
+	    {"POST", "/api/v1/sessions/%s/approve", NULL},
+	    {"POST", "/api/v1/sessions/%s/reject", "{\"reason\":\"no\"}"},
+	    {"GET", "/api/v1/sessions/%s/diff", NULL},
+	    {"GET", "/api/v1/sessions/%s/artifacts", NULL},
+	    {"GET", "/api/v1/sessions/%s/artifacts/diff.patch", NULL},
+	};
+	struct census before = census(id);
+	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+		snprintf(t, sizeof(t), routes[i].fmt, id);
+		bool decides = strstr(t, "/approve") || strstr(t, "/reject");
+		struct api_response r;
+		handle(&(struct call){.method = routes[i].method,
+				      .target = t,
+				      .token = tok_sue,
+				      .body = routes[i].body},
+		       &r);
+		if (r.status != (decides ? 403u : 404u))
+			print_message("sue: %s %s: %u\n", routes[i].method, t,
+				      r.status);
+		assert_int_equal(r.status, decides ? 403 : 404);
+		assert_false(r.stream);
+		assert_false(r.file);
+		api_response_clear(&r);
+	}
+	assert_census(before, census(id));
+	/* the owner may not decide either */
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/approve", id);
+	ERR(403, "forbidden", "reviewer or admin role", .method = "POST",
+	    .target = t, .token = tok_sam);
+
+	/* a reviewer reads all of it... */
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s", id);
+	json_t *j =
+	    CALL(200, .method = "GET", .target = t, .token = tok_reviewer);
+	assert_string_equal(jstr(j, "user"), "sam");
+	json_decref(j);
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/events?format=json", id);
+	j = CALL(200, .method = "GET", .target = t, .token = tok_reviewer);
+	json_decref(j);
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/diff", id);
+	char *got =
+	    FILE_CALL("text/x-diff; charset=utf-8", &len, .method = "GET",
+		      .target = t, .token = tok_reviewer);
+	free(got);
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/artifacts", id);
+	j = CALL(200, .method = "GET", .target = t, .token = tok_reviewer);
+	json_decref(j);
+	snprintf(t, sizeof(t), "/api/v1/sessions?user=sam&limit=500");
+	j = CALL(200, .method = "GET", .target = t, .token = tok_reviewer);
+	assert_true(json_array_size(json_object_get(j, "sessions")) > 0);
+	json_decref(j);
+	/* ...but neither messages nor cancels another user's session */
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/messages", id);
+	ERR(403, "forbidden", "own sessions", .method = "POST", .target = t,
+	    .token = tok_reviewer, .body = "{\"text\":\"hi\"}");
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/cancel", id);
+	ERR(403, "forbidden", "own sessions", .method = "POST", .target = t,
+	    .token = tok_reviewer);
+	assert_census(before, census(id));
+	/* it does decide */
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/reject", id);
+	j = CALL(200, .method = "POST", .target = t, .token = tok_reviewer,
+		 .body = "{\"reason\":\"not this way\"}");
+	assert_string_equal(jstr(j, "state"), "rejected");
+	json_decref(j);
+
+	/* its own sessions it messages and cancels like anyone */
+	char mine[STORE_ID_MAX];
+	submit(tok_reviewer, "rita's own", mine);
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/messages", mine);
+	j = CALL(202, .method = "POST", .target = t, .token = tok_reviewer,
+		 .body = "{\"text\":\"also this\"}");
+	json_decref(j);
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/cancel", mine);
+	j = CALL(200, .method = "POST", .target = t, .token = tok_reviewer);
+	assert_string_equal(jstr(j, "state"), "cancelled");
+	json_decref(j);
+	/* an admin messages and cancels anyone's */
+	char other[STORE_ID_MAX];
+	submit(tok_sue, "sue's", other);
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/messages", other);
+	j = CALL(202, .method = "POST", .target = t, .token = tok_admin,
+		 .body = "{\"text\":\"from the admin\"}");
+	json_decref(j);
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/cancel", other);
+	j = CALL(200, .method = "POST", .target = t, .token = tok_admin);
+	json_decref(j);
+
+	/* the admins' routes: 403 for the others, whatever the body */
+	char refresh[128];
+	snprintf(refresh, sizeof(refresh), "/api/v1/repositories/%s/refresh",
+		 repo_id);
+	struct {
+		const char *method, *target, *body;
+	} admin_routes[] = {
+	    {"POST", "/api/v1/repositories",
+	     "{\"url\":\"/srv/git/roles\",\"name\":\"roles\"}"},
+	    {"POST", "/api/v1/repositories", "{\"nonsense\":"},
+	    {"POST", refresh, NULL},
+	    {"POST", "/api/v1/repositories/r-00000000000000ee/refresh", NULL},
+	    {"GET", "/api/v1/tokens", NULL},
+	    {"HEAD", "/api/v1/tokens", NULL},
+	    {"POST", "/api/v1/tokens",
+	     "{\"user\":\"evil\",\"role\":\"admin\"}"},
+	    {"DELETE", "/api/v1/tokens/admin", NULL},
+	    {"DELETE", "/api/v1/tokens/nope", NULL},
+	};
+	const char *others[] = {tok_reviewer, tok_sam};
+	struct census before_admin = census(NULL);
+	for (size_t k = 0; k < ARRAY_SIZE(others); k++)
+		for (size_t i = 0; i < ARRAY_SIZE(admin_routes); i++) {
+			struct api_response r;
+			handle(&(struct call){.method = admin_routes[i].method,
+					      .target = admin_routes[i].target,
+					      .token = others[k],
+					      .body = admin_routes[i].body},
+			       &r);
+			if (r.status != 403)
+				print_message("%s %s: %u\n",
+					      admin_routes[i].method,
+					      admin_routes[i].target, r.status);
+			assert_int_equal(r.status, 403);
+			api_response_clear(&r);
+		}
+	assert_census(before_admin, census(NULL));
+	/* every token still works: none was revoked */
+	const char *all[] = {tok_admin, tok_reviewer, tok_sam, tok_sue};
+	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
+		j = CALL(200, .method = "GET", .target = "/api/v1/healthz",
+			 .token = all[i]);
+		json_decref(j);
+	}
+	/* what any role may do */
+	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
+		j = CALL(200, .method = "GET", .target = "/api/v1/repositories",
+			 .token = all[i]);
+		json_decref(j);
+		j = CALL(200, .method = "GET", .target = "/api/v1/snapshots",
+			 .token = all[i]);
+		json_decref(j);
+	}
+	/* and an admin does the admins' things */
+	j = CALL(202, .method = "POST", .target = refresh, .token = tok_admin);
+	json_decref(j);
+}
+
 static void test_artifacts_refused(void **state)
 {
 	(void)state;
@@ -1907,6 +2301,8 @@ int main(void)
 	    cmocka_unit_test(test_auth),
 	    cmocka_unit_test(test_token_hash_and_create),
 	    cmocka_unit_test(test_tokens_route),
+	    cmocka_unit_test(test_tokens_list_and_revoke),
+	    cmocka_unit_test(test_token_expiry),
 	    cmocka_unit_test(test_routing),
 	    cmocka_unit_test(test_bodies),
 	    cmocka_unit_test(test_session_create),
@@ -1922,6 +2318,7 @@ int main(void)
 	    cmocka_unit_test(test_metrics),
 	    cmocka_unit_test(test_approve_reject),
 	    cmocka_unit_test(test_diff_and_artifacts),
+	    cmocka_unit_test(test_roles),
 	    cmocka_unit_test(test_artifacts_refused),
 	    cmocka_unit_test(test_stats),
 	    cmocka_unit_test(test_server),

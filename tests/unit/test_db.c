@@ -405,12 +405,16 @@ static void test_tokens(void **state)
 	struct store *st = open_db("w.db");
 	assert_int_equal(OK(st->ops->token_count(st, &err_)), 0);
 	struct store_token t = {.user = (char *)"admin",
-				.role = (char *)"admin"};
+				.role = (char *)"admin",
+				.name = (char *)"admin"};
 	OK(st->ops->token_add(st, "aa11", &t, &err_));
 	FAILS(EEXIST, st->ops->token_add(st, "aa11", &t, &err_));
+	/* a name is unique */
+	FAILS(EEXIST, st->ops->token_add(st, "aa12", &t, &err_));
 	int64_t now = store_now_ms();
 	struct store_token exp = {.user = (char *)"bob",
 				  .role = (char *)"submitter",
+				  .name = (char *)"bob.ci-1",
 				  .created_ms = now - 10,
 				  .expires_ms = now + 1000};
 	OK(st->ops->token_add(st, "bb22", &exp, &err_));
@@ -420,12 +424,17 @@ static void test_tokens(void **state)
 	OK(st->ops->token_lookup(st, "aa11", now + 1000000000, &got, &err_));
 	assert_string_equal(got.user, "admin");
 	assert_string_equal(got.role, "admin");
+	assert_string_equal(got.name, "admin");
+	assert_string_equal(got.id, "aa11");
 	assert_int_equal(got.expires_ms, 0);
-	assert_true(got.created_ms >= now - 1000);
+	assert_int_equal(got.revoked_ms, 0);
+	assert_int_equal(got.last_used_ms, 0);
+	assert_true(got.created_ms >= now - 1000 && got.created_ms <= now);
 	store_token_clear(&got);
 
 	OK(st->ops->token_lookup(st, "bb22", now + 999, &got, &err_));
 	assert_string_equal(got.user, "bob");
+	assert_string_equal(got.name, "bob.ci-1");
 	assert_int_equal(got.created_ms, now - 10);
 	assert_int_equal(got.expires_ms, now + 1000);
 	store_token_clear(&got);
@@ -438,6 +447,143 @@ static void test_tokens(void **state)
 	FAILS(ENOENT,
 	      st->ops->token_lookup(st, "cc33", now, &untouched, &err_));
 	FAILS(EINVAL, st->ops->token_add(st, "", &t, &err_));
+
+	/* names: required, [A-Za-z0-9._-], a letter or digit first, <= 64 */
+	const char *bad_names[] = {
+	    NULL,
+	    "",
+	    "-x",
+	    ".",
+	    "..",
+	    "a b",
+	    "a/b",
+	    "al@ce",
+	    "x\n",
+	    "0123456789012345678901234567890123456789012345678901234567890123"
+	    "4"};
+	for (size_t i = 0; i < sizeof(bad_names) / sizeof(*bad_names); i++) {
+		struct store_token b = {.user = (char *)"u",
+					.role = (char *)"admin",
+					.name = (char *)bad_names[i]};
+		FAILS(EINVAL, st->ops->token_add(st, "dd44", &b, &err_));
+		assert_false(store_token_name_valid(bad_names[i]));
+	}
+	assert_true(store_token_name_valid("01234567890123456789012345678901234"
+					   "56789012345678901234567890123"));
+	assert_true(store_token_name_valid("A.b_c-9"));
+
+	/* use: last_used_ms */
+	OK(st->ops->token_touch(st, "aa11", now + 5, &err_));
+	FAILS(ENOENT, st->ops->token_touch(st, "ee55", now, &err_));
+	OK(st->ops->token_lookup(st, "aa11", now, &got, &err_));
+	assert_int_equal(got.last_used_ms, now + 5);
+	store_token_clear(&got);
+
+	/* list: oldest first (bob's was made "10 ms before" now, admin's
+	 * at most 1 s before: add one that is older than both), ids but
+	 * never a hash */
+	struct store_token old = {.user = (char *)"carol",
+				  .role = (char *)"reviewer",
+				  .name = (char *)"carol",
+				  .created_ms = 1000};
+	OK(st->ops->token_add(st, "0123456789abcdef", &old, &err_));
+	struct store_token *v = NULL;
+	size_t n = 0;
+	OK(st->ops->token_list(st, &v, &n, &err_));
+	assert_int_equal(n, 3);
+	assert_string_equal(v[0].name, "carol");
+	assert_string_equal(v[0].id, "01234567");
+	assert_int_equal(v[0].created_ms, 1000);
+	for (size_t i = 1; i < n; i++) {
+		if (!strcmp(v[i].name, "admin")) {
+			assert_string_equal(v[i].role, "admin");
+			assert_string_equal(v[i].id, "aa11");
+			assert_int_equal(v[i].last_used_ms, now + 5);
+		} else {
+			assert_string_equal(v[i].name, "bob.ci-1");
+			assert_string_equal(v[i].id, "bb22");
+			assert_int_equal(v[i].expires_ms, now + 1000);
+		}
+	}
+	store_tokens_free(v, n);
+
+	/* revoke: by name; the lookup refuses it; the first time stays */
+	int64_t when = 0;
+	FAILS(ENOENT, st->ops->token_revoke(st, "nobody", now, &when, &err_));
+	FAILS(ENOENT, st->ops->token_revoke(st, "../x", now, &when, &err_));
+	assert_int_equal(when, 0);
+	OK(st->ops->token_revoke(st, "admin", now + 7, &when, &err_));
+	assert_int_equal(when, now + 7);
+	FAILS(ENOENT,
+	      st->ops->token_lookup(st, "aa11", now + 8, &untouched, &err_));
+	assert_string_equal(untouched.user, "x");
+	OK(st->ops->token_revoke(st, "admin", now + 9, &when, &err_));
+	assert_int_equal(when, now + 7);
+	OK(st->ops->token_revoke(st, "admin", now + 9, NULL, &err_));
+	OK(st->ops->token_list(st, &v, &n, &err_));
+	assert_int_equal(n, 3);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(v[i].revoked_ms,
+				 strcmp(v[i].name, "admin") ? 0 : now + 7);
+	store_tokens_free(v, n);
+	/* the others still work; revoked ones still count */
+	OK(st->ops->token_lookup(st, "bb22", now, &got, &err_));
+	store_token_clear(&got);
+	assert_int_equal(OK(st->ops->token_count(st, &err_)), 3);
+	store_close(st);
+
+	/* it is all in the file */
+	st = open_db("w.db");
+	FAILS(ENOENT,
+	      st->ops->token_lookup(st, "aa11", now, &untouched, &err_));
+	store_close(st);
+}
+
+/* A database of schema version 1 (tokens without names) is migrated: the
+ * first admin token is "admin", the others get a name from their user and
+ * hash, and the tokens keep working. */
+static void test_tokens_migration(void **state)
+{
+	(void)state;
+	raw_sql("v1.db",
+		"CREATE TABLE schema_version (version INTEGER PRIMARY KEY,"
+		"  applied_ms BIGINT NOT NULL);"
+		"INSERT INTO schema_version VALUES (1, 0);"
+		"CREATE TABLE tokens (hash TEXT PRIMARY KEY,"
+		"  user_name TEXT NOT NULL, role TEXT NOT NULL,"
+		"  created_ms BIGINT NOT NULL,"
+		"  expires_ms BIGINT NOT NULL DEFAULT 0);"
+		"INSERT INTO tokens VALUES ('ab12ab12ab12ab12ab12ab12ab12ab12',"
+		"  'admin', 'admin', 200, 0);"
+		"INSERT INTO tokens VALUES ('cd34cd34cd34cd34cd34cd34cd34cd34',"
+		"  'admin', 'admin', 100, 0);"
+		"INSERT INTO tokens VALUES ('ef56ef56ef56ef56ef56ef56ef56ef56',"
+		"  'bob+ci@example.com', 'submitter', 300, 0);");
+	struct store *st = open_db("v1.db");
+	assert_true(store_schema_version(st) >= 2);
+	struct store_token *v = NULL;
+	size_t n = 0;
+	OK(st->ops->token_list(st, &v, &n, &err_));
+	assert_int_equal(n, 3);
+	assert_string_equal(v[0].name, "admin"); /* the oldest admin's */
+	assert_string_equal(v[0].id, "cd34cd34");
+	assert_string_equal(v[1].name, "admin-ab12ab12ab12ab12ab12ab12");
+	assert_string_equal(v[2].name,
+			    "bob_ci_example.com-ef56ef56ef56ef56ef56ef56");
+	for (size_t i = 0; i < n; i++) {
+		assert_true(store_token_name_valid(v[i].name));
+		assert_int_equal(v[i].revoked_ms, 0);
+	}
+	store_tokens_free(v, n);
+	struct store_token got;
+	OK(st->ops->token_lookup(st, "ef56ef56ef56ef56ef56ef56ef56ef56", 1,
+				 &got, &err_));
+	assert_string_equal(got.user, "bob+ci@example.com");
+	store_token_clear(&got);
+	OK(st->ops->token_revoke(st, "admin", 5, NULL, &err_));
+	FAILS(ENOENT,
+	      st->ops->token_lookup(st, "cd34cd34cd34cd34cd34cd34cd34cd34", 6,
+				    &got, &err_));
 	store_close(st);
 }
 
@@ -1336,7 +1482,8 @@ static void test_allocation_failure(void **state)
 	struct store_snapshot snap = {.id = "snap", .commit = "abc"};
 	memcpy(snap.repo_id, repo, STORE_ID_MAX);
 	OK(st->ops->snapshot_add(st, &snap, &err_));
-	struct store_token tok = {.user = (char *)"u", .role = (char *)"admin"};
+	struct store_token tok = {
+	    .user = (char *)"u", .role = (char *)"admin", .name = (char *)"u"};
 	OK(st->ops->token_add(st, "ff", &tok, &err_));
 
 	struct store_session s;
@@ -1387,6 +1534,11 @@ static void test_allocation_failure(void **state)
 	struct store_token t;
 	EVERY_ALLOC(st->ops->token_lookup(st, "ff", 0, &t, &err_),
 		    store_token_clear(&t));
+	struct store_token *tv = NULL;
+	EVERY_ALLOC(st->ops->token_list(st, &tv, &n, &err_), ({
+			    assert_int_equal(n, 1);
+			    store_tokens_free(tv, n);
+		    }));
 	store_close(st);
 
 	/* open: every allocation of ours on the way (SQLite's are its own) */
@@ -1405,6 +1557,7 @@ int main(void)
 	    T(test_open_errors),
 	    T(test_open_in_memory),
 	    T(test_tokens),
+	    T(test_tokens_migration),
 	    T(test_repositories),
 	    T(test_snapshots),
 	    T(test_session_create_and_get),

@@ -96,6 +96,9 @@ int client_get_bytes(struct client *c, const char *path, const char *accept,
 /* POST body (NULL sends {}); a 2xx JSON body goes to *out (if out). */
 int client_post(struct client *c, const char *path, json_t *body, json_t **out,
 		struct wr_error **err);
+/* DELETE (no body); a 2xx JSON body goes to *out (if out). */
+int client_delete(struct client *c, const char *path, json_t **out,
+		  struct wr_error **err);
 /* GET an event stream: on_data gets the body of a 200 text/event-stream
  * response as it arrives. 0 when the server ended the stream, else an
  * error return (on_data's own errors come back as they are). */

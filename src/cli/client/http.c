@@ -417,6 +417,8 @@ static int perform(struct client *c, const char *method, const char *path,
 		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, payload);
 		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE,
 				 (curl_off_t)strlen(payload));
+	} else if (strcmp(method, "GET") != 0) {
+		curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
 	}
 	curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, REQUEST_TIMEOUT_MS);
 	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, buffer_write);
@@ -505,6 +507,12 @@ int client_post(struct client *c, const char *path, json_t *body, json_t **out,
 		struct wr_error **err)
 {
 	return request(c, "POST", path, body, out, err);
+}
+
+int client_delete(struct client *c, const char *path, json_t **out,
+		  struct wr_error **err)
+{
+	return request(c, "DELETE", path, NULL, out, err);
 }
 
 /* --- event streams ----------------------------------------------------- */

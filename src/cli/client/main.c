@@ -39,7 +39,7 @@ static void usage(FILE *out)
 	      "  reject ID [--reason TEXT]         drop a reviewed change\n"
 	      "  repo add|ls|refresh               repositories\n"
 	      "  snapshots [--repo R]              snapshots\n"
-	      "  token create --user U --role R    API tokens\n"
+	      "  token create|ls|revoke            API tokens\n"
 	      "  stats                             the server's numbers\n"
 	      "\n"
 	      "options of all: --server URL  --token T  --json  --help\n"

@@ -2,6 +2,7 @@
 #include "cli/serve/config.h"
 
 #include "util/alloc.h"
+#include "review/forge.h"
 #include "util/fs.h"
 #include "util/parse.h"
 
@@ -42,6 +43,14 @@ void serve_config_clear(struct serve_config *cfg)
 		free(cfg->repos[i].url);
 		free(cfg->repos[i].ref);
 		free(cfg->repos[i].agent_json);
+		free(cfg->repos[i].forge_kind);
+		free(cfg->repos[i].forge_api_url);
+		free(cfg->repos[i].forge_repo);
+		free(cfg->repos[i].forge_base);
+		if (cfg->repos[i].forge_token)
+			explicit_bzero(cfg->repos[i].forge_token,
+				       strlen(cfg->repos[i].forge_token));
+		free(cfg->repos[i].forge_token);
 	}
 	free(cfg->repos);
 	free(cfg->model.kind);
@@ -201,6 +210,62 @@ static int load_limits(const char *path, json_t *o, struct serve_config *cfg,
 	return 0;
 }
 
+static int read_secret_file(const char *path, const char *key,
+			    const char *file, char **out,
+			    struct wr_error **err);
+
+/* repositories[i].forge: where approval opens a pull request. */
+static int load_forge(const char *path, const char *where, json_t *o,
+		      struct serve_repo *r, struct wr_error **err)
+{
+	if (!json_is_object(o))
+		return bad(err, path, "forge", "an object");
+	const char *key;
+	json_t *v;
+	json_object_foreach(o, key, v)
+	{
+		char **dst = !strcmp(key, "kind")      ? &r->forge_kind
+			     : !strcmp(key, "api_url") ? &r->forge_api_url
+			     : !strcmp(key, "repo")    ? &r->forge_repo
+			     : !strcmp(key, "base")    ? &r->forge_base
+						       : NULL;
+		if (dst) {
+			if (!json_is_string(v))
+				return bad(err, path, key, "a string");
+			free(*dst);
+			*dst = wr_strdup(json_string_value(v));
+			if (!*dst)
+				return wr_error_set(err, ENOMEM, "config");
+		} else if (!strcmp(key, "token_file")) {
+			if (!json_is_string(v))
+				return bad(err, path, key, "a path");
+			free(r->forge_token);
+			r->forge_token = NULL;
+			int rr = read_secret_file(path, "forge.token_file",
+						  json_string_value(v),
+						  &r->forge_token, err);
+			if (rr < 0)
+				return rr;
+		} else {
+			return wr_error_input(err, EINVAL,
+					      "%s: unknown key '%s.forge.%s'",
+					      path, where, key);
+		}
+	}
+	struct forge_config fc = {
+	    .kind = r->forge_kind,
+	    .api_url = r->forge_api_url,
+	    .repo = r->forge_repo,
+	    .token = r->forge_token,
+	    .base_branch = r->forge_base,
+	};
+	int rr = forge_config_check(&fc, err);
+	if (rr < 0)
+		return wr_error_wrap(err, "%s: %s.forge", path, where);
+	r->has_forge = true;
+	return 0;
+}
+
 static int load_repo(const char *path, size_t i, json_t *o,
 		     struct serve_repo *r, struct wr_error **err)
 {
@@ -227,6 +292,10 @@ static int load_repo(const char *path, size_t i, json_t *o,
 			    get_duration(path, key, v, &r->refresh_ms, err);
 			if (rr < 0)
 				return rr;
+		} else if (!strcmp(key, "forge")) {
+			int rr = load_forge(path, where, v, r, err);
+			if (rr < 0)
+				return rr;
 		} else if (!strcmp(key, "agent")) {
 			r->agent_json = serve_agent_json(v);
 			if (!r->agent_json)
@@ -246,24 +315,24 @@ static int load_repo(const char *path, size_t i, json_t *o,
 
 /* A secret from a file: the file must not be readable by group or others
  * (it is the model API's key: the server holds it, no sandbox ever does). */
-static int read_secret_file(const char *path, const char *file, char **out,
+static int read_secret_file(const char *path, const char *key,
+			    const char *file, char **out,
 			    struct wr_error **err)
 {
 	struct stat st;
 	if (stat(file, &st) < 0)
-		return wr_error_input(err, errno, "%s: model.api_key_file %s",
-				      path, file);
+		return wr_error_input(err, errno, "%s: %s %s", path, key,
+				      file);
 	if (st.st_mode & 077)
 		return wr_error_input(err, EPERM,
-				      "%s: model.api_key_file %s is readable "
-				      "by others (chmod 600 it)",
-				      path, file);
+				      "%s: %s %s is readable by others (chmod "
+				      "600 it)",
+				      path, key, file);
 	char *text = NULL;
 	size_t len = 0;
 	int r = wr_read_file(file, 64 * 1024, &text, &len);
 	if (r < 0)
-		return wr_error_input(err, -r, "%s: model.api_key_file %s",
-				      path, file);
+		return wr_error_input(err, -r, "%s: %s %s", path, key, file);
 	while (len && (text[len - 1] == '\n' || text[len - 1] == '\r' ||
 		       text[len - 1] == ' '))
 		text[--len] = '\0';
@@ -311,7 +380,8 @@ static int load_model(const char *path, json_t *o, struct serve_config *cfg,
 					   "a path");
 			free(m->api_key);
 			m->api_key = NULL;
-			r = read_secret_file(path, json_string_value(v),
+			r = read_secret_file(path, "model.api_key_file",
+					     json_string_value(v),
 					     &m->api_key, err);
 		} else if (!strcmp(key, "api_key_env")) {
 			const char *val = json_is_string(v)

@@ -18,7 +18,10 @@
  *                         "cost": 5.0, "wall": "30m"}},
  *    "verify": {"retries": 2},
  *    "repositories": [{"name": "app", "url": "/srv/git/app.git",
- *                      "ref": "main", "refresh": "30m", "agent": ...}]}
+ *                      "ref": "main", "refresh": "30m", "agent": ...,
+ *                      "forge": {"kind": "github", "api_url": URL,
+ *                                "repo": "owner/name", "token_file": PATH,
+ *                                "base": "main"}}]}
  * Unknown keys are an error naming the key (a typo must not silently
  * leave a limit unset). */
 #ifndef WR_CLI_SERVE_CONFIG_H
@@ -28,11 +31,17 @@
 #include "util/error.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct serve_repo {
 	char *name, *url, *ref, *agent_json;
 	uint64_t refresh_ms;
+	/* "forge": {"kind", "api_url", "repo", "token_file", "base"}: approval
+	 * also opens a pull request (strings owned here) */
+	bool has_forge;
+	char *forge_kind, *forge_api_url, *forge_repo, *forge_token,
+	    *forge_base;
 };
 
 struct serve_model { /* strings owned here; control.model points at them */

@@ -74,20 +74,50 @@ static int lock_data_dir(const char *data, struct wr_error **err)
 	return fd; /* kept open for the process's life */
 }
 
-/* The first start creates the admin token; its plain text is written once
- * to DATA/admin.token for the local CLI. */
+/* Is there a token an admin can still use? */
+static int has_active_admin(struct store *st, struct wr_error **err)
+{
+	struct store_token *v = NULL;
+	size_t n = 0;
+	int r = st->ops->token_list(st, &v, &n, err);
+	if (r < 0)
+		return r;
+	int64_t now = store_now_ms();
+	bool found = false;
+	for (size_t i = 0; i < n && !found; i++)
+		found = v[i].role && !strcmp(v[i].role, "admin") &&
+			v[i].revoked_ms == 0 &&
+			(v[i].expires_ms == 0 || now < v[i].expires_ms);
+	store_tokens_free(v, n);
+	return found;
+}
+
+/* The first start creates the admin token, named "admin"; its plain text
+ * is written once to DATA/admin.token for the local CLI. A start that
+ * finds every admin token revoked or expired makes a new one the same way
+ * (named "admin-" and random digits, "admin" being taken): whoever can
+ * read the data directory holds the database anyway, and without it the
+ * API could never be administered again. */
 static int admin_token(struct store *st, const char *data,
 		       struct wr_error **err)
 {
 	int n = st->ops->token_count(st, err);
-	if (n != 0)
-		return n < 0 ? n : 0;
+	if (n < 0)
+		return n;
+	if (n > 0) {
+		int found = has_active_admin(st, err);
+		if (found != 0)
+			return found < 0 ? found : 0;
+	}
 	_cleanup_free_ char *plain = NULL;
-	int r = api_token_create(st, "admin", "admin", &plain, err);
+	struct api_token_spec spec = {
+	    .user = "admin", .role = "admin", .name = n == 0 ? "admin" : NULL};
+	int r = api_token_issue(st, &spec, &plain, NULL, err);
 	if (r < 0)
 		return r;
 	_cleanup_free_ char *path = wr_asprintf("%s/admin.token", data);
 	_cleanup_free_ char *line = wr_asprintf("%s\n", plain);
+	explicit_bzero(plain, strlen(plain)); /* a credential: line has it */
 	if (!path || !line)
 		return wr_error_set(err, ENOMEM, "admin token");
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -98,9 +128,17 @@ static int admin_token(struct store *st, const char *data,
 		  write(fd, line, len) == (ssize_t)len && fsync(fd) == 0;
 	int e = errno;
 	close(fd);
+	explicit_bzero(line, len);
 	if (!ok)
 		return wr_error_set(err, e, "write %s", path);
-	fprintf(stderr, "warren serve: admin token written to %s\n", path);
+	if (n == 0)
+		fprintf(stderr, "warren serve: admin token written to %s\n",
+			path);
+	else
+		fprintf(stderr,
+			"warren serve: every admin token was revoked or has "
+			"expired: a new one is written to %s\n",
+			path);
 	return 0;
 }
 
@@ -224,6 +262,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	int code = EXIT_FAIL;
+	struct control_forge *forges = NULL;
 	struct store *st = store_open_sqlite(db, &err);
 	struct control *ctl = NULL;
 	struct api *api = NULL;
@@ -238,6 +277,23 @@ int main(int argc, char **argv)
 	cfg.control.data_dir = data;
 	cfg.control.warren_bin = warren;
 	cfg.control.default_agent_json = cfg.agent_json;
+	/* forges of the configured repositories (pull requests on approval) */
+	forges = cfg.n_repos ? wr_calloc(cfg.n_repos, sizeof(*forges)) : NULL;
+	size_t n_forges = 0;
+	for (size_t i = 0; forges && i < cfg.n_repos; i++) {
+		const struct serve_repo *r = &cfg.repos[i];
+		if (!r->has_forge || !r->name)
+			continue;
+		forges[n_forges++] = (struct control_forge){
+		    .repo_name = r->name,
+		    .forge = {.kind = r->forge_kind,
+			      .api_url = r->forge_api_url,
+			      .repo = r->forge_repo,
+			      .token = r->forge_token,
+			      .base_branch = r->forge_base}};
+	}
+	cfg.control.forges = forges;
+	cfg.control.n_forges = n_forges;
 	if (control_start(&cfg.control, st, &ctl, &err) < 0) {
 		fail("control plane", err);
 		goto out;
@@ -264,6 +320,7 @@ out:
 	control_stop(ctl);
 	store_close(st);
 	wr_error_free(err);
+	free(forges);
 	serve_config_clear(&cfg);
 	free(listen_addr);
 	return code;

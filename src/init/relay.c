@@ -1,0 +1,278 @@
+/* warren-relay - the egress proxy's end inside a sandbox.
+ *
+ *   warren-relay [--listen ADDR:PORT] [--foreground] SOCKET
+ *
+ * A sandbox with egress has no network interface but loopback; the
+ * control plane's proxy for its session is a unix socket bound into it
+ * (/run/warren-egress/proxy.sock). Programs speak HTTP proxy to a TCP
+ * address (HTTP_PROXY=http://127.0.0.1:3128), so this relay listens there
+ * and, for each connection, connects to SOCKET and moves bytes both ways:
+ * one process, one poll(2) loop, small buffers, no parsing (the proxy does
+ * all of that, outside the sandbox, where the policy is).
+ *
+ * The control plane starts it with `warren sandbox exec NAME -- RELAY
+ * SOCKET`. It binds its port first, so a failure is the exec's exit status,
+ * then leaves the exec behind as a daemon: it forks, the child starts a
+ * session of its own (init's signal to the exec's process group does not
+ * reach it) and points its standard streams at /dev/null (the exec's
+ * pipes, which the server reads to the end, are closed); the parent exits
+ * 0 and the exec returns. Init reaps it like any orphan; it ends with the
+ * sandbox.
+ *
+ * Static, libc only, like warren-init: it lives as long as the sandbox. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define BUF_SIZE 16384
+#define MAX_PAIRS 1024
+
+struct half {
+	char buf[BUF_SIZE];
+	size_t len, off;
+	bool eof, done;
+};
+
+struct pair {
+	int tcp, unix_fd;
+	struct half up;	  /* tcp -> unix */
+	struct half down; /* unix -> tcp */
+};
+
+static struct pair *pairs[MAX_PAIRS];
+static size_t n_pairs, max_pairs;
+static struct sockaddr_un proxy_addr;
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: warren-relay [--listen ADDR:PORT] "
+			"[--foreground] SOCKET\n");
+	exit(2);
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "warren-relay: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static int listen_tcp(const char *spec)
+{
+	char addr[64];
+	const char *colon = strrchr(spec, ':');
+	if (!colon || (size_t)(colon - spec) >= sizeof(addr))
+		usage();
+	memcpy(addr, spec, (size_t)(colon - spec));
+	addr[colon - spec] = '\0';
+	char *end;
+	long port = strtol(colon + 1, &end, 10);
+	struct sockaddr_in sin = {.sin_family = AF_INET,
+				  .sin_port = htons((uint16_t)port)};
+	if (*end || port < 1 || port > 65535 ||
+	    inet_pton(AF_INET, addr, &sin.sin_addr) != 1)
+		usage();
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		die("socket");
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+		fprintf(stderr, "warren-relay: listen on %s: %s\n", spec,
+			strerror(errno));
+		exit(1);
+	}
+	if (listen(fd, 512) < 0)
+		die("listen");
+	return fd;
+}
+
+static void daemonize(void)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid > 0)
+		_exit(0);
+	setsid();
+	if (chdir("/") < 0) {
+		/* nothing depends on the working directory */
+	}
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(null, 2);
+		if (null > 2)
+			close(null);
+	}
+}
+
+static void pair_close(size_t i)
+{
+	struct pair *p = pairs[i];
+	close(p->tcp);
+	close(p->unix_fd);
+	free(p);
+	pairs[i] = pairs[--n_pairs];
+}
+
+static void accept_one(int listen_fd)
+{
+	int c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (c < 0)
+		return;
+	if (n_pairs >= max_pairs) {
+		close(c);
+		return;
+	}
+	/* non-blocking: a proxy whose backlog is full answers EAGAIN at
+	 * once instead of stalling every other connection */
+	int u = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	struct pair *p = u >= 0 ? calloc(1, sizeof(*p)) : NULL;
+	if (!p || connect(u, (struct sockaddr *)&proxy_addr,
+			  sizeof(proxy_addr)) < 0) {
+		free(p);
+		if (u >= 0)
+			close(u);
+		close(c);
+		return;
+	}
+	p->tcp = c;
+	p->unix_fd = u;
+	pairs[n_pairs++] = p;
+}
+
+/* One direction's turn; false when the pair must end. */
+static bool move(struct half *h, int from, int to)
+{
+	if (!h->eof && h->len == 0) {
+		ssize_t n = recv(from, h->buf, sizeof(h->buf), 0);
+		if (n > 0) {
+			h->len = (size_t)n;
+			h->off = 0;
+		} else if (n == 0) {
+			h->eof = true;
+		} else if (errno != EAGAIN && errno != EINTR) {
+			return false;
+		}
+	}
+	while (h->off < h->len) {
+		ssize_t n =
+		    send(to, h->buf + h->off, h->len - h->off, MSG_NOSIGNAL);
+		if (n > 0)
+			h->off += (size_t)n;
+		else if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			break;
+		else
+			return false;
+	}
+	if (h->off == h->len)
+		h->len = h->off = 0;
+	if (h->eof && h->len == 0 && !h->done) {
+		shutdown(to, SHUT_WR);
+		h->done = true;
+	}
+	return true;
+}
+
+static short want_in(const struct half *h)
+{
+	return !h->eof && h->len == 0 ? POLLIN : 0;
+}
+
+static short want_out(const struct half *h)
+{
+	return h->len > h->off ? POLLOUT : 0;
+}
+
+static void serve(int listen_fd)
+{
+	static struct pollfd pfd[1 + 2 * MAX_PAIRS];
+	for (;;) {
+		size_t n = 0;
+		pfd[n++] = (struct pollfd){
+		    n_pairs < max_pairs ? listen_fd : -1, POLLIN, 0};
+		for (size_t i = 0; i < n_pairs; i++) {
+			struct pair *p = pairs[i];
+			short t = want_in(&p->up) | want_out(&p->down);
+			short u = want_in(&p->down) | want_out(&p->up);
+			/* nothing wanted: left out (a peer that hung up
+			 * reports POLLHUP on every turn) */
+			pfd[n++] = (struct pollfd){t ? p->tcp : -1, t, 0};
+			pfd[n++] = (struct pollfd){u ? p->unix_fd : -1, u, 0};
+		}
+		if (poll(pfd, (nfds_t)n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			die("poll");
+		}
+		/* pairs first, from the end: closing one moves the last
+		 * into its place, which was handled already */
+		size_t np = n_pairs;
+		for (size_t i = np; i-- > 0;) {
+			if (!pfd[1 + 2 * i].revents &&
+			    !pfd[2 + 2 * i].revents)
+				continue;
+			struct pair *p = pairs[i];
+			if (!move(&p->up, p->tcp, p->unix_fd) ||
+			    !move(&p->down, p->unix_fd, p->tcp) ||
+			    (p->up.done && p->down.done))
+				pair_close(i);
+		}
+		if (pfd[0].revents & POLLIN)
+			for (int k = 0; k < 64; k++) {
+				size_t before = n_pairs;
+				accept_one(listen_fd);
+				if (n_pairs == before)
+					break;
+			}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const char *listen_spec = "127.0.0.1:3128", *sock = NULL;
+	bool foreground = false;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--listen") && i + 1 < argc)
+			listen_spec = argv[++i];
+		else if (!strcmp(argv[i], "--foreground"))
+			foreground = true;
+		else if (argv[i][0] == '-' || sock)
+			usage();
+		else
+			sock = argv[i];
+	}
+	if (!sock || strlen(sock) >= sizeof(proxy_addr.sun_path))
+		usage();
+	proxy_addr.sun_family = AF_UNIX;
+	strcpy(proxy_addr.sun_path, sock);
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	/* two descriptors a connection: as many as the limit allows */
+	struct rlimit rl = {1024, 1024};
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	max_pairs = rl.rlim_cur > 16 ? (rl.rlim_cur - 16) / 2 : 1;
+	if (max_pairs > MAX_PAIRS)
+		max_pairs = MAX_PAIRS;
+	int fd = listen_tcp(listen_spec);
+	if (!foreground)
+		daemonize();
+	serve(fd);
+	return 0;
+}
