@@ -62,6 +62,15 @@ RES="$work/results"
 : >"$IDS"
 : >"$RES"
 SERVER_PID=""
+PY_PID=""
+# py ARGS: the helper, in the background so that a signal reaches the trap
+# at once (bash runs traps only between foreground commands)
+py() {
+	TOKEN="$TOKEN" W="$W" "$PY" "$H" "$@" &
+	PY_PID=$!
+	wait "$PY_PID"
+	PY_PID=""
+}
 server_stop() {
 	[ -n "$SERVER_PID" ] || return 0
 	kill -TERM "$SERVER_PID" 2>/dev/null || true
@@ -69,6 +78,10 @@ server_stop() {
 	SERVER_PID=""
 }
 cleanup() {
+	if [ -n "$PY_PID" ]; then
+		kill -TERM "$PY_PID" 2>/dev/null || true
+		wait "$PY_PID" 2>/dev/null || true
+	fi
 	server_stop
 	# the server's clean stop removes its sandboxes; this is for a server
 	# that died
@@ -164,7 +177,7 @@ BWRAP='["/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/u
 echo
 echo "== 1. session start: $SEQ sequential and $ROUNDS x $CONC concurrent, small and big, against bwrap"
 t0=$(date +%s)
-TOKEN="$TOKEN" "$PY" "$H" starts "$URL" small big "$BWRAP" "$RES" "$IDS" "$SEQ" "$ROUNDS" "$CONC"
+py starts "$URL" small big "$BWRAP" "$RES" "$IDS" "$SEQ" "$ROUNDS" "$CONC"
 echo "   ($(($(date +%s) - t0)) s)"
 
 echo
@@ -198,7 +211,7 @@ put wrk.session.lat "$sl"
 
 echo
 echo "== 3. $LIVE live sessions (sleep 30), then cancelled"
-TOKEN="$TOKEN" "$PY" "$H" live "$URL" small "$LIVE" "$A_PID" "$RES" "$IDS"
+py live "$URL" small "$LIVE" "$A_PID" "$RES" "$IDS"
 server_stop
 
 # ---- server B: a cap of 8 --------------------------------------------------
@@ -206,8 +219,8 @@ server_start b '{"limits": {"max_sandboxes": 8, "max_per_user": 8, "min_free_mem
 echo
 echo "== 4. churn: $CHURN sessions (true) through max_sandboxes 8 (server B: pid $SERVER_PID, $URL)"
 add_repo small "$work/small" >/dev/null
-TOKEN="$TOKEN" "$PY" "$H" churn "$URL" small "$CHURN" "$RES" "$IDS"
+py churn "$URL" small "$CHURN" "$RES" "$IDS"
 server_stop
 
 put load.end "$(cut -d' ' -f1 /proc/loadavg)"
-"$PY" "$H" report "$RES"
+py report "$RES"

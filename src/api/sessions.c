@@ -70,8 +70,8 @@ static int reply_session(struct api_ctx *c, unsigned status)
 
 int api_sessions_create(struct api_ctx *c)
 {
-	static const char *const keys[] = {"repo",  "prompt", "ref",
-					   "agent", "limits", NULL};
+	static const char *const keys[] = {"repo",   "prompt", "ref", "agent",
+					   "limits", "egress", NULL};
 	const char *repo, *prompt, *ref;
 	json_t *limits_obj;
 	_cleanup_free_ char *agent = NULL;
@@ -111,6 +111,7 @@ int api_sessions_create(struct api_ctx *c)
 	    .ref = ref,
 	    .agent_json = agent,
 	    .limits = limits_obj ? &limits : NULL,
+	    .egress = c->body ? json_object_get(c->body, "egress") : NULL,
 	};
 	int r = control_submit(c->a->ctl, &req, &s, &err);
 	if (r < 0) {

@@ -150,9 +150,16 @@ int sandbox_reap_stale(struct wr_error **err)
 			struct sandbox_record again;
 			if (lock >= 0 &&
 			    runtime_record_read(rec.name, &again) == 0) {
-				remove_record(&again);
+				/* and ask again whether it is dead: the first
+				 * read may have caught a creator mid-way
+				 * (no init yet, its owner just gone), which
+				 * has since finished and started the init */
+				if (!runtime_record_alive(&again) ||
+				    record_expired(&again)) {
+					remove_record(&again);
+					cleaned++;
+				}
 				runtime_record_clear(&again);
-				cleaned++;
 			}
 		}
 		runtime_record_clear(&rec);

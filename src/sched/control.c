@@ -6,6 +6,7 @@
 
 #include "sandbox/sandbox.h"
 #include "sched/sched.h"
+#include "security/egress.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
 #include "util/parse.h"
@@ -430,10 +431,20 @@ int control_submit(struct control *c, const struct control_submit *req,
 		store_repo_clear(&repo);
 		return r;
 	}
+	/* the hosts it may reach besides its spec's: kept with its limits */
+	json_t *egress = NULL;
+	r = control_egress_check(req->egress, &egress, err);
+	if (r < 0) {
+		store_repo_clear(&repo);
+		return r;
+	}
 	/* what the session asked for; the spec's limits and the server's
 	 * defaults fill the rest when it is provisioned */
-	if (req->limits) {
-		json_t *lj = control_limits_to_json(req->limits);
+	if (req->limits || egress) {
+		json_t *lj = req->limits ? control_limits_to_json(req->limits)
+					 : json_object();
+		if (egress)
+			json_object_set_new(lj, "egress", egress);
 		limits_text = lj ? json_dumps(lj, JSON_COMPACT) : NULL;
 		json_decref(lj);
 	}
@@ -458,6 +469,7 @@ int control_submit(struct control *c, const struct control_submit *req,
 	r = st->ops->session_get(st, s.id, out, err);
 	control_notify(c);
 	pthread_mutex_lock(&c->mu);
+	c->sched_wake = true;
 	pthread_cond_signal(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 	return r;
@@ -513,7 +525,8 @@ int64_t control_message(struct control *c, const char *session_id,
 			&upd, json_pack("{s:s}", "why", "follow-up"),
 			&terr) < 0)
 			wr_error_free(terr); /* raced: the runner has it */
-		pthread_cond_signal(&c->cv);
+		c->sched_wake = true;
+	pthread_cond_signal(&c->cv);
 	}
 	pthread_mutex_unlock(&c->mu);
 	control_notify(c);
@@ -662,7 +675,8 @@ int control_repo_refresh(struct control *c, const char *id_or_name,
 			c->refresh_queue = q;
 		if (id) {
 			q[c->n_refresh++] = id;
-			pthread_cond_signal(&c->cv);
+			c->sched_wake = true;
+	pthread_cond_signal(&c->cv);
 		} else {
 			r = wr_error_set(err, ENOMEM, "refresh");
 		}
@@ -755,7 +769,8 @@ static void run_free(struct run *r)
 }
 
 /* Starts a runner for a session just moved to provisioning (mu held). */
-static int run_start(struct control *c, const struct store_session *s)
+static int run_start(struct control *c, const struct store_session *s,
+		     int64_t queued_ms)
 {
 	struct run *r = wr_calloc(1, sizeof(*r));
 	if (!r)
@@ -766,6 +781,7 @@ static int run_start(struct control *c, const struct store_session *s)
 	snprintf(r->sandbox, sizeof(r->sandbox), "ws-%s", s->id);
 	control_cond_init(&r->cv);
 	r->life_start_ms = s->started_ms ? s->started_ms : store_now_ms();
+	r->queued_ms = queued_ms;
 	r->last_active_ms = store_now_ms();
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
@@ -855,17 +871,21 @@ static void admit(struct control *c)
 	}
 	/* the cap is full and sessions wait: resting sandboxes give their
 	 * slots back, oldest activity first */
-	if (picked == 0 && active >= c->cfg.max_sandboxes) {
+	/* one resting sandbox for each session that still waits for a
+	 * slot, oldest activity first */
+	size_t waiting = nq - picked;
+	while (waiting > 0 && active + picked >= c->cfg.max_sandboxes) {
 		struct run *oldest = NULL;
 		for (struct run *r = c->runs; r; r = r->next)
 			if (!r->done && r->resting && !r->reclaim &&
 			    (!oldest ||
 			     r->last_active_ms < oldest->last_active_ms))
 				oldest = r;
-		if (oldest) {
-			oldest->reclaim = true;
-			pthread_cond_signal(&oldest->cv);
-		}
+		if (!oldest)
+			break;
+		oldest->reclaim = true;
+		pthread_cond_signal(&oldest->cv);
+		waiting--;
 	}
 	for (size_t i = 0; i < nq; i++) {
 		if (!e[i].picked)
@@ -882,7 +902,7 @@ static void admit(struct control *c)
 			continue;
 		}
 		metrics_observe(c, PHASE_QUEUE, (double)queued_ms);
-		int r = run_start(c, &q[i]);
+		int r = run_start(c, &q[i], queued_ms);
 		if (r < 0) {
 			struct store_session_update f =
 			    STORE_SESSION_UPDATE_INIT;
@@ -993,9 +1013,14 @@ static void *sched_main(void *arg)
 		pthread_mutex_lock(&c->mu);
 		if (c->stopping)
 			break;
-		struct timespec until;
-		control_deadline(&until, SCHED_TICK_MS);
-		pthread_cond_timedwait(&c->cv, &c->mu, &until);
+		/* a submission or a finished runner that came while this
+		 * round ran must not wait for the next tick */
+		if (!c->sched_wake) {
+			struct timespec until;
+			control_deadline(&until, SCHED_TICK_MS);
+			pthread_cond_timedwait(&c->cv, &c->mu, &until);
+		}
+		c->sched_wake = false;
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
@@ -1104,9 +1129,13 @@ static void control_free(struct control *c)
 		free(c->refresh_queue[i]);
 	free(c->refresh_queue);
 	free(c->building);
+	/* after the runners: their sandboxes are gone, so are the
+	 * proxy's sessions */
+	egress_stop(c->egress);
 	for (size_t i = 0; i < c->n_spec_cache; i++) {
 		json_decref(c->spec_cache[i].verify);
 		json_decref(c->spec_cache[i].artifacts);
+		json_decref(c->spec_cache[i].egress);
 	}
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
@@ -1167,6 +1196,11 @@ int control_start(const struct control_config *cfg, struct store *st,
 		/* sessions outlive a server; records of sandboxes killed
 		 * with it do not */
 		sandbox_reap_stale(NULL);
+		r = control_egress_start(c, err);
+		if (r < 0) {
+			control_free(c);
+			return wr_error_wrap(err, "egress proxy");
+		}
 		int e = pthread_create(&c->sched_thread, NULL, sched_main, c);
 		if (e) {
 			control_free(c);

@@ -63,6 +63,12 @@ struct control_config {
 	const struct control_forge *forges;
 	size_t n_forges;
 	bool no_worker; /* accept and store, never run (fuzzing, tests) */
+	/* the egress proxy (security/egress.h): the server configuration's
+	 * "egress" object as JSON text (NULL: the default rules), and the
+	 * API's own endpoint, which no sandbox may reach through it */
+	const char *egress_json;
+	const char *api_addr;
+	uint16_t api_port;
 };
 
 /* A submission from the API. */
@@ -73,6 +79,10 @@ struct control_submit {
 	const char *ref;	/* NULL: the repository's default */
 	const char *agent_json; /* JSON argv array, NULL: repo/server default */
 	const struct control_limits *limits; /* NULL: defaults */
+	/* hosts the session may reach besides its repository's spec
+	 * egress: a JSON array of allowlist entries, NULL: none. Kept in
+	 * the session's limits_json under "egress". */
+	const json_t *egress;
 };
 
 struct control;

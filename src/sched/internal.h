@@ -57,6 +57,7 @@ struct run {
 	bool wake;		/* a follow-up arrived */
 	bool resting;		/* in review, sandbox kept for a follow-up */
 	bool done;		/* thread finished, to be joined */
+	int64_t queued_ms;	/* time it waited in the queue (admission) */
 	int64_t life_start_ms;	/* lifetime counts from here */
 	int64_t last_active_ms; /* idle counts from here */
 	int64_t sandbox_start_ms;
@@ -92,6 +93,7 @@ struct control {
 	bool sched_started;
 	pthread_t sched_thread;
 	bool mem_blocked; /* admission is waiting for memory */
+	bool sched_wake;  /* work arrived since the scheduler last looked */
 
 	/* snapshot builds and refreshes (guarded by mu) */
 	char **building; /* repository ids with a build running */
@@ -111,6 +113,7 @@ struct control {
 		uint64_t refresh_ms;
 		json_t *verify;	   /* argv arrays of the verify commands */
 		json_t *artifacts; /* paths of the evidence files */
+		json_t *egress;	   /* the spec's allowed hosts */
 	} spec_cache[64];
 	size_t n_spec_cache, next_spec_cache;
 
@@ -120,6 +123,8 @@ struct control {
 
 	pthread_mutex_t metrics_mu;
 	struct metrics m;
+
+	struct egress *egress; /* the sandboxes' egress proxy (egress_hook.c) */
 };
 
 /* runner.c */
@@ -213,6 +218,32 @@ void control_audit_decision(struct control *c, const char *session_id,
 void control_audit_push(struct control *c, const char *session_id,
 			const char *user, const json_t *push,
 			const char *error);
+
+/* egress_hook.c: the egress proxy (security/egress.h). A session's
+ * allowlist is its spec's egress (at the snapshot it runs on) plus its own
+ * list (limits_json "egress"), read at each connection. */
+int control_egress_start(struct control *c, struct wr_error **err);
+/* A submission's egress list: NULL/null is none; else an array of at
+ * most 256 allowlist entries (bad_input otherwise). *out: a copy. */
+int control_egress_check(const json_t *list, json_t **out,
+			 struct wr_error **err);
+/* What sandbox_start adds for a session with any allowed host: the
+ * listener is open, argv gets the binds and the proxy environment. */
+struct control_egress {
+	bool on;
+	char *bind_dir, *bind_relay;
+};
+int control_egress_prepare(struct run *run, const struct store_session *s,
+			   const char *snapshot_id, struct control_egress *out,
+			   struct wr_error **err);
+/* Appends the --bind and --env options to argv at n; returns the new n
+ * (at most 16 more). */
+int control_egress_argv(const struct control_egress *e, char **argv, int n);
+void control_egress_clear(struct control_egress *e);
+/* Starts the relay inside the sandbox (it daemonizes). */
+int control_egress_relay(struct run *run, struct wr_error **err);
+/* Closes the session's listener (its sandbox is gone). */
+void control_egress_close(struct run *run);
 
 /* metrics.c */
 void metrics_observe(struct control *c, enum metric_phase p, double ms);

@@ -309,7 +309,7 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 	    repo ? git_mirror_path(c->data_dir, repo, NULL) : NULL;
 	struct spec *spec = NULL;
 	struct wr_error *err = NULL;
-	json_t *verify_cmds = NULL, *artifact_paths = NULL;
+	json_t *verify_cmds = NULL, *artifact_paths = NULL, *egress_hosts = NULL;
 	if (mirror && commit &&
 	    snap_load_spec(mirror, commit, &spec, &err) == 0) {
 		out->millicpus = spec->limits.millicpus;
@@ -324,6 +324,10 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 		for (size_t i = 0; i < spec->n_artifacts; i++)
 			json_array_append_new(artifact_paths,
 					      json_string(spec->artifacts[i]));
+		egress_hosts = json_array();
+		for (size_t i = 0; i < spec->n_egress; i++)
+			json_array_append_new(egress_hosts,
+					      json_string(spec->egress[i]));
 		spec_free(spec);
 	} else if (err) {
 		fprintf(stderr, "warren serve: spec of snapshot %.12s: %s\n",
@@ -345,6 +349,8 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 	json_decref(c->spec_cache[slot].artifacts);
 	c->spec_cache[slot].artifacts =
 	    artifact_paths ? artifact_paths : json_array();
+	json_decref(c->spec_cache[slot].egress);
+	c->spec_cache[slot].egress = egress_hosts ? egress_hosts : json_array();
 	if (artifacts)
 		*artifacts = json_incref(c->spec_cache[slot].artifacts);
 	pthread_mutex_unlock(&c->mu);
@@ -384,6 +390,7 @@ static void sandbox_stop(struct run *run)
 	if (status < 0)
 		log_error(run, "stop sandbox", err);
 	wr_error_free(err);
+	control_egress_close(run);
 	pthread_mutex_lock(&c->mu);
 	if (run->sandbox_start_ms) {
 		pthread_mutex_lock(&c->metrics_mu);
@@ -442,8 +449,13 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	if (!sessions || !upper)
 		return wr_error_set(err, ENOMEM, "sandbox");
 	wr_mkdir_p(sessions, 0700);
+	/* a session allowed any host reaches it through the egress proxy */
+	_cleanup_(control_egress_clear) struct control_egress egress = {0};
+	int er = control_egress_prepare(run, s, snapshot_id, &egress, err);
+	if (er < 0)
+		return er;
 	char mem[32], cpus[32], pids[32];
-	char *argv[32];
+	char *argv[48];
 	int n = 0;
 	argv[n++] = c->warren_bin;
 	argv[n++] = "sandbox";
@@ -479,6 +491,7 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 		argv[n++] = "--pids";
 		argv[n++] = pids;
 	}
+	n = control_egress_argv(&egress, argv, n);
 	argv[n] = NULL;
 	_cleanup_free_ char *output = NULL, *errors = NULL;
 	double t0 = mono_ms();
@@ -517,6 +530,9 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	metrics_observe(c, PHASE_SYNC, sync);
 	metrics_observe(c, PHASE_SERVICES, services);
 	metrics_add(c, &c->m.sandboxes_started, 1);
+	/* the relay is part of the baseline: started before it is taken */
+	if (egress.on && control_egress_relay(run, err) < 0)
+		return -EIO;
 	struct proc_activity a = {0};
 	proc_tree_activity((pid_t)init_pid, &a);
 	pthread_mutex_lock(&c->mu);
@@ -1215,10 +1231,14 @@ void *runner_main(void *arg)
 		json_decref(outcome);
 		outcome = json_object();
 	}
-	json_object_set_new(outcome, "start_ms", json_object());
+	json_object_set_new(outcome, "start_ms",
+			    json_pack("{s:I}", "queue",
+				      (json_int_t)run->queued_ms));
 	struct control_limits asked = {0};
 	if (s.limits_json) {
 		json_t *lj = json_loads(s.limits_json, 0, NULL);
+		/* the session's egress list rides along; not a limit */
+		json_object_del(lj, "egress");
 		if (lj)
 			control_limits_from_json("limits", lj, &asked, NULL);
 		json_decref(lj);

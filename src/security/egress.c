@@ -44,6 +44,7 @@
 #define OWN_ADDRS_MAX 64
 #define OWN_REFRESH_MS 5000
 #define THREAD_STACK (256 * 1024) /* getaddrinfo's NSS modules need room */
+#define AUDIT_QUEUE_MAX 4096
 
 struct egress_session;
 
@@ -65,6 +66,13 @@ struct egress_session {
 	struct conn *conns;
 };
 
+/* A decision waiting for the audit thread. */
+struct audit_item {
+	struct audit_item *next;
+	char session[EGRESS_SESSION_MAX];
+	json_t *details;
+};
+
 struct egress {
 	struct egress_config cfg;
 	struct egress_rules *rules;
@@ -76,6 +84,15 @@ struct egress {
 	int wake_fd;
 	pthread_t acceptor;
 	bool stopping;
+	/* decisions to record, in order (audit_mu): a connection hands its
+	 * record over and is done; the audit thread writes them. A full
+	 * queue makes connections wait, holding their session's slot. */
+	pthread_mutex_t audit_mu;
+	pthread_cond_t audit_cv, audit_space_cv;
+	struct audit_item *audit_head, *audit_tail;
+	size_t audit_len;
+	bool audit_stop, audit_started;
+	pthread_t audit_thread;
 	/* this host's addresses, refreshed now and then (own_mu) */
 	pthread_mutex_t own_mu;
 	struct sockaddr_storage own[OWN_ADDRS_MAX];
@@ -334,10 +351,108 @@ struct pipe_dir {
 	uint64_t bytes;
 };
 
+/* One direction through a pipe with splice(2): the bytes never come up
+ * to user space (a 1 MiB body costs a fraction of recv+send). */
+struct splice_dir {
+	int from, to;
+	int pipe[2];
+	size_t queued; /* bytes in the pipe */
+	size_t cap;    /* the pipe's capacity */
+	bool eof, done;
+	uint64_t bytes;
+};
+
+#define PIPE_CAP (256 * 1024)
+
+/* One turn of one direction; false when the relay must end. */
+static bool splice_turn(struct splice_dir *x)
+{
+	if (!x->eof && x->queued < x->cap) {
+		ssize_t n = splice(x->from, NULL, x->pipe[1], NULL,
+				   x->cap - x->queued,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n > 0)
+			x->queued += (size_t)n;
+		else if (n == 0)
+			x->eof = true;
+		else if (errno != EAGAIN && errno != EINTR)
+			return false;
+	}
+	while (x->queued > 0) {
+		ssize_t n = splice(x->pipe[0], NULL, x->to, NULL, x->queued,
+				   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n > 0) {
+			x->queued -= (size_t)n;
+			x->bytes += (uint64_t)n;
+		} else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+			break;
+		} else {
+			return false;
+		}
+	}
+	if (x->eof && x->queued == 0 && !x->done) {
+		shutdown(x->to, SHUT_WR);
+		x->done = true;
+	}
+	return true;
+}
+
+/* The relay with splice; -EMFILE (and others) before any byte moved if
+ * the pipes cannot be had, and the caller copies instead. */
+static int relay_splice(int client, int upstream, struct outcome *o)
+{
+	struct splice_dir d[2] = {
+	    {.from = client, .to = upstream, .pipe = {-1, -1}},
+	    {.from = upstream, .to = client, .pipe = {-1, -1}},
+	};
+	int r = 0;
+	if (pipe2(d[0].pipe, O_CLOEXEC | O_NONBLOCK) < 0 ||
+	    pipe2(d[1].pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+		r = -errno;
+		goto out;
+	}
+	/* larger pipes, fewer turns for a large body (pages are taken only
+	 * while bytes wait in them); the default if refused */
+	for (int i = 0; i < 2; i++) {
+		int got = fcntl(d[i].pipe[1], F_SETPIPE_SZ, PIPE_CAP);
+		d[i].cap = got > 0 ? (size_t)got : 65536;
+	}
+	while (!d[0].done || !d[1].done) {
+		struct pollfd p[2] = {{client, 0, 0}, {upstream, 0, 0}};
+		for (int i = 0; i < 2; i++) {
+			if (!d[i].eof && d[i].queued < d[i].cap)
+				p[i].events |= POLLIN;
+			if (d[i].queued > 0)
+				p[1 - i].events |= POLLOUT;
+		}
+		for (int i = 0; i < 2; i++)
+			if (!p[i].events)
+				p[i].fd = -1; /* see relay() */
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (!splice_turn(&d[0]) || !splice_turn(&d[1]))
+			break;
+	}
+	o->bytes_up = d[0].bytes;
+	o->bytes_down = d[1].bytes;
+out:
+	for (int i = 0; i < 2; i++)
+		for (int k = 0; k < 2; k++)
+			if (d[i].pipe[k] >= 0)
+				close(d[i].pipe[k]);
+	return r;
+}
+
 /* Moves bytes both ways until both directions are done or one side
  * fails. Both sockets are non-blocking. */
 static void relay(int client, int upstream, struct outcome *o)
 {
+	if (relay_splice(client, upstream, o) == 0)
+		return;
+	/* no descriptors for pipes: copy through user space */
 	_cleanup_free_ char *up_buf = wr_malloc(RELAY_BUF);
 	_cleanup_free_ char *down_buf = wr_malloc(RELAY_BUF);
 	if (!up_buf || !down_buf)
@@ -634,14 +749,11 @@ static void handle(struct conn *cn, struct outcome *o)
 	o->bytes_down = moved.bytes_down;
 }
 
-static void audit(struct conn *cn, const struct outcome *o, double ms)
+static json_t *audit_details(const struct outcome *o, double ms)
 {
-	struct egress *eg = cn->eg;
-	if (!eg->cfg.audit)
-		return;
 	json_t *d = json_object();
 	if (!d)
-		return;
+		return NULL;
 	json_object_set_new(d, "decision",
 			    json_string(o->decision ? o->decision : "failed"));
 	if (o->kind)
@@ -661,8 +773,60 @@ static void audit(struct conn *cn, const struct outcome *o, double ms)
 			    json_integer((json_int_t)o->bytes_down));
 	json_object_set_new(d, "ms", json_real((double)(int64_t)(ms * 1000) /
 					       1000.0));
-	eg->cfg.audit(eg->cfg.ctx, cn->sess->id, d);
-	json_decref(d);
+	return d;
+}
+
+/* Queues the decision for the audit thread (waits while the queue is
+ * full). */
+static void audit(struct conn *cn, const struct outcome *o, double ms)
+{
+	struct egress *eg = cn->eg;
+	if (!eg->cfg.audit)
+		return;
+	struct audit_item *it = wr_calloc(1, sizeof(*it));
+	if (!it)
+		return;
+	snprintf(it->session, sizeof(it->session), "%s", cn->sess->id);
+	it->details = audit_details(o, ms);
+	pthread_mutex_lock(&eg->audit_mu);
+	while (eg->audit_len >= AUDIT_QUEUE_MAX && !eg->audit_stop)
+		pthread_cond_wait(&eg->audit_space_cv, &eg->audit_mu);
+	if (eg->audit_tail)
+		eg->audit_tail->next = it;
+	else
+		eg->audit_head = it;
+	eg->audit_tail = it;
+	eg->audit_len++;
+	pthread_cond_signal(&eg->audit_cv);
+	pthread_mutex_unlock(&eg->audit_mu);
+}
+
+/* Writes the queued decisions, one at a time, in order; at stop, what is
+ * queued still goes. */
+static void *audit_main(void *arg)
+{
+	struct egress *eg = arg;
+	pthread_mutex_lock(&eg->audit_mu);
+	for (;;) {
+		while (!eg->audit_head && !eg->audit_stop)
+			pthread_cond_wait(&eg->audit_cv, &eg->audit_mu);
+		struct audit_item *it = eg->audit_head;
+		if (!it)
+			break; /* stopping, and nothing left */
+		eg->audit_head = it->next;
+		if (!eg->audit_head)
+			eg->audit_tail = NULL;
+		eg->audit_len--;
+		pthread_cond_signal(&eg->audit_space_cv);
+		pthread_mutex_unlock(&eg->audit_mu);
+		if (it->details)
+			eg->cfg.audit(eg->cfg.ctx, it->session, it->details);
+		json_decref(it->details);
+		free(it);
+		pthread_mutex_lock(&eg->audit_mu);
+	}
+	pthread_mutex_unlock(&eg->audit_mu);
+	return NULL;
 }
 
 /* Drops a reference to s (eg->mu held); the last one frees it. */
@@ -689,8 +853,8 @@ static void *conn_main(void *arg)
 	close(cn->client_fd);
 	cn->upstream_fd = cn->client_fd = -1;
 	pthread_mutex_unlock(&eg->mu);
-	/* audit after the sockets are gone: the client is not kept
-	 * waiting for the record */
+	/* the record after the sockets are gone: the client is not kept
+	 * waiting for it */
 	audit(cn, &o, ms);
 	pthread_mutex_lock(&eg->mu);
 	struct egress_session *s = cn->sess;
@@ -872,7 +1036,7 @@ static int listen_at(int dir_fd, struct wr_error **err, const char *dir)
 		 dir_fd, EGRESS_SOCKET_NAME);
 	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
 	    fchmodat(dir_fd, EGRESS_SOCKET_NAME, 0666, 0) < 0 ||
-	    listen(fd, 256) < 0) {
+	    listen(fd, SOMAXCONN) < 0) {
 		int e = errno;
 		close(fd);
 		return wr_error_set(err, e, "listen on %s/%s", dir,
@@ -988,6 +1152,33 @@ void egress_session_close(struct egress *eg, const char *session_id)
 	free(dir);
 }
 
+/* Lets the audit thread write what is queued, and waits for it. */
+static void stop_audit(struct egress *eg)
+{
+	if (!eg->audit_started)
+		return;
+	pthread_mutex_lock(&eg->audit_mu);
+	eg->audit_stop = true;
+	pthread_cond_broadcast(&eg->audit_cv);
+	pthread_cond_broadcast(&eg->audit_space_cv);
+	pthread_mutex_unlock(&eg->audit_mu);
+	pthread_join(eg->audit_thread, NULL);
+	eg->audit_started = false;
+}
+
+static void egress_free(struct egress *eg)
+{
+	close(eg->wake_fd);
+	pthread_mutex_destroy(&eg->mu);
+	pthread_mutex_destroy(&eg->own_mu);
+	pthread_mutex_destroy(&eg->audit_mu);
+	pthread_cond_destroy(&eg->idle_cv);
+	pthread_cond_destroy(&eg->audit_cv);
+	pthread_cond_destroy(&eg->audit_space_cv);
+	egress_rules_free(eg->rules);
+	free(eg);
+}
+
 int egress_start(const struct egress_config *cfg, struct egress **out,
 		 struct wr_error **err)
 {
@@ -1020,16 +1211,21 @@ int egress_start(const struct egress_config *cfg, struct egress **out,
 	}
 	pthread_mutex_init(&eg->mu, NULL);
 	pthread_mutex_init(&eg->own_mu, NULL);
+	pthread_mutex_init(&eg->audit_mu, NULL);
 	pthread_cond_init(&eg->idle_cv, NULL);
-	int e = pthread_create(&eg->acceptor, NULL, acceptor_main, eg);
+	pthread_cond_init(&eg->audit_cv, NULL);
+	pthread_cond_init(&eg->audit_space_cv, NULL);
+	int e = 0;
+	if (eg->cfg.audit) {
+		e = pthread_create(&eg->audit_thread, NULL, audit_main, eg);
+		eg->audit_started = e == 0;
+	}
+	if (!e)
+		e = pthread_create(&eg->acceptor, NULL, acceptor_main, eg);
 	if (e) {
-		close(eg->wake_fd);
-		pthread_mutex_destroy(&eg->mu);
-		pthread_mutex_destroy(&eg->own_mu);
-		pthread_cond_destroy(&eg->idle_cv);
-		egress_rules_free(eg->rules);
-		free(eg);
-		return wr_error_set(err, e, "egress: acceptor thread");
+		stop_audit(eg);
+		egress_free(eg);
+		return wr_error_set(err, e, "egress: threads");
 	}
 	*out = eg;
 	return 0;
@@ -1059,10 +1255,6 @@ void egress_stop(struct egress *eg)
 	while (eg->conns_total > 0)
 		pthread_cond_wait(&eg->idle_cv, &eg->mu);
 	pthread_mutex_unlock(&eg->mu);
-	close(eg->wake_fd);
-	pthread_mutex_destroy(&eg->mu);
-	pthread_mutex_destroy(&eg->own_mu);
-	pthread_cond_destroy(&eg->idle_cv);
-	egress_rules_free(eg->rules);
-	free(eg);
+	stop_audit(eg);
+	egress_free(eg);
 }

@@ -1,6 +1,7 @@
 /* config.c - the server's configuration file (see config.h). */
 #include "cli/serve/config.h"
 
+#include "security/egress.h"
 #include "util/alloc.h"
 #include "review/forge.h"
 #include "util/fs.h"
@@ -38,6 +39,7 @@ void serve_config_clear(struct serve_config *cfg)
 {
 	free(cfg->listen_addr);
 	free(cfg->agent_json);
+	free(cfg->egress_json);
 	for (size_t i = 0; i < cfg->n_repos; i++) {
 		free(cfg->repos[i].name);
 		free(cfg->repos[i].url);
@@ -559,6 +561,21 @@ int serve_config_load(const char *path, struct serve_config *cfg,
 				goto out;
 			}
 			cfg->control.verify_retries = (unsigned)x;
+		} else if (!strcmp(key, "egress")) {
+			/* checked here, where the file is named; the proxy
+			 * takes it again when the control plane starts */
+			struct egress_rules *rules = NULL;
+			r = egress_rules_new(v, &rules, err);
+			egress_rules_free(rules);
+			if (r < 0) {
+				wr_error_wrap(err, "%s", path);
+				goto out;
+			}
+			free(cfg->egress_json);
+			cfg->egress_json = json_dumps(v, JSON_COMPACT);
+			if (!cfg->egress_json)
+				r = wr_error_set(err, ENOMEM, "config");
+			cfg->control.egress_json = cfg->egress_json;
 		} else if (!strcmp(key, "refresh_check")) {
 			r = get_duration(path, key, v,
 					 &cfg->control.refresh_check_ms, err);

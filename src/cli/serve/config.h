@@ -17,6 +17,9 @@
  *              "budget": {"model_calls": 50, "tokens": 2000000,
  *                         "cost": 5.0, "wall": "30m"}},
  *    "verify": {"retries": 2},
+ *    "egress": {"deny": ["203.0.113.0/24"], "allow_addresses": [...],
+ *               "hosts": {"name.test": "127.0.0.1"}, "ip_literals": false}
+ *              (security/egress.h, docs/security.md "Egress"),
  *    "repositories": [{"name": "app", "url": "/srv/git/app.git",
  *                      "ref": "main", "refresh": "30m", "agent": ...,
  *                      "forge": {"kind": "github", "api_url": URL,
@@ -53,6 +56,7 @@ struct serve_config {
 	uint16_t port;
 	struct control_config control; /* strings owned below */
 	char *agent_json;
+	char *egress_json; /* "egress", checked; control.egress_json */
 	struct serve_model model;
 	struct serve_repo *repos;
 	size_t n_repos;

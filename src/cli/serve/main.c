@@ -277,6 +277,9 @@ int main(int argc, char **argv)
 	cfg.control.data_dir = data;
 	cfg.control.warren_bin = warren;
 	cfg.control.default_agent_json = cfg.agent_json;
+	/* the egress proxy keeps sandboxes away from the API itself */
+	cfg.control.api_addr = listen_addr;
+	cfg.control.api_port = port;
 	/* forges of the configured repositories (pull requests on approval) */
 	forges = cfg.n_repos ? wr_calloc(cfg.n_repos, sizeof(*forges)) : NULL;
 	size_t n_forges = 0;

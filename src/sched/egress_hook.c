@@ -1,0 +1,248 @@
+/* egress_hook.c - the control plane's side of the egress proxy
+ * (security/egress.h, docs/security.md "Egress").
+ *
+ * The proxy asks, at each connection, for the session's allowlist: the
+ * egress hosts of its repository's spec at the snapshot it runs on, plus
+ * the session's own list from its submission (kept in limits_json under
+ * "egress", beside the limits it asked for). Every decision becomes an
+ * "egress" event of the session.
+ *
+ * In the sandbox (see sandbox_start in runner.c): the session's socket
+ * directory is bound read-only at /run/warren-egress, the relay binary
+ * (warren-relay, next to warren) at /run/warren-egress-relay, and the
+ * proxy variables are set for every command; once the sandbox is up, the
+ * relay is started with `warren sandbox exec` and daemonizes. */
+#include "sched/internal.h"
+
+#include "security/egress.h"
+#include "util/alloc.h"
+#include "util/cleanup.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define EGRESS_LIST_MAX 256
+
+/* The egress hosts of the spec at snapshot_id (a new reference; an empty
+ * array if none). */
+static json_t *spec_egress(struct control *c, const char *snapshot_id)
+{
+	json_t *out = NULL;
+	if (snapshot_id && *snapshot_id) {
+		struct control_limits unused;
+		uint64_t every;
+		/* reads the spec once per snapshot into the cache */
+		control_spec_info(c, snapshot_id, &unused, &every, NULL, NULL);
+		pthread_mutex_lock(&c->mu);
+		for (size_t i = 0; i < c->n_spec_cache; i++)
+			if (!strcmp(c->spec_cache[i].snapshot_id, snapshot_id))
+				out = json_incref(c->spec_cache[i].egress);
+		pthread_mutex_unlock(&c->mu);
+	}
+	return out ? out : json_array();
+}
+
+/* The session's whole allowlist (a new array: the spec's is shared with
+ * the cache and stays as it is). */
+static json_t *session_hosts(struct control *c, const struct store_session *s,
+			     const char *snapshot_id)
+{
+	json_t *spec = spec_egress(c, snapshot_id);
+	json_t *hosts = json_array();
+	json_t *limits =
+	    s->limits_json ? json_loads(s->limits_json, 0, NULL) : NULL;
+	json_t *own = json_object_get(limits, "egress");
+	size_t i;
+	json_t *v;
+	json_array_foreach(spec, i, v) json_array_append(hosts, v);
+	json_array_foreach(own, i, v)
+	{
+		if (json_is_string(v))
+			json_array_append(hosts, v);
+	}
+	json_decref(limits);
+	json_decref(spec);
+	return hosts;
+}
+
+static int policy_cb(void *ctx, const char *session_id, char ***allow,
+		     size_t *n)
+{
+	struct control *c = ctx;
+	struct store_session s = {0};
+	if (c->st->ops->session_get(c->st, session_id, &s, NULL) < 0)
+		return -ENOENT;
+	json_t *hosts = session_hosts(c, &s, s.snapshot_id);
+	store_session_clear(&s);
+	size_t k = json_array_size(hosts);
+	char **v = wr_calloc(k + 1, sizeof(char *));
+	if (!v) {
+		json_decref(hosts);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < k; i++) {
+		v[i] = wr_strdup(json_string_value(json_array_get(hosts, i)));
+		if (!v[i]) {
+			egress_strv_free(v, i);
+			json_decref(hosts);
+			return -ENOMEM;
+		}
+	}
+	json_decref(hosts);
+	*allow = v;
+	*n = k;
+	return 0;
+}
+
+static void audit_cb(void *ctx, const char *session_id, const json_t *details)
+{
+	struct control *c = ctx;
+	control_event(c, session_id, "egress", json_deep_copy(details));
+}
+
+int control_egress_start(struct control *c, struct wr_error **err)
+{
+	json_t *rules = NULL;
+	if (c->cfg.egress_json) {
+		json_error_t jerr;
+		rules = json_loads(c->cfg.egress_json, 0, &jerr);
+		if (!rules)
+			return wr_error_input(err, EINVAL, "egress: %s",
+					      jerr.text);
+	}
+	struct egress_config ecfg = {
+	    .rules = rules,
+	    .self_addr = c->cfg.api_addr,
+	    .self_port = c->cfg.api_port,
+	    .policy = policy_cb,
+	    .audit = audit_cb,
+	    .ctx = c,
+	};
+	int r = egress_start(&ecfg, &c->egress, err);
+	json_decref(rules);
+	return r;
+}
+
+int control_egress_check(const json_t *list, json_t **out,
+			 struct wr_error **err)
+{
+	*out = NULL;
+	if (!list || json_is_null(list))
+		return 0;
+	if (!json_is_array(list) || json_array_size(list) > EGRESS_LIST_MAX)
+		return wr_error_input(err, EINVAL,
+				      "egress: expected an array of at most "
+				      "%d hosts",
+				      EGRESS_LIST_MAX);
+	size_t i;
+	json_t *v;
+	json_array_foreach(list, i, v)
+	{
+		struct egress_allow e;
+		const char *t = json_string_value(v);
+		if (!t || egress_allow_parse(t, &e) < 0)
+			return wr_error_input(
+			    err, EINVAL,
+			    "egress[%zu]: not a host (\"example.com\", "
+			    "\"*.example.com\", \"example.com:8443\")",
+			    i);
+	}
+	*out = json_deep_copy(list);
+	return *out ? 0 : wr_error_set(err, ENOMEM, "egress");
+}
+
+void control_egress_clear(struct control_egress *e)
+{
+	free(e->bind_dir);
+	free(e->bind_relay);
+	memset(e, 0, sizeof(*e));
+}
+
+int control_egress_prepare(struct run *run, const struct store_session *s,
+			   const char *snapshot_id, struct control_egress *out,
+			   struct wr_error **err)
+{
+	struct control *c = run->ctl;
+	memset(out, 0, sizeof(*out));
+	if (!c->egress)
+		return 0;
+	json_t *hosts = session_hosts(c, s, snapshot_id);
+	size_t n = json_array_size(hosts);
+	json_decref(hosts);
+	if (n == 0)
+		return 0; /* network none, no proxy */
+	_cleanup_free_ char *bin = wr_strdup(c->warren_bin);
+	_cleanup_free_ char *relay =
+	    bin ? wr_asprintf("%s/warren-relay", dirname(bin)) : NULL;
+	_cleanup_free_ char *dir =
+	    wr_asprintf("%s/sessions/%s.egress", c->data_dir, s->id);
+	if (!relay || !dir)
+		return wr_error_set(err, ENOMEM, "egress");
+	if (access(relay, X_OK) < 0)
+		return wr_error_set(err, errno,
+				    "egress: %s (the relay the sandbox needs; "
+				    "`make` builds it)",
+				    relay);
+	int r = egress_session_open(c->egress, s->id, dir, NULL, err);
+	if (r < 0)
+		return wr_error_wrap(err, "egress");
+	out->bind_dir = wr_asprintf("%s:%s:ro", dir, EGRESS_SANDBOX_DIR);
+	out->bind_relay = wr_asprintf("%s:%s:ro", relay, EGRESS_SANDBOX_RELAY);
+	if (!out->bind_dir || !out->bind_relay) {
+		control_egress_clear(out);
+		egress_session_close(c->egress, s->id);
+		return wr_error_set(err, ENOMEM, "egress");
+	}
+	out->on = true;
+	return 0;
+}
+
+int control_egress_argv(const struct control_egress *e, char **argv, int n)
+{
+	static const char *const env[] = {
+	    "HTTP_PROXY=" EGRESS_PROXY_URL,  "HTTPS_PROXY=" EGRESS_PROXY_URL,
+	    "http_proxy=" EGRESS_PROXY_URL,  "https_proxy=" EGRESS_PROXY_URL,
+	    "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1",
+	};
+	if (!e->on)
+		return n;
+	argv[n++] = "--bind";
+	argv[n++] = e->bind_dir;
+	argv[n++] = "--bind";
+	argv[n++] = e->bind_relay;
+	for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++) {
+		argv[n++] = "--env";
+		argv[n++] = (char *)env[i];
+	}
+	return n;
+}
+
+int control_egress_relay(struct run *run, struct wr_error **err)
+{
+	struct control *c = run->ctl;
+	char *argv[] = {c->warren_bin,		   "sandbox", "exec",
+			run->sandbox,		   "--",      EGRESS_SANDBOX_RELAY,
+			EGRESS_SANDBOX_SOCKET, NULL};
+	_cleanup_free_ char *errors = NULL;
+	int status = proc_run(argv, 4096, -1, NULL, &errors, err);
+	if (status < 0)
+		return wr_error_wrap(err, "egress relay");
+	if (status != 0) {
+		size_t len = errors ? strlen(errors) : 0;
+		while (len && errors[len - 1] == '\n')
+			errors[--len] = '\0';
+		return wr_error_set(err, EIO,
+				    "egress relay failed (exit %d): %s",
+				    status, len ? errors : "no output");
+	}
+	return 0;
+}
+
+void control_egress_close(struct run *run)
+{
+	egress_session_close(run->ctl->egress, run->id);
+}
