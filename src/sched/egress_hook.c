@@ -204,9 +204,12 @@ int control_egress_prepare(struct run *run, const struct store_session *s,
 int control_egress_argv(const struct control_egress *e, char **argv, int n)
 {
 	static const char *const env[] = {
-	    "HTTP_PROXY=" EGRESS_PROXY_URL,  "HTTPS_PROXY=" EGRESS_PROXY_URL,
-	    "http_proxy=" EGRESS_PROXY_URL,  "https_proxy=" EGRESS_PROXY_URL,
-	    "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1",
+	    "HTTP_PROXY=" EGRESS_PROXY_URL,
+	    "HTTPS_PROXY=" EGRESS_PROXY_URL,
+	    "http_proxy=" EGRESS_PROXY_URL,
+	    "https_proxy=" EGRESS_PROXY_URL,
+	    "NO_PROXY=localhost,127.0.0.1,::1",
+	    "no_proxy=localhost,127.0.0.1,::1",
 	};
 	if (!e->on)
 		return n;
@@ -224,8 +227,8 @@ int control_egress_argv(const struct control_egress *e, char **argv, int n)
 int control_egress_relay(struct run *run, struct wr_error **err)
 {
 	struct control *c = run->ctl;
-	char *argv[] = {c->warren_bin,		   "sandbox", "exec",
-			run->sandbox,		   "--",      EGRESS_SANDBOX_RELAY,
+	char *argv[] = {c->warren_bin,	       "sandbox", "exec",
+			run->sandbox,	       "--",	  EGRESS_SANDBOX_RELAY,
 			EGRESS_SANDBOX_SOCKET, NULL};
 	_cleanup_free_ char *errors = NULL;
 	int status = proc_run(argv, 4096, -1, NULL, &errors, err);
@@ -236,8 +239,8 @@ int control_egress_relay(struct run *run, struct wr_error **err)
 		while (len && errors[len - 1] == '\n')
 			errors[--len] = '\0';
 		return wr_error_set(err, EIO,
-				    "egress relay failed (exit %d): %s",
-				    status, len ? errors : "no output");
+				    "egress relay failed (exit %d): %s", status,
+				    len ? errors : "no output");
 	}
 	return 0;
 }

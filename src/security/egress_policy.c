@@ -316,8 +316,7 @@ static int addr_bytes(const struct sockaddr *sa, uint8_t out[16], bool *v6)
 	}
 	if (sa->sa_family != AF_INET6)
 		return -EAFNOSUPPORT;
-	const uint8_t *a =
-	    ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+	const uint8_t *a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
 	if (!memcmp(a, mapped, 12) || !memcmp(a, nat64, 12)) {
 		memcpy(out, a + 12, 4);
 		*v6 = false;
@@ -360,9 +359,10 @@ int egress_rules_check(const struct egress_rules *r, const struct sockaddr *sa,
 		*why = "not an IP address";
 		return -EACCES;
 	}
-	uint16_t port = ntohs(sa->sa_family == AF_INET
-				  ? ((const struct sockaddr_in *)sa)->sin_port
-				  : ((const struct sockaddr_in6 *)sa)->sin6_port);
+	uint16_t port =
+	    ntohs(sa->sa_family == AF_INET
+		      ? ((const struct sockaddr_in *)sa)->sin_port
+		      : ((const struct sockaddr_in6 *)sa)->sin6_port);
 	builtin_init();
 	for (size_t i = 0; i < r->n_deny; i++)
 		if (cidr_contains(&r->deny[i], v6, a)) {
@@ -588,9 +588,8 @@ out:
 }
 
 int egress_allowlist_check(const struct egress_rules *r,
-			   const char *const *allow, size_t n,
-			   const char *host, bool ip_literal, uint16_t port,
-			   const char **why)
+			   const char *const *allow, size_t n, const char *host,
+			   bool ip_literal, uint16_t port, const char **why)
 {
 	if (ip_literal && !r->ip_literals) {
 		*why = "an IP address: only host names may be allowed";

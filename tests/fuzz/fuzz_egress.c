@@ -88,7 +88,8 @@ static void fuzz_head(const uint8_t *data, size_t size)
 		check(len == strlen(up), "upstream head length");
 		check(len >= 4 && !memcmp(up + len - 4, "\r\n\r\n", 4),
 		      "upstream head ends with a blank line");
-		check(!strcasestr(up, "\nproxy-"), "no Proxy-* header upstream");
+		check(!strcasestr(up, "\nproxy-"),
+		      "no Proxy-* header upstream");
 		struct egress_request again;
 		const char *why2 = NULL;
 		int r2 = egress_parse_head(up, len, &again, &why2);

@@ -120,9 +120,8 @@ static void test_allow_match(void **state)
 	/* case and a final dot are the request's concern (normalized) */
 	char host[EGRESS_HOST_MAX + 1];
 	bool literal;
-	assert_int_equal(egress_host_normalize("WWW.Example.Com.", 16, host,
-					       &literal),
-			 0);
+	assert_int_equal(
+	    egress_host_normalize("WWW.Example.Com.", 16, host, &literal), 0);
 	assert_string_equal(host, "www.example.com");
 	assert_true(matches("*.EXAMPLE.com", host, 443));
 }
@@ -235,12 +234,12 @@ static void test_rules_default(void **state)
 static void test_rules_config(void **state)
 {
 	(void)state;
-	struct egress_rules *r = rules_of(
-	    "{\"deny\": [\"93.184.216.0/24\", \"2001:db8::/32\"],"
-	    " \"allow_addresses\": [\"127.0.0.1/32\", \"10.9.0.0/16\","
-	    " \"93.184.216.34\"],"
-	    " \"hosts\": {\"Allowed.TEST\": \"127.0.0.1\","
-	    "             \"two.test\": [\"10.9.1.1\", \"::1\"]}}");
+	struct egress_rules *r =
+	    rules_of("{\"deny\": [\"93.184.216.0/24\", \"2001:db8::/32\"],"
+		     " \"allow_addresses\": [\"127.0.0.1/32\", \"10.9.0.0/16\","
+		     " \"93.184.216.34\"],"
+		     " \"hosts\": {\"Allowed.TEST\": \"127.0.0.1\","
+		     "             \"two.test\": [\"10.9.1.1\", \"::1\"]}}");
 	/* deny beats allow_addresses; allow_addresses beats the defaults */
 	assert_string_equal(verdict(r, "93.184.216.34", 443),
 			    "an address the server's egress rules deny");
@@ -263,8 +262,7 @@ static void test_rules_config(void **state)
 			    "the control plane itself");
 	/* the static table */
 	struct sockaddr_storage out[4];
-	assert_int_equal(egress_rules_lookup(r, "allowed.test", 81, out, 4),
-			 1);
+	assert_int_equal(egress_rules_lookup(r, "allowed.test", 81, out, 4), 1);
 	assert_int_equal(out[0].ss_family, AF_INET);
 	assert_int_equal(ntohs(((struct sockaddr_in *)&out[0])->sin_port), 81);
 	assert_int_equal(egress_rules_lookup(r, "two.test", 81, out, 4), 2);
@@ -321,23 +319,21 @@ static void test_allowlist_check(void **state)
 						false, 443, &why),
 			 -EACCES);
 	/* IP literals only where the server allows them */
-	assert_int_equal(egress_allowlist_check(r, list, 4, "10.0.0.1", true,
-						443, &why),
-			 -EACCES);
+	assert_int_equal(
+	    egress_allowlist_check(r, list, 4, "10.0.0.1", true, 443, &why),
+	    -EACCES);
 	assert_string_equal(why,
 			    "an IP address: only host names may be allowed");
 	egress_rules_free(r);
 	r = rules_of("{\"ip_literals\": true}");
-	assert_int_equal(egress_allowlist_check(r, list, 4, "10.0.0.1", true,
-						443, &why),
-			 0);
+	assert_int_equal(
+	    egress_allowlist_check(r, list, 4, "10.0.0.1", true, 443, &why), 0);
 	egress_rules_free(r);
 }
 
 /* ---- request heads ------------------------------------------------------- */
 
-static int parse(const char *head, struct egress_request *req,
-		 const char **why)
+static int parse(const char *head, struct egress_request *req, const char **why)
 {
 	*why = NULL;
 	return egress_parse_head(head, strlen(head), req, why);
@@ -388,9 +384,8 @@ static void test_parse_good(void **state)
 	assert_true(req.ip_literal);
 
 	/* incomplete: more bytes needed */
-	assert_int_equal(parse("CONNECT a.com:443 HTTP/1.1\r\nHost: a", &req,
-			       &why),
-			 0);
+	assert_int_equal(
+	    parse("CONNECT a.com:443 HTTP/1.1\r\nHost: a", &req, &why), 0);
 	assert_int_equal(parse("GET", &req, &why), 0);
 }
 
@@ -434,9 +429,9 @@ static void test_parse_bad(void **state)
 	}
 	struct egress_request req;
 	const char *why;
-	assert_int_equal(parse("GET https://a.com/ HTTP/1.1\r\n\r\n", &req,
-			       &why),
-			 -EPROTONOSUPPORT);
+	assert_int_equal(
+	    parse("GET https://a.com/ HTTP/1.1\r\n\r\n", &req, &why),
+	    -EPROTONOSUPPORT);
 	/* the caps */
 	char *big = wr_malloc(EGRESS_HEAD_MAX + 64);
 	assert_non_null(big);
@@ -478,7 +473,8 @@ static void test_upstream_head(void **state)
 	free(out);
 }
 
-/* ---- the proxy ------------------------------------------------------------ */
+/* ---- the proxy ------------------------------------------------------------
+ */
 
 static char tmp_dir[] = "/tmp/warren-egress-test.XXXXXX";
 static int server_fd = -1;
@@ -534,9 +530,9 @@ static void *server_main(void *arg)
 				break;
 		}
 		char out[4300];
-		int m = snprintf(out, sizeof(out),
-				 "HTTP/1.0 200 OK\r\n\r\nseen:%.*s", (int)len,
-				 buf);
+		int m =
+		    snprintf(out, sizeof(out),
+			     "HTTP/1.0 200 OK\r\n\r\nseen:%.*s", (int)len, buf);
 		if (write(c, out, (size_t)m) < 0) {
 		}
 		close(c);
@@ -677,7 +673,8 @@ static void test_proxy(void **state)
 	out = exchange(sock, req);
 	assert_non_null(strstr(out, "403 Forbidden"));
 	assert_non_null(strstr(out, "resolves to 10.0.0.1, a private address"));
-	out = exchange(sock, "GET http://metadata.test/latest HTTP/1.1\r\n\r\n");
+	out =
+	    exchange(sock, "GET http://metadata.test/latest HTTP/1.1\r\n\r\n");
 	assert_non_null(strstr(out, "resolves to 169.254.169.254, the cloud "
 				    "metadata address"));
 	/* the control plane, even allowed by name and address */
