@@ -83,3 +83,4 @@ echo; echo "== 4. snapshots (bench/snapshot.sh)"; BUILD="$BUILD" bench/snapshot.
 echo; echo "== 5. control plane (bench/control.sh)"; BUILD="$BUILD" bench/control.sh
 echo; echo "== 6. agent tools (bench/agent.sh)"; BUILD="$BUILD" bench/agent.sh
 echo; echo "== 7. agent harness per turn (bench/agent_turn.sh)"; BUILD="$BUILD" bench/agent_turn.sh
+echo; echo "== 8. egress proxy (bench/egress.sh)"; BUILD="$BUILD" bench/egress.sh

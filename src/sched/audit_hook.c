@@ -375,6 +375,12 @@ void control_audit_event(struct control *c, const char *session_id,
 		audit_result(c, session_id, data, seq);
 	} else if (!strcmp(kind, "usage")) {
 		audit_model_credential(c, session_id, data, seq);
+	} else if (!strcmp(kind, "egress")) {
+		/* the proxy's decisions: what the agent tried to reach */
+		json_t *d = json_deep_copy(data);
+		if (json_is_object(d))
+			json_object_set_new(d, "event_seq", json_integer(seq));
+		control_audit(c, session_id, "agent", kind, d);
 	} else if (!strcmp(kind, "turn") || !strcmp(kind, "checkpoint") ||
 		   !strcmp(kind, "sandbox") || !strcmp(kind, "retry") ||
 		   !strcmp(kind, "budget")) {

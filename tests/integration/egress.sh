@@ -178,7 +178,12 @@ for _ in $(seq 1 50); do [ -e "$D/sessions/$S.egress" ] || break; sleep 0.1; don
 [ ! -e "$D/sessions/$S.egress" ] && pass "the socket and its directory go with the sandbox" ||
 	fail "the socket and its directory go with the sandbox" "$(ls -la "$D/sessions/$S.egress" 2>&1)"
 
-[ -n "${KEEP:-}" ] && session_log "$S" >"$KEEP"
 server_stop
 pgrep -f "warren-egress-relay" >/dev/null && fail "no relay left after the server stops" "$(pgrep -af warren-egress-relay)" ||
 	pass "no relay left after the server stops"
+
+# --- the decisions are in the session's tamper-evident audit log ----------------
+out="$("$WARREN" audit verify "$S" --data "$D" 2>&1)"
+echo "$out" | grep -q "chain intact" && echo "$out" | grep -q "egress" &&
+	pass "egress decisions are in the audit log, and it verifies" ||
+	fail "egress decisions are in the audit log, and it verifies" "$(echo "$out" | tail -5 | tr '\n' ' ')"
