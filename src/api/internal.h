@@ -233,6 +233,11 @@ int api_snapshots_list(struct api_ctx *c);
 int api_tokens_create(struct api_ctx *c);
 int api_tokens_list(struct api_ctx *c);
 int api_token_revoke_route(struct api_ctx *c);
+int api_secret_put(struct api_ctx *c);
+int api_secrets_list(struct api_ctx *c);
+int api_secret_delete(struct api_ctx *c);
+/* secrets.c: any name segment is looked at by the PUT handler itself */
+bool api_secret_segment(const char *name);
 int api_healthz(struct api_ctx *c);
 int api_metrics(struct api_ctx *c);
 int api_stats(struct api_ctx *c);

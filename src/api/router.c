@@ -14,6 +14,7 @@
  * api_session_load. */
 #include "api/internal.h"
 
+#include "security/secrets.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
 
@@ -311,6 +312,12 @@ static const struct route routes[] = {
      "creating tokens", NULL},
     {"tokens/+", "DELETE", 0, BODY_NONE, NULL, api_token_revoke_route, ADMINS,
      "revoking tokens", store_token_name_valid},
+    {"secrets", "GET", 0, BODY_NONE, NULL, api_secrets_list, ADMINS,
+     "listing secrets", NULL},
+    {"secrets/+", "PUT", 0, BODY_REQUIRED, NULL, api_secret_put, ADMINS,
+     "setting secrets", api_secret_segment},
+    {"secrets/+", "DELETE", 0, BODY_NONE, NULL, api_secret_delete, ADMINS,
+     "deleting secrets", secrets_name_valid},
     {"healthz", "GET", 0, BODY_NONE, NULL, api_healthz, ANY_ROLE, NULL, NULL},
     {"metrics", "GET", 0, BODY_NONE, NULL, api_metrics, ANY_ROLE, NULL, NULL},
     {"stats", "GET", 0, BODY_NONE, NULL, api_stats, ANY_ROLE, NULL, NULL},
@@ -461,9 +468,12 @@ static int dispatch(struct api_ctx *c)
 	if (name) {
 		/* like an id: a name that cannot be one is not looked for */
 		if (!match->name_valid(name))
-			return api_reply_error(c->out, 404, "no such %s",
-					       match->id_kind ? "artifact"
-							      : "token");
+			return api_reply_error(
+			    c->out, 404, "no such %s",
+			    match->id_kind ? "artifact"
+			    : !strncmp(match->pattern, "secrets/", 8)
+				? "secret"
+				: "token");
 		c->name = name;
 	}
 	if (api_query_parse(req->query, &c->query, match->query, c->out) < 0)

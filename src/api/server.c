@@ -61,6 +61,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	(void)toe;
 	struct conn_request *cr = *con_cls;
 	if (cr) {
+		/* a body may carry a secret's value (PUT /secrets/NAME) */
+		if (cr->body)
+			explicit_bzero(cr->body, cr->body_cap);
 		free(cr->body);
 		free(cr->target);
 		free(cr);
@@ -165,6 +168,8 @@ static bool body_append(struct conn_request *cr, size_t max, const char *data,
 		return false;
 	if (len > max - cr->body_len) {
 		cr->too_large = true;
+		if (cr->body)
+			explicit_bzero(cr->body, cr->body_cap);
 		free(cr->body);
 		cr->body = NULL;
 		cr->body_len = cr->body_cap = 0;
@@ -176,9 +181,15 @@ static bool body_append(struct conn_request *cr, size_t max, const char *data,
 			cap *= 2;
 		if (cap > max)
 			cap = max;
-		char *bigger = wr_realloc(cr->body, cap);
+		/* not realloc: the old block is wiped before it is freed */
+		char *bigger = wr_malloc(cap);
 		if (!bigger)
 			return false;
+		if (cr->body) {
+			memcpy(bigger, cr->body, cr->body_len);
+			explicit_bzero(cr->body, cr->body_cap);
+			free(cr->body);
+		}
 		cr->body = bigger;
 		cr->body_cap = cap;
 	}

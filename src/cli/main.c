@@ -18,8 +18,9 @@
  * sandbox path lean"), the way git reaches its sub-commands. */
 static const char *const server_verbs[] = {"serve", NULL};
 static const char *const client_verbs[] = {
-    "run",   "sessions",  "show", "logs",    "send",   "cancel", "repo",
-    "token", "snapshots", "diff", "approve", "reject", "stats",	 NULL};
+    "run",    "sessions", "show",   "logs",   "send",
+    "cancel", "repo",	  "token",  "secret", "snapshots",
+    "diff",   "approve",  "reject", "stats",  NULL};
 
 static bool verb_in(const char *verb, const char *const *list)
 {
@@ -70,6 +71,8 @@ static void usage(FILE *out)
 	    "  diff ID | approve ID | reject ID         review a change\n"
 	    "  repo add|ls|refresh                      manage repositories\n"
 	    "  token create|ls|revoke                   API tokens (admin)\n"
+	    "  secret set|ls|rm                         secrets for snapshot "
+	    "builds (admin)\n"
 	    "  stats                                    the server's numbers\n"
 	    "  audit verify|export ID [--data DIR]      check or export a "
 	    "session's audit log\n"

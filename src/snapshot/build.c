@@ -1,6 +1,7 @@
 /* build.c - building a snapshot (see build.h for the phases). */
 #include "snapshot/build.h"
 
+#include "security/secrets.h"
 #include "snapshot/git.h"
 #include "snapshot/script.h"
 #include "snapshot/spec.h"
@@ -12,6 +13,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <signal.h>
 #include <sodium.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -74,6 +76,8 @@ static const char sh_prelude[] =
 struct script_args {
 	const struct spec *spec;
 	const char *commit;
+	/* the spec's secrets, when this step's hook gets them (else NULL) */
+	const struct secret_set *secrets;
 };
 
 static void script_deps_body(FILE *f, const void *arg)
@@ -81,6 +85,8 @@ static void script_deps_body(FILE *f, const void *arg)
 	const struct script_args *a = arg;
 	const struct spec *spec = a->spec;
 	const char *commit = a->commit;
+	/* first: the builder writes them before it reads any output */
+	sh_secrets_read(f, a->secrets);
 	fputs(sh_prelude, f);
 	sh_phase(f, "clone");
 	fprintf(f,
@@ -91,13 +97,15 @@ static void script_deps_body(FILE *f, const void *arg)
 		commit);
 	sh_env(f, spec);
 	sh_phase(f, "install");
-	sh_hook(f, "onCreateCommand", &spec->on_create);
+	sh_hook_secrets(f, "onCreateCommand", &spec->on_create, a->secrets);
+	sh_secrets_forget(f, a->secrets);
 	sh_phase(f, "end");
 }
 
-static char *script_deps(const struct spec *spec, const char *commit)
+static char *script_deps(const struct spec *spec, const char *commit,
+			 const struct secret_set *secrets)
 {
-	struct script_args a = {spec, commit};
+	struct script_args a = {spec, commit, secrets};
 	return sh_script(script_deps_body, &a);
 }
 
@@ -106,6 +114,7 @@ static void script_repo_body(FILE *f, const void *arg)
 	const struct script_args *a = arg;
 	const struct spec *spec = a->spec;
 	const char *commit = a->commit;
+	sh_secrets_read(f, a->secrets);
 	fputs(sh_prelude, f);
 	sh_phase(f, "checkout");
 	fprintf(f,
@@ -117,16 +126,20 @@ static void script_repo_body(FILE *f, const void *arg)
 		commit, commit, commit);
 	sh_env(f, spec);
 	sh_phase(f, "build");
-	sh_hook(f, "updateContentCommand", &spec->update_content);
+	sh_hook_secrets(f, "updateContentCommand", &spec->update_content,
+			a->secrets);
+	/* services run without them */
+	sh_secrets_forget(f, a->secrets);
 	sh_phase(f, "services");
 	sh_services_start(f, spec);
 	sh_services_stop(f, spec);
 	sh_phase(f, "end");
 }
 
-static char *script_repo(const struct spec *spec, const char *commit)
+static char *script_repo(const struct spec *spec, const char *commit,
+			 const struct secret_set *secrets)
 {
-	struct script_args a = {spec, commit};
+	struct script_args a = {spec, commit, secrets};
 	return sh_script(script_repo_body, &a);
 }
 
@@ -169,8 +182,11 @@ static void keep_tail(struct step_result *r, const char *line)
 }
 
 static void handle_line(const struct snap_build_opts *o, const char *label,
-			char *line, int log_fd, struct step_result *r)
+			char *line, int log_fd,
+			const struct secret_set *secrets, struct step_result *r)
 {
+	/* a hook that prints a secret does not put it in the log */
+	secrets_redact(line, secrets);
 	dprintf(log_fd, "%s\n", line);
 	if (!strncmp(line, "@@warren-phase ", 15)) {
 		if (r->n_marks < 16 &&
@@ -204,11 +220,38 @@ static void handle_line(const struct snap_build_opts *o, const char *label,
 	progress(o, "    %s | %s\n", label, line);
 }
 
+/* Writes the secrets to the step's stdin, then closes it. The script
+ * reads them before it writes anything, so this cannot wait on us reading
+ * its output. A step that died early closes the pipe: EPIPE, not SIGPIPE
+ * (the warren CLI is single-threaded: the disposition is ours to swap). */
+static void feed_secrets(int fd, const struct secret_set *secrets)
+{
+	size_t len = 0;
+	char *payload = sh_secrets_payload(secrets, &len);
+	struct sigaction ign = {.sa_handler = SIG_IGN}, old;
+	sigemptyset(&ign.sa_mask);
+	sigaction(SIGPIPE, &ign, &old);
+	for (size_t done = 0; payload && done < len;) {
+		ssize_t n = write(fd, payload + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break; /* the step fails on the missing values */
+		done += (size_t)n;
+	}
+	sigaction(SIGPIPE, &old, NULL);
+	close(fd);
+	secrets_value_free(payload, len);
+}
+
 /* Runs `warren sandbox run --json ARGS -- sh -c SCRIPT`, streaming its
- * output into the log (and the progress fd), keeping a tail for errors. */
+ * output into the log (and the progress fd), keeping a tail for errors.
+ * With secrets, the script's stdin is a pipe they are written to: the
+ * script is in argv (host /proc/PID/cmdline), the values never are. */
 static int run_step(const struct snap_build_opts *o, const char *label,
 		    const char *const *args, const char *script, int log_fd,
-		    struct step_result *r, struct wr_error **err)
+		    const struct secret_set *secrets, struct step_result *r,
+		    struct wr_error **err)
 {
 	const char *argv[48];
 	size_t n = 0;
@@ -223,12 +266,23 @@ static int run_step(const struct snap_build_opts *o, const char *label,
 	argv[n++] = "-c";
 	argv[n++] = script;
 	argv[n] = NULL;
-	int pipefd[2];
+	bool feed = secrets && secrets->n > 0;
+	int pipefd[2], in_pipe[2] = {-1, -1};
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return wr_error_set(err, errno, "%s: pipe", label);
+	if (feed && pipe2(in_pipe, O_CLOEXEC) < 0) {
+		int e = errno;
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return wr_error_set(err, e, "%s: pipe", label);
+	}
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	if (feed)
+		posix_spawn_file_actions_adddup2(&fa, in_pipe[0], 0);
+	else
+		posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY,
+						 0);
 	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
 	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
 	static char *const env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
@@ -237,10 +291,16 @@ static int run_step(const struct snap_build_opts *o, const char *label,
 	    posix_spawn(&pid, o->warren, &fa, NULL, (char *const *)argv, env);
 	posix_spawn_file_actions_destroy(&fa);
 	close(pipefd[1]);
+	if (feed)
+		close(in_pipe[0]);
 	if (sr != 0) {
 		close(pipefd[0]);
+		if (feed)
+			close(in_pipe[1]);
 		return wr_error_set(err, sr, "%s: run %s", label, o->warren);
 	}
+	if (feed)
+		feed_secrets(in_pipe[1], secrets);
 	r->exit_code = -1;
 	FILE *in = fdopen(pipefd[0], "r");
 	if (!in) {
@@ -252,8 +312,10 @@ static int run_step(const struct snap_build_opts *o, const char *label,
 		while ((len = getline(&line, &cap, in)) >= 0) {
 			if (len > 0 && line[len - 1] == '\n')
 				line[len - 1] = '\0';
-			handle_line(o, label, line, log_fd, r);
+			handle_line(o, label, line, log_fd, secrets, r);
 		}
+		if (line && feed)
+			sodium_memzero(line, cap);
 		free(line);
 		fclose(in);
 	}
@@ -410,6 +472,39 @@ int snap_load_spec(const char *mirror, const char *commit, struct spec **out,
 /* ---- the build ------------------------------------------------------------
  */
 
+/* A layer about to be published must hold no secret its step was given:
+ * a token a hook wrote into ~/.npmrc would reach every session. */
+static int check_no_secret(const char *label, const char *layer_name,
+			   const char *upper, const struct secret_set *secrets,
+			   struct wr_error **err)
+{
+	char *name = NULL, *path = NULL;
+	int r = secrets_find_in_tree(upper, secrets, &name, &path, err);
+	if (r < 0)
+		return wr_error_wrap(err, "%s", label);
+	if (r == 0)
+		return 0;
+	r = wr_error_set(err, 0,
+			 "%s: secret %s was left in the %s layer, in %s: a "
+			 "secret must not outlive the hook that uses it "
+			 "(remove that file before the hook ends, or keep it "
+			 "under /tmp); nothing was published",
+			 label, name, layer_name, path);
+	free(name);
+	free(path);
+	return r;
+}
+
+/* "A, B": the names of the set, for progress lines. */
+static void secret_names(const struct secret_set *s, char *buf, size_t size)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; i < s->n && used < size; i++)
+		used += (size_t)snprintf(buf + used, size - used, "%s%s",
+					 i ? ", " : "", s->v[i].name);
+}
+
 #define BUILD_STEP_TIMEOUT_MS (30 * 60 * 1000)
 
 static void limit_args(const struct spec *spec, const char **args, size_t *n,
@@ -458,6 +553,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	char *deps_path = NULL, *bind = NULL, *logs = NULL, *layer = NULL;
 	int log_fd = -1;
 	struct step_result step = {0};
+	struct secret_set secrets = {0};
 	int r = snap_store_open(o->data_dir, &store, err);
 	if (r < 0)
 		goto out;
@@ -480,6 +576,30 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 		wr_error_wrap(err, "spec at %.12s", commit);
 		goto out;
 	}
+	/* the spec's secrets, from the store in the data directory: every
+	 * one must exist before any step runs */
+	r = secrets_load(o->data_dir, spec->secrets, spec->n_secrets, &secrets,
+			 err);
+	if (r < 0) {
+		wr_error_wrap(err, "spec at %.12s (%s)", commit,
+			      spec->source ? spec->source : "defaults");
+		goto out;
+	}
+	if (secrets.n) {
+		char names[512];
+		secret_names(&secrets, names, sizeof(names));
+		progress(o,
+			 "    secrets %s (onCreateCommand, "
+			 "updateContentCommand only)\n",
+			 names);
+	}
+	/* a step gets them only if its hook is there to use them */
+	const struct secret_set *deps_secrets =
+	    secrets.n && spec->on_create.kind != SPEC_HOOK_NONE ? &secrets
+								: NULL;
+	const struct secret_set *repo_secrets =
+	    secrets.n && spec->update_content.kind != SPEC_HOOK_NONE ? &secrets
+								     : NULL;
 	m = wr_calloc(1, sizeof(*m));
 	if (!m) {
 		r = wr_error_set(err, ENOMEM, "build");
@@ -536,7 +656,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 		add_timing(m, "clone", 0);
 	} else {
 		deps_stage = snap_store_stage_dir(store, "deps", err);
-		deps_script = script_deps(spec, commit);
+		deps_script = script_deps(spec, commit, deps_secrets);
 		if (!deps_stage || !deps_script) {
 			r = deps_stage ? wr_error_set(err, ENOMEM, "build")
 				       : -EIO;
@@ -550,8 +670,8 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 		args[n++] = bind;
 		limit_args(spec, args, &n, limit_bufs);
 		args[n] = NULL;
-		r = run_step(o, "install", args, deps_script, log_fd, &step,
-			     err);
+		r = run_step(o, "install", args, deps_script, log_fd,
+			     deps_secrets, &step, err);
 		if (r < 0)
 			goto out;
 		if (step.exit_code != 0) {
@@ -567,6 +687,12 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 			r = wr_error_set(err, ENOMEM, "build");
 			goto out;
 		}
+		if (deps_secrets) {
+			r = check_no_secret("install", "dependencies", staged,
+					    deps_secrets, err);
+			if (r < 0)
+				goto out;
+		}
 		r = snap_store_publish_layer(store, staged, key, deps_id,
 					     &deps_bytes, err);
 		if (r < 0)
@@ -574,7 +700,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	}
 	deps_path = snap_store_layer_path(store, deps_id);
 	repo_stage = snap_store_stage_dir(store, "repo", err);
-	repo_script = script_repo(spec, commit);
+	repo_script = script_repo(spec, commit, repo_secrets);
 	if (!deps_path || !repo_stage || !repo_script) {
 		r = repo_stage ? wr_error_set(err, ENOMEM, "build") : -EIO;
 		goto out;
@@ -589,7 +715,8 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	args[n++] = bind;
 	limit_args(spec, args, &n, limit_bufs);
 	args[n] = NULL;
-	r = run_step(o, "build", args, repo_script, log_fd, &step, err);
+	r = run_step(o, "build", args, repo_script, log_fd, repo_secrets, &step,
+		     err);
 	if (r < 0)
 		goto out;
 	if (step.exit_code != 0) {
@@ -603,6 +730,12 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	if (!layer) {
 		r = wr_error_set(err, ENOMEM, "build");
 		goto out;
+	}
+	if (repo_secrets) {
+		r = check_no_secret("build", "repository", layer, repo_secrets,
+				    err);
+		if (r < 0)
+			goto out;
 	}
 	progress(o, "==> publish\n");
 	t = now_ms();
@@ -648,6 +781,14 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 		if (spec->source)
 			json_object_set_new(m->extra, "spec_source",
 					    json_string(spec->source));
+		/* the secrets the spec named: names, never values */
+		if (secrets.n) {
+			json_t *names = json_array();
+			for (size_t i = 0; names && i < secrets.n; i++)
+				json_array_append_new(
+				    names, json_string(secrets.v[i].name));
+			json_object_set_new(m->extra, "secrets", names);
+		}
 	}
 	add_timing(m, "publish", now_ms() - t);
 	add_timing(m, "total", now_ms() - t_start);
@@ -659,6 +800,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	*out = TAKE_PTR(m);
 	r = 0;
 out:
+	secret_set_clear(&secrets);
 	step_result_clear(&step);
 	if (deps_stage)
 		wr_rm_rf(deps_stage);

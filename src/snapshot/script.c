@@ -1,8 +1,11 @@
 /* script.c - shell scripts for hooks and services (see script.h). */
 #include "snapshot/script.h"
 
+#include "util/alloc.h"
+
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* 'text' with every ' written as '\'' : safe for any bytes but NUL. */
 void sh_quote(FILE *f, const char *text)
@@ -36,15 +39,36 @@ bool sh_command_set(const struct spec_command *cmd)
 	return cmd->shell || (cmd->argv && cmd->argv[0]);
 }
 
+/* "export A="$warren_secret_A" ...; " for the secrets; nothing without. */
+static void secret_exports(FILE *f, const struct secret_set *secrets)
+{
+	if (!secrets || secrets->n == 0)
+		return;
+	fputs("export", f);
+	for (size_t i = 0; i < secrets->n; i++)
+		fprintf(f, " %s=\"$warren_secret_%s\"", secrets->v[i].name,
+			secrets->v[i].name);
+	fputs("; ", f);
+}
+
 /* A failing hook prints "@@warren-failed NAME STATUS" and ends the
- * script with that status; the builder reports it with the output tail. */
-void sh_hook(FILE *f, const char *name, const struct spec_hook *hook)
+ * script with that status; the builder reports it with the output tail.
+ * With secrets, each command runs in a subshell that exports them. */
+static void run_hook(FILE *f, const char *name, const struct spec_hook *hook,
+		     const struct secret_set *secrets)
 {
 	if (hook->kind == SPEC_HOOK_NONE || hook->n_cmds == 0)
 		return;
+	bool with_secrets = secrets && secrets->n > 0;
 	fprintf(f, "echo '@@warren-hook %s'\n", name);
 	if (hook->kind != SPEC_HOOK_PARALLEL) {
+		if (with_secrets) {
+			fputs("( ", f);
+			secret_exports(f, secrets);
+		}
 		sh_command(f, &hook->cmds[0]);
+		if (with_secrets)
+			fputs(" )", f);
 		fprintf(f,
 			"\nrc=$?; if [ $rc != 0 ]; then echo \"@@warren-failed "
 			"%s $rc\"; exit $rc; fi\n",
@@ -54,6 +78,7 @@ void sh_hook(FILE *f, const char *name, const struct spec_hook *hook)
 	/* named commands run in parallel; every failure is reported */
 	for (size_t i = 0; i < hook->n_cmds; i++) {
 		fputs("( ", f);
+		secret_exports(f, secrets);
 		sh_command(f, &hook->cmds[i]);
 		fprintf(f, " ) & warren_pid_%zu=$!\n", i);
 	}
@@ -66,6 +91,85 @@ void sh_hook(FILE *f, const char *name, const struct spec_hook *hook)
 		    i, name, hook->cmds[i].name ? hook->cmds[i].name : "?");
 	}
 	fputs("if [ $warren_fail != 0 ]; then exit $warren_fail; fi\n", f);
+}
+
+void sh_hook(FILE *f, const char *name, const struct spec_hook *hook)
+{
+	run_hook(f, name, hook, NULL);
+}
+
+void sh_hook_secrets(FILE *f, const char *name, const struct spec_hook *hook,
+		     const struct secret_set *secrets)
+{
+	run_hook(f, name, hook, secrets);
+}
+
+void sh_secrets_read(FILE *f, const struct secret_set *secrets)
+{
+	if (!secrets || secrets->n == 0)
+		return;
+	/* fd 0 is read as it is: reopening /dev/stdin would be refused,
+	 * since the pipe belongs to host root, a uid the sandbox does not
+	 * map. eval is a builtin: the values are in no argv. */
+	fputs("eval \"$(cat)\" || { echo '@@warren-failed secrets 1'; exit 1; "
+	      "}\n"
+	      "exec </dev/null\n",
+	      f);
+	for (size_t i = 0; i < secrets->n; i++)
+		fprintf(f,
+			"[ -n \"${warren_secret_%s+x}\" ] || { echo "
+			"'@@warren-failed secrets 1'; exit 1; }\n",
+			secrets->v[i].name);
+}
+
+void sh_secrets_forget(FILE *f, const struct secret_set *secrets)
+{
+	if (!secrets || secrets->n == 0)
+		return;
+	fputs("unset", f);
+	for (size_t i = 0; i < secrets->n; i++)
+		fprintf(f, " warren_secret_%s", secrets->v[i].name);
+	fputc('\n', f);
+}
+
+static size_t quoted_len(const char *text, size_t len)
+{
+	size_t n = len + 2;
+	for (size_t i = 0; i < len; i++)
+		if (text[i] == '\'')
+			n += 3;
+	return n;
+}
+
+char *sh_secrets_payload(const struct secret_set *secrets, size_t *len)
+{
+	static const char prefix[] = "warren_secret_";
+	size_t total = 1;
+	for (size_t i = 0; i < secrets->n; i++)
+		total += strlen(prefix) + strlen(secrets->v[i].name) + 1 +
+			 quoted_len(secrets->v[i].value, secrets->v[i].len) + 1;
+	char *text = wr_malloc(total);
+	if (!text)
+		return NULL;
+	char *p = text;
+	for (size_t i = 0; i < secrets->n; i++) {
+		const struct secret_value *v = &secrets->v[i];
+		p += sprintf(p, "%s%s=", prefix, v->name);
+		*p++ = '\'';
+		for (size_t k = 0; k < v->len; k++) {
+			if (v->value[k] == '\'') {
+				memcpy(p, "'\\''", 4);
+				p += 4;
+			} else {
+				*p++ = v->value[k];
+			}
+		}
+		*p++ = '\'';
+		*p++ = '\n';
+	}
+	*p = '\0';
+	*len = (size_t)(p - text);
+	return text;
 }
 
 void sh_phase(FILE *f, const char *phase)

@@ -8,6 +8,7 @@
 #ifndef WR_SNAPSHOT_SCRIPT_H
 #define WR_SNAPSHOT_SCRIPT_H
 
+#include "security/secrets.h"
 #include "snapshot/spec.h"
 
 #include <stdbool.h>
@@ -21,6 +22,24 @@ bool sh_command_set(const struct spec_command *cmd);
  * the @@warren-failed marker and exits with the hook's status. */
 void sh_hook(FILE *f, const char *name, const struct spec_hook *hook);
 void sh_phase(FILE *f, const char *phase);
+
+/* Secrets of a build step (docs/security.md, "Secrets"). The builder
+ * writes sh_secrets_payload() to the step's stdin, a pipe: never to argv,
+ * an environment or a file. sh_secrets_read(), first thing in the script,
+ * reads it into shell variables warren_secret_NAME that are not exported
+ * (so no process sees them) and points stdin back at /dev/null;
+ * sh_hook_secrets() runs each command of a hook in a subshell that
+ * exports NAME="$warren_secret_NAME", so the hook's processes, and nothing
+ * else of the script, have them in their environment; sh_secrets_forget()
+ * unsets the variables once the hook is done. */
+void sh_secrets_read(FILE *f, const struct secret_set *secrets);
+void sh_hook_secrets(FILE *f, const char *name, const struct spec_hook *hook,
+		     const struct secret_set *secrets);
+void sh_secrets_forget(FILE *f, const struct secret_set *secrets);
+/* "warren_secret_NAME='value'" lines, quoted as sh_quote does (one
+ * allocation of the exact size, so no stray copy is left behind by a
+ * realloc). NULL on failure; free with secrets_value_free(text, *len). */
+char *sh_secrets_payload(const struct secret_set *secrets, size_t *len);
 /* export K=V for containerEnv. */
 void sh_env(FILE *f, const struct spec *spec);
 /* Starts every service in the background and waits (60 s at most) until

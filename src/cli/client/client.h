@@ -1,7 +1,7 @@
 /* client.h - `warren-client`: the control-plane verbs over the HTTP API
  * (docs/api.md). `warren run|sessions|show|logs|send|cancel|diff|approve|
- * reject|repo|snapshots|token|stats` exec this program with the same argv,
- * so argv[1] is the verb.
+ * reject|repo|snapshots|token|secret|stats` exec this program with the same
+ * argv, so argv[1] is the verb.
  *
  * One file per verb (run.c, sessions.c, ...), each a thin layer over the
  * API; options.c parses what every verb shares (--server, --token, --json,
@@ -96,6 +96,9 @@ int client_get_bytes(struct client *c, const char *path, const char *accept,
 /* POST body (NULL sends {}); a 2xx JSON body goes to *out (if out). */
 int client_post(struct client *c, const char *path, json_t *body, json_t **out,
 		struct wr_error **err);
+/* PUT body, as client_post; the serialized body is wiped once sent. */
+int client_put(struct client *c, const char *path, json_t *body, json_t **out,
+	       struct wr_error **err);
 /* DELETE (no body); a 2xx JSON body goes to *out (if out). */
 int client_delete(struct client *c, const char *path, json_t **out,
 		  struct wr_error **err);
@@ -221,6 +224,7 @@ int client_cmd_cancel(struct client *c, int argc, char **argv);
 int client_cmd_repo(struct client *c, int argc, char **argv);
 int client_cmd_snapshots(struct client *c, int argc, char **argv);
 int client_cmd_token(struct client *c, int argc, char **argv);
+int client_cmd_secret(struct client *c, int argc, char **argv);
 int client_cmd_diff(struct client *c, int argc, char **argv);
 int client_cmd_approve(struct client *c, int argc, char **argv);
 int client_cmd_reject(struct client *c, int argc, char **argv);

@@ -403,7 +403,8 @@ static int perform(struct client *c, const char *method, const char *path,
 	r = request_prepare(c, &rq, path, accept, err);
 	if (r < 0)
 		goto out;
-	if (!strcmp(method, "POST")) {
+	bool put = !strcmp(method, "PUT");
+	if (!strcmp(method, "POST") || put) {
 		payload =
 		    body ? json_dumps(body, JSON_COMPACT) : wr_strdup("{}");
 		/* "Expect:" off: no 100-continue round trip for big prompts */
@@ -417,6 +418,8 @@ static int perform(struct client *c, const char *method, const char *path,
 		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, payload);
 		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE,
 				 (curl_off_t)strlen(payload));
+		if (put)
+			curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, "PUT");
 	} else if (strcmp(method, "GET") != 0) {
 		curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
 	}
@@ -444,6 +447,9 @@ static int perform(struct client *c, const char *method, const char *path,
 	*status_out = status;
 	r = 0;
 out:
+	/* a body may carry a secret's value (warren secret set) */
+	if (payload)
+		explicit_bzero(payload, strlen(payload));
 	free(payload);
 	request_clear(&rq);
 	return r;
@@ -507,6 +513,12 @@ int client_post(struct client *c, const char *path, json_t *body, json_t **out,
 		struct wr_error **err)
 {
 	return request(c, "POST", path, body, out, err);
+}
+
+int client_put(struct client *c, const char *path, json_t *body, json_t **out,
+	       struct wr_error **err)
+{
+	return request(c, "PUT", path, body, out, err);
 }
 
 int client_delete(struct client *c, const char *path, json_t **out,

@@ -20,7 +20,7 @@ static const struct {
     {"repo", client_cmd_repo},	     {"snapshots", client_cmd_snapshots},
     {"token", client_cmd_token},     {"diff", client_cmd_diff},
     {"approve", client_cmd_approve}, {"reject", client_cmd_reject},
-    {"stats", client_cmd_stats},
+    {"stats", client_cmd_stats},     {"secret", client_cmd_secret},
 };
 
 static void usage(FILE *out)
@@ -40,6 +40,8 @@ static void usage(FILE *out)
 	      "  repo add|ls|refresh               repositories\n"
 	      "  snapshots [--repo R]              snapshots\n"
 	      "  token create|ls|revoke            API tokens\n"
+	      "  secret set|ls|rm                  secrets for snapshot "
+	      "builds\n"
 	      "  stats                             the server's numbers\n"
 	      "\n"
 	      "options of all: --server URL  --token T  --json  --help\n"
