@@ -42,9 +42,10 @@ UTIL_SRC    := src/util/alloc.c src/util/error.c src/util/fdpass.c src/util/fs.c
                src/util/parse.c
 SANDBOX_SRC := $(wildcard src/sandbox/*.c)
 SNAPSHOT_SRC := $(wildcard src/snapshot/*.c)
-# the egress proxy (threads, sockets, getaddrinfo) belongs to the server
-# alone: the lean static `warren` must not link it
-EGRESS_SRC  := $(wildcard src/security/egress*.c)
+# the egress proxy (threads, sockets, getaddrinfo) and the credential
+# broker (threads, sockets, git processes) belong to the server alone: the
+# lean static `warren` must not link them
+EGRESS_SRC  := $(wildcard src/security/egress*.c) $(wildcard src/security/broker*.c)
 SECURITY_SRC := $(filter-out $(EGRESS_SRC),$(wildcard src/security/*.c))
 CLI_SRC     := $(wildcard src/cli/*.c)
 LIB_SRC     := $(UTIL_SRC) $(SANDBOX_SRC) $(SNAPSHOT_SRC) $(SECURITY_SRC)
@@ -76,7 +77,7 @@ PROBE       := $(BUILD)/tests/probe
 
 .PHONY: all deps test-deps check bench demo clean fuzz format
 all: deps $(BUILD)/warren $(BUILD)/warren-init $(BUILD)/warren-serve \
-     $(BUILD)/warren-client $(BUILD)/warren-relay
+     $(BUILD)/warren-client $(BUILD)/warren-relay $(BUILD)/warren-git-connect
 
 # Install what the build (or the tests) need on a fresh Debian 12 machine
 # (root only).
@@ -119,6 +120,14 @@ $(BUILD)/warren-init: $(INIT_SRC) src/sandbox/proto.h src/util/alloc.h \
 $(BUILD)/warren-relay: src/init/relay.c
 	@mkdir -p $(dir $@)
 	$(INIT_CC) $(INIT_CFLAGS) -o $@ src/init/relay.c
+	strip $@
+
+# git's transport to the credential broker inside a sandbox, and the
+# broker's proc-receive hook on the host (src/init/gitconnect.c): static,
+# libc only, bound in next to the relay.
+$(BUILD)/warren-git-connect: src/init/gitconnect.c
+	@mkdir -p $(dir $@)
+	$(INIT_CC) $(INIT_CFLAGS) -o $@ src/init/gitconnect.c
 	strip $@
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(SERVER_OBJ) $(LIB_OBJ)

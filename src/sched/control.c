@@ -6,6 +6,7 @@
 
 #include "sandbox/sandbox.h"
 #include "sched/sched.h"
+#include "security/broker.h"
 #include "security/egress.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
@@ -110,6 +111,10 @@ int64_t control_transition_as(struct control *c, const char *user,
 	free(text);
 	if (r >= 0) {
 		control_audit_transition(c, user, id, from, to, upd, extra, r);
+		/* the agent's work is over: its broker token is refused from
+		 * now on, whether or not its sandbox is still there */
+		if (session_state_terminal(to) || to == SESSION_APPROVED)
+			control_broker_end(c, id);
 		control_notify(c);
 	}
 	json_decref(extra);
@@ -1132,6 +1137,7 @@ static void control_free(struct control *c)
 	/* after the runners: their sandboxes are gone, so are the
 	 * proxy's sessions */
 	egress_stop(c->egress);
+	broker_stop(c->broker);
 	for (size_t i = 0; i < c->n_spec_cache; i++) {
 		json_decref(c->spec_cache[i].verify);
 		json_decref(c->spec_cache[i].artifacts);
@@ -1200,6 +1206,11 @@ int control_start(const struct control_config *cfg, struct store *st,
 		if (r < 0) {
 			control_free(c);
 			return wr_error_wrap(err, "egress proxy");
+		}
+		r = control_broker_start(c, err);
+		if (r < 0) {
+			control_free(c);
+			return wr_error_wrap(err, "credential broker");
 		}
 		int e = pthread_create(&c->sched_thread, NULL, sched_main, c);
 		if (e) {

@@ -38,6 +38,19 @@ struct control_forge {
 	struct forge_config forge;
 };
 
+/* The credentials the credential broker (security/broker.h) uses for a
+ * repository's remote, by repository name: https (username and a password
+ * or token, given or the name of a secret in the server's secret store,
+ * read at each sandbox start) or an ssh key. They never enter a sandbox. */
+struct control_credentials {
+	const char *repo_name;
+	const char *username;
+	const char *password;	     /* or: */
+	const char *password_secret; /* a name in the secret store */
+	const char *ssh_key_file;
+	const char *known_hosts_file;
+};
+
 struct control_config {
 	const char *data_dir;	  /* snapshots, layers, sessions/, artifacts/ */
 	const char *warren_bin;	  /* the lean `warren` executable */
@@ -62,6 +75,10 @@ struct control_config {
 	 * (the strings stay the caller's for the control plane's life) */
 	const struct control_forge *forges;
 	size_t n_forges;
+	/* the remotes' credentials, for the credential broker (the strings
+	 * stay the caller's for the control plane's life) */
+	const struct control_credentials *credentials;
+	size_t n_credentials;
 	bool no_worker; /* accept and store, never run (fuzzing, tests) */
 	/* the egress proxy (security/egress.h): the server configuration's
 	 * "egress" object as JSON text (NULL: the default rules), and the

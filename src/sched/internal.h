@@ -125,6 +125,7 @@ struct control {
 	struct metrics m;
 
 	struct egress *egress; /* the sandboxes' egress proxy (egress_hook.c) */
+	struct broker *broker; /* the credential broker (broker_hook.c) */
 };
 
 /* runner.c */
@@ -244,6 +245,27 @@ void control_egress_clear(struct control_egress *e);
 int control_egress_relay(struct run *run, struct wr_error **err);
 /* Closes the session's listener (its sandbox is gone). */
 void control_egress_close(struct run *run);
+
+/* broker_hook.c: the credential broker (security/broker.h). Every
+ * session's sandbox reaches its repository's remote only through it. */
+int control_broker_start(struct control *c, struct wr_error **err);
+/* What sandbox_start adds: the session's socket and token are open, argv
+ * gets the binds. */
+struct control_broker {
+	bool on;
+	char *bind_dir, *bind_client;
+};
+int control_broker_prepare(struct run *run, const struct store_session *s,
+			   struct control_broker *out, struct wr_error **err);
+/* Appends the --bind options to argv at n; returns the new n (4 more). */
+int control_broker_argv(const struct control_broker *b, char **argv, int n);
+void control_broker_clear(struct control_broker *b);
+/* Points the workspace's origin at the broker (in the running sandbox). */
+int control_broker_configure(struct run *run, struct wr_error **err);
+/* The sandbox is gone: the session's token expires, its socket goes. */
+void control_broker_close(struct run *run);
+/* The session ended: its token is refused from now on. */
+void control_broker_end(struct control *c, const char *session_id);
 
 /* metrics.c */
 void metrics_observe(struct control *c, enum metric_phase p, double ms);

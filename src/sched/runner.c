@@ -392,6 +392,7 @@ static void sandbox_stop(struct run *run)
 		log_error(run, "stop sandbox", err);
 	wr_error_free(err);
 	control_egress_close(run);
+	control_broker_close(run);
 	pthread_mutex_lock(&c->mu);
 	if (run->sandbox_start_ms) {
 		pthread_mutex_lock(&c->metrics_mu);
@@ -455,8 +456,13 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	int er = control_egress_prepare(run, s, snapshot_id, &egress, err);
 	if (er < 0)
 		return er;
+	/* its git reaches the repository's remote through the broker */
+	_cleanup_(control_broker_clear) struct control_broker broker = {0};
+	er = control_broker_prepare(run, s, &broker, err);
+	if (er < 0)
+		return er;
 	char mem[32], cpus[32], pids[32];
-	char *argv[48];
+	char *argv[64];
 	int n = 0;
 	argv[n++] = c->warren_bin;
 	argv[n++] = "sandbox";
@@ -493,6 +499,7 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 		argv[n++] = pids;
 	}
 	n = control_egress_argv(&egress, argv, n);
+	n = control_broker_argv(&broker, argv, n);
 	argv[n] = NULL;
 	_cleanup_free_ char *output = NULL, *errors = NULL;
 	double t0 = mono_ms();
@@ -533,6 +540,8 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	metrics_add(c, &c->m.sandboxes_started, 1);
 	/* the relay is part of the baseline: started before it is taken */
 	if (egress.on && control_egress_relay(run, err) < 0)
+		return -EIO;
+	if (broker.on && control_broker_configure(run, err) < 0)
 		return -EIO;
 	struct proc_activity a = {0};
 	proc_tree_activity((pid_t)init_pid, &a);

@@ -19,11 +19,13 @@
 #include <unistd.h>
 
 
-/* Records of actions outside Warren: flushed before the append returns. */
+/* Records of actions outside Warren: flushed before the append returns.
+ * "broker": the credential broker's calls, which push to the remote with
+ * its credentials. */
 static bool audit_kind_durable(const char *kind)
 {
-	static const char *const external[] = {"push", "pull_request",
-					       "decision", "credential"};
+	static const char *const external[] = {
+	    "push", "pull_request", "decision", "credential", "broker"};
 	for (size_t i = 0; i < sizeof(external) / sizeof(external[0]); i++)
 		if (!strcmp(kind, external[i]))
 			return true;

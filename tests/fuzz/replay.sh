@@ -24,6 +24,7 @@ target_sources() {
 		  src/security/*.c \
 		  -lmicrohttpd -lsqlite3 -lcurl -ljansson -lsodium -lseccomp -lpthread ;;
 	egress) echo src/util/*.c src/security/egress_policy.c -ljansson -lsodium ;;
+	broker) echo src/util/*.c src/security/broker_policy.c -ljansson -lsodium ;;
 	*) echo src/util/*.c src/sandbox/proto.c src/snapshot/spec.c \
 		src/snapshot/jsonc.c -ljansson -lsodium ;;
 	esac

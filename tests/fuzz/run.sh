@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build}"
 SECONDS_EACH="${FUZZ_SECONDS:-60}"
-TARGETS="${FUZZ_TARGETS:-parse proto spec api egress}"
+TARGETS="${FUZZ_TARGETS:-parse proto spec api egress broker}"
 JOBS="${FUZZ_JOBS:-1}"
 OUT="$BUILD/fuzz"
 
@@ -40,6 +40,7 @@ target_sources() {
 		  src/security/*.c \
 		  -lmicrohttpd -lsqlite3 -lcurl -ljansson -lsodium -lseccomp -lpthread ;;
 	egress) echo src/util/*.c src/security/egress_policy.c -ljansson -lsodium ;;
+	broker) echo src/util/*.c src/security/broker_policy.c -ljansson -lsodium ;;
 	*) echo src/util/*.c src/sandbox/proto.c src/snapshot/spec.c \
 		src/snapshot/jsonc.c -ljansson -lsodium ;;
 	esac

@@ -2,6 +2,7 @@
 #include "cli/serve/config.h"
 
 #include "security/egress.h"
+#include "security/secrets.h"
 #include "util/alloc.h"
 #include "review/forge.h"
 #include "util/fs.h"
@@ -53,6 +54,14 @@ void serve_config_clear(struct serve_config *cfg)
 			explicit_bzero(cfg->repos[i].forge_token,
 				       strlen(cfg->repos[i].forge_token));
 		free(cfg->repos[i].forge_token);
+		free(cfg->repos[i].cred_username);
+		if (cfg->repos[i].cred_password)
+			explicit_bzero(cfg->repos[i].cred_password,
+				       strlen(cfg->repos[i].cred_password));
+		free(cfg->repos[i].cred_password);
+		free(cfg->repos[i].cred_password_secret);
+		free(cfg->repos[i].cred_ssh_key_file);
+		free(cfg->repos[i].cred_known_hosts_file);
 	}
 	free(cfg->repos);
 	free(cfg->model.kind);
@@ -268,6 +277,85 @@ static int load_forge(const char *path, const char *where, json_t *o,
 	return 0;
 }
 
+/* repositories[i].credentials: the remote's, for the credential broker.
+ * https: a username and a password (or token) from a file or a secret;
+ * ssh: a key file (and a known_hosts file). Nothing of it may break the
+ * line-based credential protocol or the quoting of the ssh command. */
+static int load_credentials(const char *path, const char *where, json_t *o,
+			    struct serve_repo *r, struct wr_error **err)
+{
+	if (!json_is_object(o))
+		return bad(err, path, "credentials", "an object");
+	const char *key;
+	json_t *v;
+	json_object_foreach(o, key, v)
+	{
+		char **dst =
+		    !strcmp(key, "username")	      ? &r->cred_username
+		    : !strcmp(key, "password_secret") ? &r->cred_password_secret
+		    : !strcmp(key, "ssh_key_file")    ? &r->cred_ssh_key_file
+		    : !strcmp(key, "known_hosts_file")
+			? &r->cred_known_hosts_file
+			: NULL;
+		if (dst) {
+			const char *t = json_string_value(v);
+			if (!t || !*t || strpbrk(t, "\n\r'"))
+				return bad(err, path, key,
+					   "a string without quotes or "
+					   "newlines");
+			free(*dst);
+			*dst = wr_strdup(t);
+			if (!*dst)
+				return wr_error_set(err, ENOMEM, "config");
+		} else if (!strcmp(key, "password_file")) {
+			if (!json_is_string(v))
+				return bad(err, path, key, "a path");
+			if (r->cred_password)
+				explicit_bzero(r->cred_password,
+					       strlen(r->cred_password));
+			free(r->cred_password);
+			r->cred_password = NULL;
+			int rr = read_secret_file(
+			    path, "credentials.password_file",
+			    json_string_value(v), &r->cred_password, err);
+			if (rr < 0)
+				return rr;
+			if (!*r->cred_password ||
+			    strpbrk(r->cred_password, "\n\r"))
+				return wr_error_input(
+				    err, EINVAL,
+				    "%s: %s.credentials.password_file: one "
+				    "line expected",
+				    path, where);
+		} else {
+			return wr_error_input(err, EINVAL,
+					      "%s: unknown key "
+					      "'%s.credentials.%s'",
+					      path, where, key);
+		}
+	}
+	bool https = r->cred_username &&
+		     (!!r->cred_password != !!r->cred_password_secret);
+	bool ssh = r->cred_ssh_key_file && !r->cred_username &&
+		   !r->cred_password && !r->cred_password_secret;
+	if (!https && !ssh)
+		return wr_error_input(err, EINVAL,
+				      "%s: %s.credentials: expected "
+				      "{\"username\", \"password_file\" or "
+				      "\"password_secret\"} or "
+				      "{\"ssh_key_file\"[, "
+				      "\"known_hosts_file\"]}",
+				      path, where);
+	if (r->cred_password_secret &&
+	    !secrets_name_valid(r->cred_password_secret))
+		return wr_error_input(err, EINVAL,
+				      "%s: %s.credentials.password_secret: "
+				      "not a secret name ([A-Z_][A-Z0-9_]*)",
+				      path, where);
+	r->has_credentials = true;
+	return 0;
+}
+
 static int load_repo(const char *path, size_t i, json_t *o,
 		     struct serve_repo *r, struct wr_error **err)
 {
@@ -298,6 +386,10 @@ static int load_repo(const char *path, size_t i, json_t *o,
 			int rr = load_forge(path, where, v, r, err);
 			if (rr < 0)
 				return rr;
+		} else if (!strcmp(key, "credentials")) {
+			int rr = load_credentials(path, where, v, r, err);
+			if (rr < 0)
+				return rr;
 		} else if (!strcmp(key, "agent")) {
 			r->agent_json = serve_agent_json(v);
 			if (!r->agent_json)
@@ -311,6 +403,12 @@ static int load_repo(const char *path, size_t i, json_t *o,
 	}
 	if (!r->url)
 		return wr_error_input(err, EINVAL, "%s: %s: 'url' is required",
+				      path, where);
+	/* the broker finds a session's credentials by its repository's
+	 * name */
+	if (r->has_credentials && !r->name)
+		return wr_error_input(err, EINVAL,
+				      "%s: %s: 'credentials' need a 'name'",
 				      path, where);
 	return 0;
 }

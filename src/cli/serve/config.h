@@ -24,7 +24,14 @@
  *                      "ref": "main", "refresh": "30m", "agent": ...,
  *                      "forge": {"kind": "github", "api_url": URL,
  *                                "repo": "owner/name", "token_file": PATH,
- *                                "base": "main"}}]}
+ *                                "base": "main"},
+ *                      "credentials": {"username": NAME,
+ *                                      "password_file": PATH (0600) or
+ *                                      "password_secret": SECRET}
+ *                                  or {"ssh_key_file": PATH,
+ *                                      "known_hosts_file": PATH}}]}
+ *   (credentials: the credential broker's, docs/security.md "Credential
+ *   broker"; they never enter a sandbox)
  * Unknown keys are an error naming the key (a typo must not silently
  * leave a limit unset). */
 #ifndef WR_CLI_SERVE_CONFIG_H
@@ -45,6 +52,12 @@ struct serve_repo {
 	bool has_forge;
 	char *forge_kind, *forge_api_url, *forge_repo, *forge_token,
 	    *forge_base;
+	/* "credentials": {"username", "password_file" | "password_secret"}
+	 * or {"ssh_key_file", "known_hosts_file"}: what the credential
+	 * broker uses for the remote (security/broker.h) */
+	bool has_credentials;
+	char *cred_username, *cred_password, *cred_password_secret,
+	    *cred_ssh_key_file, *cred_known_hosts_file;
 };
 
 struct serve_model { /* strings owned here; control.model points at them */

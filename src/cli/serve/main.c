@@ -263,6 +263,7 @@ int main(int argc, char **argv)
 
 	int code = EXIT_FAIL;
 	struct control_forge *forges = NULL;
+	struct control_credentials *creds = NULL;
 	struct store *st = store_open_sqlite(db, &err);
 	struct control *ctl = NULL;
 	struct api *api = NULL;
@@ -297,6 +298,23 @@ int main(int argc, char **argv)
 	}
 	cfg.control.forges = forges;
 	cfg.control.n_forges = n_forges;
+	/* the remotes' credentials, for the credential broker */
+	creds = cfg.n_repos ? wr_calloc(cfg.n_repos, sizeof(*creds)) : NULL;
+	size_t n_creds = 0;
+	for (size_t i = 0; creds && i < cfg.n_repos; i++) {
+		const struct serve_repo *r = &cfg.repos[i];
+		if (!r->has_credentials)
+			continue;
+		creds[n_creds++] = (struct control_credentials){
+		    .repo_name = r->name,
+		    .username = r->cred_username,
+		    .password = r->cred_password,
+		    .password_secret = r->cred_password_secret,
+		    .ssh_key_file = r->cred_ssh_key_file,
+		    .known_hosts_file = r->cred_known_hosts_file};
+	}
+	cfg.control.credentials = creds;
+	cfg.control.n_credentials = n_creds;
 	if (control_start(&cfg.control, st, &ctl, &err) < 0) {
 		fail("control plane", err);
 		goto out;
@@ -324,6 +342,7 @@ out:
 	store_close(st);
 	wr_error_free(err);
 	free(forges);
+	free(creds);
 	serve_config_clear(&cfg);
 	free(listen_addr);
 	return code;
