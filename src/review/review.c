@@ -48,8 +48,8 @@ static char *argv_text(char *const *argv)
 
 /* The last max bytes of a and b together, valid UTF-8 or not (jansson
  * refuses invalid UTF-8: such bytes become '?'). */
-static json_t *tail_text(const char *a, size_t alen, const char *b,
-			 size_t blen, size_t max)
+static json_t *tail_text(const char *a, size_t alen, const char *b, size_t blen,
+			 size_t max)
 {
 	size_t len = alen + blen;
 	char *t = wr_malloc(len + 1);
@@ -117,7 +117,8 @@ char *review_verify_feedback(const json_t *verify)
 	json_t *r;
 	json_array_foreach(json_object_get(verify, "results"), i, r)
 	{
-		json_int_t status = json_integer_value(json_object_get(r, "status"));
+		json_int_t status =
+		    json_integer_value(json_object_get(r, "status"));
 		if (status == 0)
 			continue;
 		fprintf(f, "\n$ %s\n(exit status %lld)\n%s\n",
@@ -172,8 +173,7 @@ static const char *first_line(const struct tools_exec_result *res, char *buf,
 
 int review_commit(const struct tools_exec *ex, const char *session_id,
 		  const char *base, const char *user, const char *message,
-		  const char *artifact_dir, json_t **out,
-		  struct wr_error **err)
+		  const char *artifact_dir, json_t **out, struct wr_error **err)
 {
 	/* the branch, then a commit of whatever the workspace holds (none
 	 * when it is unchanged); prints the branch's commit */
@@ -199,7 +199,8 @@ int review_commit(const struct tools_exec *ex, const char *session_id,
 	char why[512];
 	if (res.status != 0) {
 		r = wr_error_set(err, EIO, "commit on warren/%s: %s",
-				 session_id, first_line(&res, why, sizeof(why)));
+				 session_id,
+				 first_line(&res, why, sizeof(why)));
 		tools_exec_result_clear(&res);
 		return r;
 	}
@@ -243,8 +244,9 @@ int review_commit(const struct tools_exec *ex, const char *session_id,
 		size_t rlen = strnlen(rec, res.out_len - off);
 		off += rlen + 1;
 		char *t1 = memchr(rec, '\t', rlen);
-		char *t2 = t1 ? memchr(t1 + 1, '\t', rlen - (size_t)(t1 + 1 - rec))
-			      : NULL;
+		char *t2 =
+		    t1 ? memchr(t1 + 1, '\t', rlen - (size_t)(t1 + 1 - rec))
+		       : NULL;
 		if (!t2)
 			continue;
 		long long a = rec[0] == '-' ? 0 : atoll(rec);
@@ -252,12 +254,11 @@ int review_commit(const struct tools_exec *ex, const char *session_id,
 		adds += a;
 		dels += d;
 		json_t *p = json_stringn(t2 + 1, rlen - (size_t)(t2 + 1 - rec));
-		json_array_append_new(files,
-				      json_pack("{s:o, s:I, s:I, s:b}", "path",
-						p ? p : json_string("?"),
-						"additions", (json_int_t)a,
-						"deletions", (json_int_t)d,
-						"binary", rec[0] == '-'));
+		json_array_append_new(
+		    files, json_pack("{s:o, s:I, s:I, s:b}", "path",
+				     p ? p : json_string("?"), "additions",
+				     (json_int_t)a, "deletions", (json_int_t)d,
+				     "binary", rec[0] == '-'));
 	}
 	tools_exec_result_clear(&res);
 	json_t *result = json_pack(
@@ -279,8 +280,8 @@ int review_commit(const struct tools_exec *ex, const char *session_id,
 	 * (no network, no credential in there) when a reviewer approves */
 	_cleanup_free_ char *bundle =
 	    wr_asprintf("%s/branch.bundle", artifact_dir);
-	_cleanup_free_ char *range = wr_asprintf("%s..warren/%s", base,
-						 session_id);
+	_cleanup_free_ char *range =
+	    wr_asprintf("%s..warren/%s", base, session_id);
 	if (!bundle || !range) {
 		json_decref(result);
 		return wr_error_set(err, ENOMEM, "bundle");
@@ -292,12 +293,10 @@ int review_commit(const struct tools_exec *ex, const char *session_id,
 		r = ex->run(ex->ctx, bargv, NULL, 0, GIT_TIMEOUT_MS, BUNDLE_MAX,
 			    &res, err);
 		if (r == 0 && (res.status != 0 || res.truncated))
-			r = wr_error_set(err, EIO, "bundle of warren/%s: %s",
-					 session_id,
-					 res.truncated
-					     ? "larger than 512 MiB"
-					     : first_line(&res, why,
-							  sizeof(why)));
+			r = wr_error_set(
+			    err, EIO, "bundle of warren/%s: %s", session_id,
+			    res.truncated ? "larger than 512 MiB"
+					  : first_line(&res, why, sizeof(why)));
 		if (r == 0)
 			r = write_artifact(artifact_dir, "branch.bundle",
 					   res.out, res.out_len, err);
@@ -312,11 +311,12 @@ int review_commit(const struct tools_exec *ex, const char *session_id,
 }
 
 /* Runs host git; a non-zero exit is an error with git's last words. */
-static int host_git(char *const argv[], char **out, struct wr_error **err)
+static int host_git_env(char *const argv[], char *const envp[], char **out,
+			struct wr_error **err)
 {
 	_cleanup_free_ char *errors = NULL;
 	char *output = NULL;
-	int status = proc_run(argv, 1 << 20, -1, &output, &errors, err);
+	int status = proc_run_env(argv, envp, 1 << 20, &output, &errors, err);
 	if (status < 0)
 		return status;
 	if (status != 0) {
@@ -336,8 +336,13 @@ static int host_git(char *const argv[], char **out, struct wr_error **err)
 	return 0;
 }
 
-int review_push(const char *bundle, const char *session_id,
-		const char *mirror, const char *remote_url, json_t **out,
+static int host_git(char *const argv[], char **out, struct wr_error **err)
+{
+	return host_git_env(argv, NULL, out, err);
+}
+
+int review_push(const char *bundle, const char *session_id, const char *mirror,
+		const char *remote_url, char *const remote_env[], json_t **out,
 		struct wr_error **err)
 {
 	char ref[160], staging[160];
@@ -349,23 +354,29 @@ int review_push(const char *bundle, const char *session_id,
 	_cleanup_free_ char *push_spec = wr_asprintf("%s:%s", staging, ref);
 	if (!fetch_spec || !push_spec)
 		return wr_error_set(err, ENOMEM, "push");
-	char *const fargv[] = {"/usr/bin/git", "-C",	    (char *)mirror,
-			       "fetch",	       "-q",	    "--no-tags",
+	char *const fargv[] = {"/usr/bin/git", "-C",	   (char *)mirror,
+			       "fetch",	       "-q",	   "--no-tags",
 			       (char *)bundle, fetch_spec, NULL};
 	int r = host_git(fargv, NULL, err);
 	if (r < 0)
 		return wr_error_wrap(err, "push");
-	char *const pargv[] = {"/usr/bin/git",	    "-C", (char *)mirror,
-			       "push",		    "-q", "--",
-			       (char *)remote_url, push_spec, NULL};
-	r = host_git(pargv, NULL, err);
+	char *const pargv[] = {"/usr/bin/git",
+			       "-C",
+			       (char *)mirror,
+			       "push",
+			       "-q",
+			       "--",
+			       (char *)remote_url,
+			       push_spec,
+			       NULL};
+	r = host_git_env(pargv, remote_env, NULL, err);
 	char *output = NULL;
-	char *const rargv[] = {"/usr/bin/git", "-C",	 (char *)mirror,
+	char *const rargv[] = {"/usr/bin/git", "-C",	(char *)mirror,
 			       "rev-parse",    staging, NULL};
 	int rr = r < 0 ? r : host_git(rargv, &output, NULL);
-	char *const dargv[] = {"/usr/bin/git", "-C", (char *)mirror,
-			       "update-ref",   "-d", staging,
-			       NULL};
+	char *const dargv[] = {
+	    "/usr/bin/git", "-C", (char *)mirror, "update-ref", "-d",
+	    staging,	    NULL};
 	host_git(dargv, NULL, NULL);
 	if (r < 0) {
 		free(output);

@@ -46,10 +46,13 @@ int review_commit(const struct tools_exec *ex, const char *session_id,
 
 /* Pushes the branch in bundle (written by review_commit) to remote_url
  * as refs/heads/warren/<session_id>, through mirror (the repository's
- * mirror on the host, which holds the bundle's base). *out: {"remote",
+ * mirror on the host, which holds the bundle's base). remote_env: the
+ * environment of the git that talks to the remote (the credential
+ * broker's, with the repository's credentials), NULL: the server's own.
+ * *out: {"remote",
  * "ref", "commit"}. */
 int review_push(const char *bundle, const char *session_id,
-		const char *mirror, const char *remote_url, json_t **out,
-		struct wr_error **err);
+		const char *mirror, const char *remote_url,
+		char *const remote_env[], json_t **out, struct wr_error **err);
 
 #endif

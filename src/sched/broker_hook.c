@@ -198,3 +198,29 @@ void control_broker_end(struct control *c, const char *session_id)
 {
 	broker_session_end(c->broker, session_id);
 }
+
+char **control_broker_remote_env(struct control *c, const char *repo_name,
+				 const char *url, const char *mirror)
+{
+	const struct control_credentials *cred = credentials_of(c, repo_name);
+	if (!cred)
+		return NULL; /* the server's own git credentials */
+	char *secret = NULL;
+	size_t secret_len = 0;
+	if (cred->password_secret &&
+	    secrets_get(c->data_dir, cred->password_secret, &secret,
+			&secret_len, NULL) < 0)
+		secret = NULL;
+	struct broker_remote remote = {
+	    .name = repo_name,
+	    .url = url,
+	    .mirror = mirror,
+	    .username = cred->username,
+	    .password = secret ? secret : cred->password,
+	    .ssh_key_file = cred->ssh_key_file,
+	    .known_hosts_file = cred->known_hosts_file,
+	};
+	char **envp = broker_remote_env(&remote);
+	secrets_value_free(secret, secret_len);
+	return envp;
+}

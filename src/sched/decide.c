@@ -7,6 +7,7 @@
 #include "sched/internal.h"
 
 #include "review/forge.h"
+#include "security/broker.h"
 #include "review/review.h"
 #include "snapshot/git.h"
 #include "util/alloc.h"
@@ -31,16 +32,16 @@ static void open_pull_request(const struct forge_config *fc,
 			s->user ? s->user : "?", approver);
 	json_t *pr = NULL;
 	struct wr_error *ferr = NULL;
-	int r = branch && title && body
-		    ? forge_open_pull_request(fc, branch, title, body, &pr,
-					      &ferr)
-		    : -ENOMEM;
-	json_object_set_new(outcome, "pull_request",
-			    r == 0 ? pr
-				   : json_pack("{s:s}", "error",
-					       ferr && ferr->msg
-						   ? ferr->msg
-						   : "out of memory"));
+	int r =
+	    branch && title && body
+		? forge_open_pull_request(fc, branch, title, body, &pr, &ferr)
+		: -ENOMEM;
+	json_object_set_new(
+	    outcome, "pull_request",
+	    r == 0
+		? pr
+		: json_pack("{s:s}", "error",
+			    ferr && ferr->msg ? ferr->msg : "out of memory"));
 	wr_error_free(ferr);
 }
 
@@ -74,13 +75,14 @@ static int load_review(struct control *c, const char *id,
 	if (r < 0)
 		return r;
 	if (s->state != SESSION_REVIEW) {
-		r = wr_error_input(err, EPERM, "session %s is %s, not in review",
-				   id, session_state_name(s->state));
+		r = wr_error_input(err, EPERM,
+				   "session %s is %s, not in review", id,
+				   session_state_name(s->state));
 		store_session_clear(s);
 		return r;
 	}
-	*outcome = s->outcome_json ? json_loads(s->outcome_json, 0, NULL)
-				   : NULL;
+	*outcome =
+	    s->outcome_json ? json_loads(s->outcome_json, 0, NULL) : NULL;
 	if (!json_is_object(*outcome)) {
 		json_decref(*outcome);
 		*outcome = json_object();
@@ -103,8 +105,8 @@ static int64_t transition_outcome(struct control *c, const char *user,
 	return control_transition_as(c, user, id, from, to, &upd, NULL, err);
 }
 
-int control_approve(struct control *c, const char *session_id,
-		    const char *user, struct wr_error **err)
+int control_approve(struct control *c, const char *session_id, const char *user,
+		    struct wr_error **err)
 {
 	struct store_session s;
 	json_t *outcome = NULL;
@@ -142,14 +144,19 @@ int control_approve(struct control *c, const char *session_id,
 	bool changed = json_is_true(json_object_get(result, "changed"));
 	if (!changed) {
 		push = json_pack("{s:s}", "skipped", "no changes to push");
-	} else if ((r = c->st->ops->repo_get(c->st, s.repo_id, &repo,
-					      &perr)) == 0) {
+	} else if ((r = c->st->ops->repo_get(c->st, s.repo_id, &repo, &perr)) ==
+		   0) {
 		mirror = git_mirror_path(c->data_dir, repo.url, &perr);
 		bundle = wr_asprintf("%s/artifacts/%s/branch.bundle",
 				     c->data_dir, session_id);
-		r = mirror && bundle ? review_push(bundle, session_id, mirror,
-						   repo.url, &push, &perr)
-				     : -ENOMEM;
+		/* the repository's credentials, as the broker uses them */
+		char **remote_env =
+		    control_broker_remote_env(c, repo.name, repo.url, mirror);
+		r = mirror && bundle
+			? review_push(bundle, session_id, mirror, repo.url,
+				      remote_env, &push, &perr)
+			: -ENOMEM;
+		broker_env_free(remote_env);
 	}
 	if (changed && r < 0) {
 		char why[1024];
@@ -198,8 +205,8 @@ int control_approve(struct control *c, const char *session_id,
 	return 0;
 }
 
-int control_reject(struct control *c, const char *session_id,
-		   const char *user, const char *reason, struct wr_error **err)
+int control_reject(struct control *c, const char *session_id, const char *user,
+		   const char *reason, struct wr_error **err)
 {
 	struct store_session s;
 	json_t *outcome = NULL;
@@ -240,8 +247,10 @@ json_t *control_stats(struct control *c)
 	long long prompt_tokens = 0, completion_tokens = 0;
 	char before[STORE_ID_MAX] = "";
 	for (;;) {
-		struct store_session_filter f = {
-		    .state = -1, .limit = 500, .before_id = before[0] ? before : NULL};
+		struct store_session_filter f = {.state = -1,
+						 .limit = 500,
+						 .before_id =
+						     before[0] ? before : NULL};
 		struct store_session *v = NULL;
 		size_t n = 0;
 		if (c->st->ops->session_list(c->st, &f, &v, &n, NULL) < 0 ||
@@ -296,13 +305,12 @@ json_t *control_stats(struct control *c)
 	    "sessions", (json_int_t)verified, "first_attempt_pass_rate",
 	    verified ? json_real((double)first_pass / verified) : NULL,
 	    "final_pass_rate",
-	    verified ? json_real((double)final_pass / verified) : NULL,
-	    "model", "prompt_tokens", (json_int_t)prompt_tokens,
-	    "completion_tokens", (json_int_t)completion_tokens, "cost", cost,
-	    "sandbox_seconds", sandbox_s, "review", "decided",
-	    (json_int_t)decided, "accepted", (json_int_t)accepted, "rejected",
-	    (json_int_t)rejected, "reviewer_minutes", review_min,
-	    "mean_minutes_to_decision",
+	    verified ? json_real((double)final_pass / verified) : NULL, "model",
+	    "prompt_tokens", (json_int_t)prompt_tokens, "completion_tokens",
+	    (json_int_t)completion_tokens, "cost", cost, "sandbox_seconds",
+	    sandbox_s, "review", "decided", (json_int_t)decided, "accepted",
+	    (json_int_t)accepted, "rejected", (json_int_t)rejected,
+	    "reviewer_minutes", review_min, "mean_minutes_to_decision",
 	    decided ? json_real(review_min / decided) : NULL,
 	    "accepted_per_reviewer_minute",
 	    review_min > 0 ? json_real(accepted / review_min) : NULL,

@@ -163,6 +163,12 @@ int work_commit(struct run *run, const struct store_session *s,
  * names collected (JSON array). */
 json_t *work_collect_artifacts(struct run *run);
 
+/* The environment of a host git pushing to the repository's remote with
+ * the credentials configured for the broker (NULL: none configured, the
+ * server's own git credentials apply). Free with broker_env_free. */
+char **control_broker_remote_env(struct control *c, const char *repo_name,
+				 const char *url, const char *mirror);
+
 /* control.c */
 /* Condition variables that wait on CLOCK_MONOTONIC (a wall-clock jump does
  * not disturb timers), and a deadline ms from now on that clock. */

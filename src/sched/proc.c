@@ -23,8 +23,18 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
+static int spawn_env(char *const argv[], char *const envp[], int log_fd,
+		     struct proc *out, struct wr_error **err);
+
 int proc_spawn(char *const argv[], int log_fd, struct proc *out,
 	       struct wr_error **err)
+{
+	return spawn_env(argv, NULL, log_fd, out, err);
+}
+
+/* proc_spawn with the child's environment (NULL: ours). */
+static int spawn_env(char *const argv[], char *const envp[], int log_fd,
+		     struct proc *out, struct wr_error **err)
 {
 	int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
 	if (pipe2(out_pipe, O_CLOEXEC) < 0 ||
@@ -63,7 +73,10 @@ int proc_spawn(char *const argv[], int log_fd, struct proc *out,
 		    dup2(out_pipe[1], 1) < 0 ||
 		    dup2(log_fd >= 0 ? log_fd : err_pipe[1], 2) < 0)
 			_exit(127);
-		execv(argv[0], argv);
+		if (envp)
+			execve(argv[0], argv, envp);
+		else
+			execv(argv[0], argv);
 		_exit(127);
 	}
 	close_fd(&null_fd);
@@ -211,12 +224,29 @@ int proc_run(char *const argv[], size_t max, int log_fd, char **out,
 				err);
 }
 
+static int run_env(char *const argv[], char *const envp[], size_t max,
+		   int log_fd, char **out, char **out_err, pid_t *track,
+		   pthread_mutex_t *mu, struct wr_error **err);
+
+int proc_run_env(char *const argv[], char *const envp[], size_t max, char **out,
+		 char **out_err, struct wr_error **err)
+{
+	return run_env(argv, envp, max, -1, out, out_err, NULL, NULL, err);
+}
+
 int proc_run_tracked(char *const argv[], size_t max, int log_fd, char **out,
 		     char **out_err, pid_t *track, pthread_mutex_t *mu,
 		     struct wr_error **err)
 {
+	return run_env(argv, NULL, max, log_fd, out, out_err, track, mu, err);
+}
+
+static int run_env(char *const argv[], char *const envp[], size_t max,
+		   int log_fd, char **out, char **out_err, pid_t *track,
+		   pthread_mutex_t *mu, struct wr_error **err)
+{
 	struct proc p;
-	int r = proc_spawn(argv, log_fd, &p, err);
+	int r = spawn_env(argv, envp, log_fd, &p, err);
 	if (r < 0)
 		return r;
 	if (track) {

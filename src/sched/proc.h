@@ -43,6 +43,9 @@ void proc_close(struct proc *p);
  * exit status. */
 int proc_run(char *const argv[], size_t max, int log_fd, char **out,
 	     char **out_err, struct wr_error **err);
+/* proc_run with the child's environment set to envp (NULL: inherited). */
+int proc_run_env(char *const argv[], char *const envp[], size_t max,
+		 char **out, char **out_err, struct wr_error **err);
 /* proc_run, publishing the child's pid in *track (under *mu) while it
  * runs so another thread may signal it. */
 int proc_run_tracked(char *const argv[], size_t max, int log_fd, char **out,

@@ -217,4 +217,11 @@ void broker_session_end(struct broker *b, const char *session_id);
 /* Closes every session and waits for every connection. */
 void broker_stop(struct broker *b);
 
+/* The environment (NULL-terminated, caller frees with broker_env_free,
+ * which wipes it) of a host git that talks to remote with its
+ * credentials: the approval push uses it, so the remote's credentials
+ * reach that git process only, as they do the broker's. */
+char **broker_remote_env(const struct broker_remote *remote);
+void broker_env_free(char **envp);
+
 #endif

@@ -9,6 +9,7 @@
 #include "util/fs.h"
 
 #include <errno.h>
+#include <sodium.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -707,4 +708,37 @@ enum broker_ref_outcome broker_apply_command(struct broker *b,
 	else
 		why[0] = '\0';
 	return REF_PUSHED;
+}
+
+char **broker_remote_env(const struct broker_remote *remote)
+{
+	struct remote r = {
+	    .name = (char *)remote->name,
+	    .url = (char *)remote->url,
+	    .mirror = (char *)remote->mirror,
+	    .username = (char *)remote->username,
+	    .password = (char *)remote->password,
+	    .ssh_key_file = (char *)remote->ssh_key_file,
+	    .known_hosts_file = (char *)remote->known_hosts_file,
+	};
+	struct envv e;
+	if (broker_env_build(&r, true, &e) < 0)
+		return NULL;
+	char **out = wr_calloc(e.n + 1, sizeof(char *));
+	if (!out) {
+		broker_envv_clear(&e);
+		return NULL;
+	}
+	for (size_t i = 0; i < e.n; i++)
+		out[i] = e.v[i]; /* the strings move over */
+	return out;
+}
+
+void broker_env_free(char **envp)
+{
+	for (size_t i = 0; envp && envp[i]; i++) {
+		sodium_memzero(envp[i], strlen(envp[i]));
+		free(envp[i]);
+	}
+	free(envp);
 }

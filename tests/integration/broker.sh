@@ -260,6 +260,17 @@ out="$(grep -rlaF "$SECRET" "$D" 2>/dev/null)"
 [ -z "$out" ] && pass "the secret store keeps the password encrypted: still nothing under the data directory" ||
 	fail "the secret store keeps the password encrypted: still nothing under the data directory" "$out"
 
+# --- approval: the reviewer's push reaches the authenticated remote with the
+# broker's credentials (the host's git has none for it) -------------------------------
+SA="$(submit proj2 "approve me" 'echo approved-change >approved.txt; echo changed')"
+wait_state "$SA" review 120
+api POST "/api/v1/sessions/$SA/approve"
+pushed="$(git -C "$GROOT/proj2.git" rev-parse "refs/heads/warren/$SA" 2>/dev/null)"
+[ "$CODE" = 200 ] && [ "$(jget .state)" = pushed ] && [ -n "$pushed" ] && [ "$pushed" = "$(jget .outcome.push.commit)" ] &&
+	[ "$(git -C "$GROOT/proj2.git" show "refs/heads/warren/$SA:approved.txt" 2>/dev/null)" = approved-change ] &&
+	pass "approval pushes warren/<id> to an authenticated remote with the configured credentials" ||
+	fail "approval pushes warren/<id> to an authenticated remote with the configured credentials" "$CODE $(jget .state) $(jget .outcome.push) $(jget .reason)"
+
 # --- at the end nothing of the broker is left ----------------------------------------
 for s in "$S2" "$S3"; do
 	api POST "/api/v1/sessions/$s/cancel"
