@@ -77,6 +77,8 @@ echo "$diff" | grep -q '^+hello and goodbye' && echo "$diff" | grep -q '^-hello'
 	pass "GET /sessions/{id}/diff: the change against the base" || fail "GET /sessions/{id}/diff: the change against the base" "$diff"
 out="$("$WARREN" diff "$S1" --server "$URL" --token "$TOKEN" 2>&1)"
 echo "$out" | grep -q '^+hello and goodbye' && pass "warren diff ID" || fail "warren diff ID" "$out"
+out="$("$WARREN" show "$S1" --server "$URL" --token "$TOKEN" 2>&1)"
+echo "$out" | grep -Eq '^agent: +built-in' && pass "warren show names the built-in agent" || fail "warren show names the built-in agent" "$(echo "$out" | grep agent)"
 api GET "/api/v1/sessions/$S1/artifacts"
 echo "$BODY" | jq -e '[.artifacts[].name] | index("diff.patch") != null' >/dev/null && pass "artifacts list the diff" || fail "artifacts list the diff" "$BODY"
 rep="$(curl -s -H "Authorization: Bearer $TOKEN" "$URL/api/v1/sessions/$S1/artifacts/spec-report.txt")"

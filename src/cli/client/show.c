@@ -122,8 +122,14 @@ static void print_session(const json_t *s)
 	field("user:", client_json_str(s, "user"));
 	field_text("prompt:", client_json_str(s, "prompt"));
 	json_t *agent = json_object_get(s, "agent");
+	/* an argv, or {"builtin": true}: the server's model drives it */
 	_cleanup_free_ char *agent_text =
-	    agent && !json_is_null(agent) ? client_argv_string(agent) : NULL;
+	    json_is_object(agent)
+		? wr_strdup(json_is_true(json_object_get(agent, "builtin"))
+				? "built-in (the server's model)"
+				: "?")
+	    : agent && !json_is_null(agent) ? client_argv_string(agent)
+					    : NULL;
 	field("agent:", agent_text);
 	json_t *limits = json_object_get(s, "limits");
 	_cleanup_free_ char *limits_str =
