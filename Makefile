@@ -117,9 +117,9 @@ $(BUILD)/warren-init: $(INIT_SRC) src/sandbox/proto.h src/util/alloc.h \
 
 # The egress relay inside a sandbox (src/init/relay.c): like warren-init,
 # static and libc only; the server binds it in next to the warren binary.
-$(BUILD)/warren-relay: src/init/relay.c
+$(BUILD)/warren-relay: src/init/relay.c src/util/fdpass.c src/util/fdpass.h
 	@mkdir -p $(dir $@)
-	$(INIT_CC) $(INIT_CFLAGS) -o $@ src/init/relay.c
+	$(INIT_CC) $(INIT_CFLAGS) -o $@ src/init/relay.c src/util/fdpass.c
 	strip $@
 
 # git's transport to the credential broker inside a sandbox, and the

@@ -13,6 +13,17 @@
  * pipe is the buffer (64 KiB at most), and a connection costs six
  * descriptors and no heap beyond its small record.
  *
+ * First, though, once the client has sent its first bytes, it offers the
+ * proxy the connection itself: one byte, 0 (no request head starts with
+ * it), with the accepted socket attached (SCM_RIGHTS), and closes its own
+ * copies once the proxy hangs up the unix connection (it has taken the
+ * socket; a proxy that refuses the connection answers there instead, and
+ * the relay passes that on). The proxy then reads the request from and
+ * relays to the client's socket directly: no hop here, no copy (a socket
+ * carries its network namespace; the proxy outside the sandbox uses it as
+ * it is). Only if that send fails does the relay move the bytes itself,
+ * over the same unix connection.
+ *
  * The control plane starts it with `warren sandbox exec NAME -- RELAY
  * SOCKET`. It binds its port first, so a failure is the exec's exit status,
  * then leaves the exec behind as a daemon: it forks, the child starts a
@@ -36,10 +47,14 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "util/fdpass.h"
 
 #define PIPE_CAP (64 * 1024) /* a pipe's default capacity */
 #define MAX_PAIRS 1024
+#define FIRST_BYTES_MS 30000 /* as long as the proxy waits for a head */
 
 struct half {
 	int pipe[2];
@@ -50,6 +65,9 @@ struct half {
 
 struct pair {
 	int tcp, unix_fd;
+	bool waiting;	  /* for the client's first bytes (unix_fd -1) */
+	bool passed;	  /* tcp sent to the proxy: until it hangs up */
+	double since;	  /* accepted (CLOCK_MONOTONIC, ms) */
 	struct half up;	  /* tcp -> unix */
 	struct half down; /* unix -> tcp */
 };
@@ -138,38 +156,96 @@ static void pair_close(size_t i)
 	pairs[i] = pairs[--n_pairs];
 }
 
-static void accept_one(int listen_fd)
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
+}
+
+/* One connection from the backlog, waiting for its first bytes: false
+ * when there is none. */
+static bool accept_one(int listen_fd)
 {
 	int c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (c < 0)
-		return;
-	if (n_pairs >= max_pairs) {
-		close(c);
-		return;
-	}
+		return false;
 	struct pair *p = calloc(1, sizeof(*p));
 	if (!p) {
 		close(c);
-		return;
+		return true;
 	}
 	p->tcp = c;
+	p->unix_fd = -1;
 	p->up.pipe[0] = p->up.pipe[1] = p->down.pipe[0] = p->down.pipe[1] = -1;
+	p->waiting = true;
+	p->since = now_ms();
+	pairs[n_pairs++] = p;
+	return true;
+}
+
+/* The client has spoken (or hung up): its connection goes to the proxy,
+ * passed or, failing that, relayed. False when the pair is done. */
+static bool hand_over(struct pair *p)
+{
+	p->waiting = false;
 	/* non-blocking: a proxy whose backlog is full answers EAGAIN at
 	 * once instead of stalling every other connection */
 	p->unix_fd =
 	    socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (p->unix_fd < 0 ||
 	    connect(p->unix_fd, (struct sockaddr *)&proxy_addr,
-		    sizeof(proxy_addr)) < 0 ||
-	    pipe2(p->up.pipe, O_CLOEXEC | O_NONBLOCK) < 0 ||
-	    pipe2(p->down.pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-		pair_free(p);
-		return;
+		    sizeof(proxy_addr)) < 0) {
+		/* what the client sent, read: a socket closed with bytes
+		 * unread is reset instead of ended */
+		char sink[4096];
+		for (int i = 0; i < 16; i++)
+			if (recv(p->tcp, sink, sizeof(sink), 0) <= 0)
+				break;
+		shutdown(p->tcp, SHUT_WR);
+		return false;
 	}
+	/* the connection itself to the proxy: done here. Only once the
+	 * request is in the socket: a refusal (too many connections) is
+	 * answered at once, and closing a socket with bytes still on their
+	 * way would reset it, answer and all. */
+	static const char pass_marker = '\0';
+	if (wr_send_fds(p->unix_fd, &pass_marker, 1, &p->tcp, 1) == 0) {
+		p->passed = true;
+		return true;
+	}
+	/* could not pass it: relay the bytes */
+	if (pipe2(p->up.pipe, O_CLOEXEC | O_NONBLOCK) < 0 ||
+	    pipe2(p->down.pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+		return false;
 	/* the default capacity: larger pipes were slower for a 1 MiB body
 	 * (each hop forwards later) */
 	p->up.cap = p->down.cap = PIPE_CAP;
-	pairs[n_pairs++] = p;
+	return true;
+}
+
+/* A passed connection's unix socket has news: end of file once the
+ * proxy has taken the client's socket (ours is closed then, without a
+ * shutdown: the socket is the proxy's now), or the proxy's refusal (too
+ * many connections) when it had not: that goes to the client, and the
+ * connection ends. False when the pair is done. */
+static bool passed_news(struct pair *p)
+{
+	char buf[4096];
+	ssize_t n = recv(p->unix_fd, buf, sizeof(buf), 0);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return true;
+	if (n > 0) {
+		if (send(p->tcp, buf, (size_t)n, MSG_NOSIGNAL) < 0) {
+			/* the client is gone: nothing to tell */
+		}
+		char sink[4096];
+		for (int i = 0; i < 16; i++)
+			if (recv(p->tcp, sink, sizeof(sink), 0) <= 0)
+				break;
+		shutdown(p->tcp, SHUT_WR);
+	}
+	return false;
 }
 
 /* One direction's turn; false when the pair must end. */
@@ -218,18 +294,27 @@ static void serve(int listen_fd)
 	static struct pollfd pfd[1 + 2 * MAX_PAIRS];
 	for (;;) {
 		size_t n = 0;
+		bool waiting = false;
 		pfd[n++] = (struct pollfd){n_pairs < max_pairs ? listen_fd : -1,
 					   POLLIN, 0};
 		for (size_t i = 0; i < n_pairs; i++) {
 			struct pair *p = pairs[i];
 			short t = want_in(&p->up) | want_out(&p->down);
 			short u = want_in(&p->down) | want_out(&p->up);
+			if (p->waiting) {
+				t = POLLIN;
+				u = 0;
+				waiting = true;
+			} else if (p->passed) {
+				t = 0;
+				u = POLLIN;
+			}
 			/* nothing wanted: left out (a peer that hung up
 			 * reports POLLHUP on every turn) */
 			pfd[n++] = (struct pollfd){t ? p->tcp : -1, t, 0};
 			pfd[n++] = (struct pollfd){u ? p->unix_fd : -1, u, 0};
 		}
-		if (poll(pfd, (nfds_t)n, -1) < 0) {
+		if (poll(pfd, (nfds_t)n, waiting ? 1000 : -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			die("poll");
@@ -237,21 +322,32 @@ static void serve(int listen_fd)
 		/* pairs first, from the end: closing one moves the last
 		 * into its place, which was handled already */
 		size_t np = n_pairs;
+		double now = waiting ? now_ms() : 0;
 		for (size_t i = np; i-- > 0;) {
+			struct pair *p = pairs[i];
+			if (p->waiting) {
+				if (pfd[1 + 2 * i].revents
+					? !hand_over(p)
+					: now - p->since > FIRST_BYTES_MS)
+					pair_close(i);
+				continue;
+			}
 			if (!pfd[1 + 2 * i].revents && !pfd[2 + 2 * i].revents)
 				continue;
-			struct pair *p = pairs[i];
+			if (p->passed) {
+				if (!passed_news(p))
+					pair_close(i);
+				continue;
+			}
 			if (!move(&p->up, p->tcp, p->unix_fd) ||
 			    !move(&p->down, p->unix_fd, p->tcp) ||
 			    (p->up.done && p->down.done))
 				pair_close(i);
 		}
 		if (pfd[0].revents & POLLIN)
-			for (int k = 0; k < 64; k++) {
-				size_t before = n_pairs;
-				accept_one(listen_fd);
-				if (n_pairs == before)
-					break;
+			for (int k = 0; k < 64 && n_pairs < max_pairs &&
+					accept_one(listen_fd);
+			     k++) {
 			}
 	}
 }

@@ -7,6 +7,16 @@
  * the session's allowlist, resolves and checks, connects, and relays with
  * poll(2) over two non-blocking sockets until both directions are done.
  *
+ * The relay in the sandbox (src/init/relay.c) does not copy bytes: it
+ * passes each accepted TCP connection over its unix connection (one byte,
+ * 0, with the socket attached; no request head starts with it) and lets
+ * go once the proxy hangs up that connection. The connection's thread takes
+ * that socket as its client (a connected TCP socket, or the connection is
+ * refused) and closes the unix one: the head is read from the client's socket
+ * and the relay splices to and from it directly, one hop and one copy less.
+ * Anything else on the unix socket is the request itself, as a relay that
+ * copies sends it.
+ *
  * Lifetimes: a session is referenced by the registry (until the acceptor
  * has closed its listening socket) and by each of its connections; the
  * last reference frees it. Sockets of connections are closed under the
@@ -16,6 +26,7 @@
 
 #include "util/alloc.h"
 #include "util/cleanup.h"
+#include "util/fdpass.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -519,6 +530,104 @@ static void relay(int client, int upstream, struct outcome *o)
 	o->bytes_down = d[1].bytes;
 }
 
+/* Is fd a connected TCP socket (what the relay passes)? */
+static bool passed_socket_ok(int fd)
+{
+	struct stat st;
+	int domain = 0, type = 0, proto = 0;
+	socklen_t l1 = sizeof(domain), l2 = sizeof(type), l3 = sizeof(proto);
+	struct sockaddr_storage peer;
+	socklen_t pl = sizeof(peer);
+	return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	       getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l1) == 0 &&
+	       (domain == AF_INET || domain == AF_INET6) &&
+	       getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l2) == 0 &&
+	       type == SOCK_STREAM &&
+	       getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l3) == 0 &&
+	       proto == IPPROTO_TCP &&
+	       getpeername(fd, (struct sockaddr *)&peer, &pl) == 0;
+}
+
+enum {
+	TAKE_BYTES = -1,  /* the request's first bytes */
+	TAKE_AGAIN = -2,  /* nothing yet */
+	TAKE_CLOSED = -3, /* end of file, or reset */
+	TAKE_BAD = -4,	  /* a 0 without a socket, descriptors with bytes */
+	TAKE_FAILED = -5,
+};
+
+/* One message from the unix socket fd (non-blocking): the relay's passed
+ * client socket (>= 0), the first bytes of a request in buf (TAKE_BYTES,
+ * *len set), or another TAKE_. */
+static int take_passed(int fd, char *buf, size_t cap, size_t *len)
+{
+	int fds[1];
+	size_t n_fds = 0;
+	ssize_t n = wr_recv_fds(fd, buf, cap, fds, 1, &n_fds);
+	if (n > 0 && buf[0] != '\0' && n_fds == 0) {
+		*len = (size_t)n;
+		return TAKE_BYTES;
+	}
+	if (n == 1 && buf[0] == '\0' && n_fds == 1 &&
+	    passed_socket_ok(fds[0]) && set_nonblock(fds[0]) == 0)
+		return fds[0];
+	for (size_t i = 0; i < n_fds; i++)
+		close(fds[i]);
+	if (n == -EAGAIN || n == -EINTR)
+		return TAKE_AGAIN;
+	if (n == 0 || n == -ECONNRESET)
+		return TAKE_CLOSED;
+	return n < 0 ? TAKE_FAILED : TAKE_BAD;
+}
+
+/* The first bytes on a new connection: either the relay passes the
+ * client's socket, which becomes cn->client_fd (the unix one is closed),
+ * or they start the request head (buf, *len). 0, or -errno with *why
+ * (-EBADMSG: answer the client). */
+static int first_read(struct conn *cn, char *buf, size_t cap, size_t *len,
+		      const char **why)
+{
+	int fd = cn->client_fd;
+	double until = mono_ms() + HEAD_TIMEOUT_MS;
+	int r;
+	for (;;) {
+		int left = (int)(until - mono_ms());
+		struct pollfd p = {fd, POLLIN, 0};
+		if (left <= 0 || poll(&p, 1, left) == 0) {
+			*why = "no request within 30 s";
+			return -ETIMEDOUT;
+		}
+		r = take_passed(fd, buf, cap, len);
+		if (r != TAKE_AGAIN)
+			break;
+	}
+	switch (r) {
+	case TAKE_BYTES: return 0;
+	case TAKE_CLOSED: *why = "closed before a request"; return -ECONNRESET;
+	case TAKE_FAILED: *why = "read failed"; return -EIO;
+	case TAKE_BAD:
+		*why = "neither a request nor a connection passed by the "
+		       "relay";
+		return -EBADMSG;
+	default: break;
+	}
+	struct egress *eg = cn->eg;
+	pthread_mutex_lock(&eg->mu);
+	bool closed = cn->sess->closed;
+	if (!closed) {
+		close(cn->client_fd);
+		cn->client_fd = r;
+	}
+	pthread_mutex_unlock(&eg->mu);
+	if (closed) {
+		close(r);
+		*why = "the session is closing";
+		return -ECANCELED;
+	}
+	*len = 0;
+	return 0;
+}
+
 /* Reads the request head: its length (> 0), or -errno / -EBADMSG... with
  * *why for the client. */
 static int read_head(int fd, char *buf, size_t cap, size_t *len,
@@ -594,19 +703,22 @@ static void handle(struct conn *cn, struct outcome *o)
 {
 	struct egress *eg = cn->eg;
 	const char *sid = cn->sess->id;
-	int fd = cn->client_fd;
 	char body[768];
 	const char *why = "";
 	_cleanup_free_ char *buf = wr_malloc(EGRESS_HEAD_MAX);
 	if (!buf) {
 		o->decision = "failed";
 		snprintf(o->reason, sizeof(o->reason), "out of memory");
-		reply(fd, 503, "warren egress: out of memory\n");
+		reply(cn->client_fd, 503, "warren egress: out of memory\n");
 		return;
 	}
 	size_t len = 0;
 	struct egress_request req;
-	int r = read_head(fd, buf, EGRESS_HEAD_MAX, &len, &req, &why);
+	/* the relay's client socket, or the request's first bytes */
+	int r = first_read(cn, buf, EGRESS_HEAD_MAX, &len, &why);
+	int fd = cn->client_fd;
+	if (r == 0)
+		r = read_head(fd, buf, EGRESS_HEAD_MAX, &len, &req, &why);
 	if (r < 0) {
 		o->decision = "denied";
 		snprintf(o->reason, sizeof(o->reason), "bad request: %s", why);
@@ -877,9 +989,26 @@ static void *conn_main(void *arg)
  */
 
 /* A connection that cannot be served: a short answer, best effort (the
- * socket is non-blocking). */
+ * socket is non-blocking), to the client's socket if the relay passed it
+ * already; if not yet, on the unix socket, and the relay hands it on. */
 static void refuse(int fd, const char *body)
 {
+	if (set_nonblock(fd) == 0) {
+		char byte[1];
+		size_t len;
+		int passed = take_passed(fd, byte, sizeof(byte), &len);
+		if (passed >= 0) {
+			close(fd);
+			fd = passed;
+			/* what the client sent, read: closing a TCP socket
+			 * with unread bytes resets it, answer and all */
+			char sink[4096];
+			for (int i = 0; i < 16; i++)
+				if (recv(fd, sink, sizeof(sink),
+					 MSG_DONTWAIT) <= 0)
+					break;
+		}
+	}
 	char text[512];
 	int n = snprintf(text, sizeof(text),
 			 "HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
@@ -889,6 +1018,7 @@ static void refuse(int fd, const char *body)
 	if (send(fd, text, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
 		/* the client is gone or not reading: nothing to tell */
 	}
+	shutdown(fd, SHUT_WR);
 	close(fd);
 }
 

@@ -26,6 +26,7 @@
 
 #include "security/egress.h"
 #include "util/alloc.h"
+#include "util/fdpass.h"
 
 /* ---- allowlist entries ------------------------------------------------- */
 
@@ -563,6 +564,38 @@ static char *exchange(const char *sock, const char *text)
 	return buf;
 }
 
+/* As warren-relay does: the client's TCP connection passed to the proxy
+ * (one byte 0 with the accepted socket), the relay's copies closed; then
+ * text from the client, and what the client gets back. */
+static char *exchange_passed(const char *sock, const char *text)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sin = {.sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(bind(l, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	socklen_t sl = sizeof(sin);
+	getsockname(l, (struct sockaddr *)&sin, &sl);
+	assert_int_equal(listen(l, 1), 0);
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(c, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	int a = accept(l, NULL, NULL);
+	assert_true(a >= 0);
+	close(l);
+	int u = proxy_connect(sock);
+	assert_int_equal(wr_send_fds(u, "", 1, &a, 1), 0);
+	close(a);
+	close(u);
+	assert_int_equal(write(c, text, strlen(text)), (ssize_t)strlen(text));
+	static char buf[16384];
+	size_t len = 0;
+	ssize_t n;
+	while ((n = read(c, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += (size_t)n;
+	buf[len] = '\0';
+	close(c);
+	return buf;
+}
+
 static json_t *wait_audits(size_t n)
 {
 	for (int i = 0; i < 500; i++) {
@@ -691,9 +724,35 @@ static void test_proxy(void **state)
 	/* garbage */
 	out = exchange(sock, "\x16\x03\x01 hello");
 	assert_non_null(strstr(out, "HTTP/1.1 400 Bad Request"));
+	/* the relay's way: the client's socket passed, the proxy reads from
+	 * and answers it directly */
+	snprintf(req, sizeof(req),
+		 "GET http://allowed.test:%u/passed HTTP/1.1\r\n\r\n",
+		 server_port);
+	out = exchange_passed(sock, req);
+	assert_non_null(strstr(out, "HTTP/1.0 200 OK"));
+	assert_non_null(strstr(out, "seen:GET /passed HTTP/1.1\r\n"));
+	out = exchange_passed(sock, "GET http://denied.test/ HTTP/1.1\r\n\r\n");
+	assert_non_null(strstr(out, "HTTP/1.1 403 Forbidden"));
+	assert_non_null(strstr(out, "(not in the allowlist)"));
+	/* anything but a connected TCP socket is refused */
+	int pp[2];
+	assert_int_equal(pipe(pp), 0);
+	int u = proxy_connect(sock);
+	assert_int_equal(wr_send_fds(u, "", 1, &pp[0], 1), 0);
+	static char ubuf[4096];
+	size_t ulen = 0;
+	ssize_t un;
+	while ((un = read(u, ubuf + ulen, sizeof(ubuf) - 1 - ulen)) > 0)
+		ulen += (size_t)un;
+	ubuf[ulen] = '\0';
+	close(u);
+	close(pp[0]);
+	close(pp[1]);
+	assert_non_null(strstr(ubuf, "HTTP/1.1 400 Bad Request"));
 
-	json_t *a = wait_audits(8);
-	assert_int_equal(json_array_size(a), 8);
+	json_t *a = wait_audits(11);
+	assert_int_equal(json_array_size(a), 11);
 	size_t allowed_n = 0, denied_n = 0;
 	size_t i;
 	json_t *d;
@@ -716,8 +775,8 @@ static void test_proxy(void **state)
 			assert_non_null(json_object_get(d, "reason"));
 		}
 	}
-	assert_int_equal(allowed_n, 2);
-	assert_int_equal(denied_n, 6);
+	assert_int_equal(allowed_n, 3);
+	assert_int_equal(denied_n, 8);
 	json_decref(a);
 
 	/* close: the socket and its directory go */
