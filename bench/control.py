@@ -379,14 +379,14 @@ def threads_of(pid):
 def submit_many(url, token, repo, n, agent, ids_file, workers=4):
     ids, lock = [], threading.Lock()
     errors = []
-    todo = iter(range(n))
+    remaining = iter(range(n))
 
     def worker():
         api = Api(url, token)
         try:
             while True:
                 with lock:
-                    if next(todo, None) is None:
+                    if next(remaining, None) is None:
                         return
                 sid = api.submit(repo, agent)
                 with lock:
