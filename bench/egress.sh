@@ -16,11 +16,11 @@
 #  3. connection setup rate: CONNECT tunnels per second (CONNECT, the 200,
 #     close), against plain TCP connections to the origin.
 #
-#   N=2000 SECONDS=5 PROCS=4 bench/egress.sh
+#   N=2000 RATE_SECONDS=5 PROCS=4 bench/egress.sh
 set -eu
 BUILD="${BUILD:-build}"
 N="${N:-2000}"
-SECONDS_RATE="${SECONDS:-5}"
+SECONDS_RATE="${RATE_SECONDS:-5}"
 PROCS="${PROCS:-4}"
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
