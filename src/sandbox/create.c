@@ -714,10 +714,16 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 		r = wr_error_set(err, -r, "release sandbox child");
 		goto fail;
 	}
+	/* A child that failed exits with our release still unread in its
+	 * queue, which resets the pair: the kernel may report ECONNRESET
+	 * before handing over the report the child queued first. The error
+	 * is cleared once reported, so read again. */
 	ssize_t n;
+	int resets = 0;
 	do {
 		n = recv(prep.sync[0], &report, sizeof(report), 0);
-	} while (n < 0 && errno == EINTR);
+	} while (n < 0 && (errno == EINTR ||
+			   (errno == ECONNRESET && resets++ == 0)));
 	if (n != 0) {
 		if (n == (ssize_t)sizeof(report))
 			r = wr_error_set(err, report.err, "sandbox setup: %.*s",
