@@ -28,6 +28,9 @@
 
 #define API_MAX_BODY_DEFAULT (1024 * 1024)
 #define API_KEEPALIVE_MS_DEFAULT 15000
+#define API_TOKEN_USER_MAX 64
+
+struct slack_config; /* notify/slack.h */
 
 struct api_config {
 	struct store *st;
@@ -39,6 +42,13 @@ struct api_config {
 	/* The server's data directory: session artifacts are served only
 	 * from <data_dir>/artifacts/<session id>/. NULL: none are served. */
 	const char *data_dir;
+	/* The web UI's static files (index.html, app.js, ...), served at "/"
+	 * without a token (the data they show needs one). NULL: no web UI,
+	 * every path outside /api/ and /slack/ is a 404. */
+	const char *web_dir;
+	/* Slack's slash command and events (POST /slack/commands,
+	 * /slack/events; docs/slack.md). NULL: not configured (404). */
+	const struct slack_config *slack;
 };
 
 struct api;
@@ -68,6 +78,10 @@ struct api_request {
 	const char *authorization; /* the Authorization header */
 	const char *content_type;  /* the Content-Type header */
 	const char *last_event_id; /* the Last-Event-ID header */
+	/* Slack's signature headers (X-Slack-Signature,
+	 * X-Slack-Request-Timestamp) */
+	const char *slack_signature;
+	const char *slack_timestamp;
 	const char *body;	   /* body_len bytes (need not end in NUL) */
 	size_t body_len;
 };
@@ -88,6 +102,14 @@ struct api_response {
 	bool stream;
 	char stream_session[STORE_ID_MAX];
 	int64_t stream_after; /* send events with seq > stream_after */
+	/* GET /api/v1/events: stream_session is "" and the stream carries
+	 * the sessions' states (api_stream_new_sessions(a, stream_user));
+	 * stream_user "" means every user's. */
+	bool stream_sessions;
+	char stream_user[API_TOKEN_USER_MAX + 1];
+	/* a static file of the web UI: the transport adds its security
+	 * headers (Content-Security-Policy, X-Frame-Options, ...) */
+	bool web;
 	/* A file (GET .../diff, .../artifacts/{name}): the transport sends
 	 * the file_size bytes of file_fd as the body, read as they go out;
 	 * body is NULL. file_fd is owned: api_response_clear closes it
@@ -118,12 +140,17 @@ void api_response_clear(struct api_response *r);
 struct api_stream;
 struct api_stream *api_stream_new(struct api *a, const char *session_id,
 				  int64_t after_seq);
+/* The stream of GET /api/v1/events: "event: session" with a session as
+ * in a list (docs/api.md) for every session visible to user ("": all)
+ * among the newest API_EVENTS_SESSIONS, first each of them once, then
+ * each again when its state or anything else about it changed, then
+ * "event: ready" after the first round. It never ends by itself. */
+struct api_stream *api_stream_new_sessions(struct api *a, const char *user);
 ssize_t api_stream_read(struct api_stream *s, char *buf, size_t max);
 void api_stream_free(struct api_stream *s);
 
 /* Tokens. A token is "wr_" + 43 base64url characters (32 random bytes);
  * the store keeps only its SHA-256 (lowercase hex). */
-#define API_TOKEN_USER_MAX 64
 /* out_hex: 64 hex digits and a NUL. -EINVAL for NULL. */
 int api_token_hash(const char *plain, char out_hex[65]);
 struct api_token_spec {

@@ -69,10 +69,7 @@ static const char *served_type(const struct store_artifact *a, char *buf,
 	return buf;
 }
 
-/* Opens rel, a path below dirfd, for reading without following a symlink
- * anywhere on the way. O_NONBLOCK: a FIFO planted there must not hang the
- * request (it is refused once fstat shows what it is). */
-static int open_beneath(int dirfd, const char *rel)
+int api_open_beneath(int dirfd, const char *rel)
 {
 	struct open_how how = {
 	    .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK,
@@ -123,7 +120,7 @@ static int artifact_open(const char *data_dir, const char *session_id,
 	    open(dir_real, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return errno == ENOENT ? -ENOENT : -errno;
-	_cleanup_close_ int fd = open_beneath(dirfd, file_real + n + 1);
+	_cleanup_close_ int fd = api_open_beneath(dirfd, file_real + n + 1);
 	if (fd == -ELOOP || fd == -EXDEV)
 		return -EXDEV; /* it became a symlink, or leads out */
 	if (fd < 0)

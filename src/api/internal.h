@@ -49,6 +49,8 @@ struct api {
 	struct store *st;
 	struct control *ctl;
 	char *data_dir; /* NULL: no artifacts are served */
+	int web_dir_fd;	/* the web UI's directory (O_PATH), -1: none */
+	const struct slack_config *slack; /* NULL: no Slack routes */
 	size_t max_body;
 	int keepalive_ms;
 	atomic_bool stopping;
@@ -239,7 +241,26 @@ int api_secret_delete(struct api_ctx *c);
 /* secrets.c: any name segment is looked at by the PUT handler itself */
 bool api_secret_segment(const char *name);
 int api_healthz(struct api_ctx *c);
+int api_whoami(struct api_ctx *c);
+int api_events_stream(struct api_ctx *c);
 int api_metrics(struct api_ctx *c);
 int api_stats(struct api_ctx *c);
+
+/* artifacts.c: opens rel, a path below dirfd, for reading without
+ * following a symlink anywhere on the way; the descriptor or -errno.
+ * O_NONBLOCK: a FIFO planted there must not hang the request (the caller
+ * refuses anything fstat does not call a regular file). */
+int api_open_beneath(int dirfd, const char *rel);
+
+/* Outside /api/: the paths without a bearer token. */
+/* web.c: GET/HEAD of the web UI's static files. */
+int api_web_serve(struct api *a, const struct api_request *req,
+		  struct api_response *out);
+/* slack.c: POST /slack/commands and /slack/events, authenticated by
+ * Slack's request signature (not a bearer token). */
+int api_slack_command(struct api *a, const struct api_request *req,
+		      struct api_response *out);
+int api_slack_event(struct api *a, const struct api_request *req,
+		    struct api_response *out);
 
 #endif

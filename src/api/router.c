@@ -319,6 +319,9 @@ static const struct route routes[] = {
     {"secrets/+", "DELETE", 0, BODY_NONE, NULL, api_secret_delete, ADMINS,
      "deleting secrets", secrets_name_valid},
     {"healthz", "GET", 0, BODY_NONE, NULL, api_healthz, ANY_ROLE, NULL, NULL},
+    {"whoami", "GET", 0, BODY_NONE, NULL, api_whoami, ANY_ROLE, NULL, NULL},
+    {"events", "GET", 0, BODY_NONE, NULL, api_events_stream, ANY_ROLE, NULL,
+     NULL},
     {"metrics", "GET", 0, BODY_NONE, NULL, api_metrics, ANY_ROLE, NULL, NULL},
     {"stats", "GET", 0, BODY_NONE, NULL, api_stats, ANY_ROLE, NULL, NULL},
 };
@@ -492,6 +495,17 @@ int api_handle(struct api *a, const struct api_request *req,
 	if (req->body_len > a->max_body)
 		return api_reply_error(out, 413, "the body exceeds %zu bytes",
 				       a->max_body);
+
+	/* Outside the API: Slack's routes, signed by Slack rather than
+	 * carrying a token, and the web UI's static files, which hold no
+	 * data (the page asks the API for it with the user's token). */
+	if (strncmp(req->path, "/api/", 5) != 0) {
+		if (strcmp(req->path, "/slack/commands") == 0)
+			return api_slack_command(a, req, out);
+		if (strcmp(req->path, "/slack/events") == 0)
+			return api_slack_event(a, req, out);
+		return api_web_serve(a, req, out);
+	}
 
 	/* a context per request: big (the query buffer) but on the stack */
 	struct api_ctx c = {.a = a, .req = req, .out = out};

@@ -16,6 +16,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <sodium.h>
@@ -94,7 +95,10 @@ static enum MHD_Result queue(struct MHD_Connection *conn, struct api *a,
 	unsigned status = res->status;
 	if (res->stream) {
 		struct api_stream *s =
-		    api_stream_new(a, res->stream_session, res->stream_after);
+		    res->stream_sessions
+			? api_stream_new_sessions(a, res->stream_user)
+			: api_stream_new(a, res->stream_session,
+					 res->stream_after);
 		if (s) {
 			r = MHD_create_response_from_callback(
 			    MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_reader, s,
@@ -115,8 +119,9 @@ static enum MHD_Result queue(struct MHD_Connection *conn, struct api *a,
 			res->file = false;
 			/* an artifact is shown as its media type says, never
 			 * as what a browser guesses from its bytes */
-			MHD_add_response_header(r, "X-Content-Type-Options",
-						"nosniff");
+			if (!res->web) /* added below with the others */
+				MHD_add_response_header(
+				    r, "X-Content-Type-Options", "nosniff");
 		}
 	} else if (res->body) {
 		r = MHD_create_response_from_buffer(res->body_len, res->body,
@@ -134,6 +139,22 @@ static enum MHD_Result queue(struct MHD_Connection *conn, struct api *a,
 	if (res->content_type)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
 					res->content_type);
+	if (res->web) {
+		/* the page runs our scripts only and talks to us only;
+		 * screenshots are shown from blob: URLs (fetched with the
+		 * token) */
+		MHD_add_response_header(
+		    r, "Content-Security-Policy",
+		    "default-src 'self'; script-src 'self'; style-src 'self'; "
+		    "img-src 'self' blob: data:; connect-src 'self'; "
+		    "object-src 'none'; base-uri 'none'; "
+		    "frame-ancestors 'none'; form-action 'self'");
+		MHD_add_response_header(r, "X-Frame-Options", "DENY");
+		MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+		MHD_add_response_header(r, "X-Content-Type-Options",
+					"nosniff");
+		MHD_add_response_header(r, "Cache-Control", "no-cache");
+	}
 	if (res->allow[0])
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, res->allow);
 	if (status == 401)
@@ -242,6 +263,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	    .authorization = header(conn, MHD_HTTP_HEADER_AUTHORIZATION),
 	    .content_type = header(conn, MHD_HTTP_HEADER_CONTENT_TYPE),
 	    .last_event_id = header(conn, "Last-Event-ID"),
+	    .slack_signature = header(conn, "X-Slack-Signature"),
+	    .slack_timestamp = header(conn, "X-Slack-Request-Timestamp"),
 	    .body = cr->body,
 	    .body_len = cr->body_len,
 	};
@@ -272,6 +295,19 @@ int api_new(const struct api_config *cfg, struct api **out,
 		if (!a->data_dir) {
 			free(a);
 			return wr_error_set(err, ENOMEM, "api");
+		}
+	}
+	a->web_dir_fd = -1;
+	a->slack = cfg->slack;
+	if (cfg->web_dir) {
+		a->web_dir_fd =
+		    open(cfg->web_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (a->web_dir_fd < 0) {
+			int e = errno;
+			free(a->data_dir);
+			free(a);
+			return wr_error_set(err, e, "web UI directory %s",
+					    cfg->web_dir);
 		}
 	}
 	atomic_init(&a->stopping, false);
@@ -378,6 +414,8 @@ void api_stop(struct api *a)
 		MHD_stop_daemon(a->daemon);
 	api_cache_clear(a);
 	pthread_mutex_destroy(&a->cache_lock);
+	if (a->web_dir_fd >= 0)
+		close(a->web_dir_fd);
 	free(a->data_dir);
 	free(a);
 }

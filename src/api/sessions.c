@@ -337,6 +337,23 @@ int api_session_events(struct api_ctx *c)
 	return 0;
 }
 
+/* GET /api/v1/events: the sessions' states as they change, for lists
+ * that stay current (the web UI). A submitter's stream carries its own
+ * sessions only. */
+int api_events_stream(struct api_ctx *c)
+{
+	c->out->status = 200;
+	c->out->content_type = "text/event-stream";
+	if (c->head)
+		return 0;
+	c->out->stream = true;
+	c->out->stream_sessions = true;
+	if (c->who.role == API_ROLE_SUBMITTER)
+		snprintf(c->out->stream_user, sizeof(c->out->stream_user),
+			 "%s", c->who.user);
+	return 0;
+}
+
 int api_session_message(struct api_ctx *c)
 {
 	static const char *const keys[] = {"text", NULL};

@@ -131,3 +131,13 @@ int api_token_revoke_route(struct api_ctx *c)
 					  "revoked_ms", (json_int_t)revoked),
 				"render the revocation");
 }
+
+/* GET /api/v1/whoami: who the token says the caller is, so that a client
+ * (the web UI) shows only what the role may do. */
+int api_whoami(struct api_ctx *c)
+{
+	json_t *obj = json_pack("{s:o,s:s}", "user",
+				api_json_string(c->who.user), "role",
+				api_role_name(c->who.role));
+	return api_reply_render(c, 200, obj, "render the caller");
+}

@@ -41,6 +41,7 @@ void serve_config_clear(struct serve_config *cfg)
 	free(cfg->listen_addr);
 	free(cfg->agent_json);
 	free(cfg->egress_json);
+	free(cfg->web_dir);
 	for (size_t i = 0; i < cfg->n_repos; i++) {
 		free(cfg->repos[i].name);
 		free(cfg->repos[i].url);
@@ -674,6 +675,17 @@ int serve_config_load(const char *path, struct serve_config *cfg,
 			if (!cfg->egress_json)
 				r = wr_error_set(err, ENOMEM, "config");
 			cfg->control.egress_json = cfg->egress_json;
+		} else if (!strcmp(key, "web_dir")) {
+			if (!json_is_string(v)) {
+				r = bad(err, path, key,
+					"a directory path, or \"\" for no web "
+					"UI");
+				goto out;
+			}
+			free(cfg->web_dir);
+			cfg->web_dir = wr_strdup(json_string_value(v));
+			if (!cfg->web_dir)
+				r = wr_error_set(err, ENOMEM, "config");
 		} else if (!strcmp(key, "refresh_check")) {
 			r = get_duration(path, key, v,
 					 &cfg->control.refresh_check_ms, err);

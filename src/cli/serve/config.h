@@ -71,6 +71,9 @@ struct serve_config {
 	char *agent_json;
 	char *egress_json; /* "egress", checked; control.egress_json */
 	struct serve_model model;
+	/* "web_dir": the web UI's files; NULL: found next to the binary
+	 * (serve_web_dir), "": no web UI */
+	char *web_dir;
 	struct serve_repo *repos;
 	size_t n_repos;
 };

@@ -42,6 +42,30 @@ static const char usage_text[] =
     "\n"
     "On first start the admin token is written to DIR/admin.token (0600).\n";
 
+/* The web UI's files: the configuration's "web_dir" ("" for none), else
+ * $WARREN_WEB_DIR, else web/ of the source tree the binary was built in
+ * (build/warren-serve), else share/warren/web next to an installed bin/.
+ * NULL: none found, or none wanted. Caller frees. */
+static char *web_dir_find(const char *configured, const char *self)
+{
+	if (configured)
+		return *configured ? wr_strdup(configured) : NULL;
+	const char *env = getenv("WARREN_WEB_DIR");
+	if (env && *env)
+		return wr_strdup(env);
+	static const char *const near[] = {"%s/../web",
+					   "%s/../share/warren/web"};
+	for (size_t i = 0; i < ARRAY_SIZE(near); i++) {
+		char *dir = wr_asprintf(near[i], self);
+		_cleanup_free_ char *index =
+		    dir ? wr_asprintf("%s/index.html", dir) : NULL;
+		if (index && access(index, R_OK) == 0)
+			return dir;
+		free(dir);
+	}
+	return NULL;
+}
+
 static void fail(const char *what, struct wr_error *err)
 {
 	fprintf(stderr, "warren serve: %s: %s\n", what,
@@ -224,6 +248,7 @@ int main(int argc, char **argv)
 					      : home && *home ? home
 							      : ".warren");
 	_cleanup_free_ char *db = NULL, *self = wr_self_dir(), *warren = NULL;
+	_cleanup_free_ char *web_dir = NULL;
 	if (!data || !listen_addr || !self) {
 		fprintf(stderr, "warren serve: out of memory\n");
 		return EXIT_FAIL;
@@ -320,17 +345,22 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	register_repos(st, ctl, &cfg);
+	web_dir = web_dir_find(cfg.web_dir, self);
 	struct api_config acfg = {.st = st,
 				  .ctl = ctl,
 				  .listen_addr = listen_addr,
 				  .port = port,
-				  .data_dir = data};
+				  .data_dir = data,
+				  .web_dir = web_dir};
 	if (api_start(&acfg, &api, &err) < 0) {
 		fail("api", err);
 		goto out;
 	}
 	fprintf(stderr, "warren serve: listening on http://%s:%u (data %s)\n",
 		listen_addr, (unsigned)api_port(api), data);
+	if (web_dir)
+		fprintf(stderr, "warren serve: web UI at http://%s:%u/ (%s)\n",
+			listen_addr, (unsigned)api_port(api), web_dir);
 	int sig = 0;
 	while (sigwait(&sigs, &sig) != 0 || sig == SIGHUP)
 		;
