@@ -2,10 +2,11 @@
  * "/" to anyone: they hold no data. The page signs in with an API token
  * and asks /api/v1 for everything it shows.
  *
- * Only GET and HEAD; only paths made of [A-Za-z0-9._-] segments that do
- * not start with a dot (no "..", no hidden files); opened beneath the web
- * directory without following symlinks; only regular files of a known
- * media type. "/" is index.html. The transport adds the security headers
+ * Only paths made of [A-Za-z0-9._-] segments that do not start with a
+ * dot (no "..", no hidden files); opened beneath the web directory without
+ * following symlinks; only regular files of a known media type; anything
+ * else is a 404 whatever the method. An existing page answers GET and
+ * HEAD, other methods 405. "/" is index.html. The transport adds the security headers
  * (Content-Security-Policy among them) to every answer marked web. */
 #include "api/internal.h"
 
@@ -84,11 +85,6 @@ int api_web_serve(struct api *a, const struct api_request *req,
 		  struct api_response *out)
 {
 	bool head = strcmp(req->method, "HEAD") == 0;
-	if (strcmp(req->method, "GET") != 0 && !head) {
-		api_reply_error(out, 405, "method not allowed; use GET");
-		snprintf(out->allow, sizeof(out->allow), "GET, HEAD");
-		return 0;
-	}
 	if (a->web_dir_fd < 0 || req->path[0] != '/')
 		return not_found(out);
 	const char *rel = req->path + 1;
@@ -105,6 +101,14 @@ int api_web_serve(struct api *a, const struct api_request *req,
 	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
 	    (uint64_t)sb.st_size > WEB_FILE_MAX)
 		return not_found(out);
+	/* a page that exists, asked with another method */
+	if (strcmp(req->method, "GET") != 0 && !head) {
+		char m[80];
+		api_reply_error(out, 405, "method %s not allowed; use GET",
+				api_quote(req->method, m));
+		snprintf(out->allow, sizeof(out->allow), "GET, HEAD");
+		return 0;
+	}
 	out->status = 200;
 	snprintf(out->type_buf, sizeof(out->type_buf), "%s", type);
 	out->content_type = out->type_buf;

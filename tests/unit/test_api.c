@@ -2295,6 +2295,194 @@ static void test_server(void **state)
 	free(sc.answer);
 }
 
+/* The web UI's files: served from the web directory without a token, with
+ * the security headers' flag; nothing outside it, no hidden file, no
+ * unknown type, no symlink; other methods 405 on a page, 404 elsewhere. */
+static void test_web(void **state)
+{
+	(void)state;
+	char web[256], path[512];
+	snprintf(web, sizeof(web), "%s/web", root);
+	assert_int_equal(mkdir(web, 0755), 0);
+	snprintf(path, sizeof(path), "%s/js", web);
+	assert_int_equal(mkdir(path, 0755), 0);
+	const char *files[][2] = {
+	    {"index.html", "<!doctype html><p>hi</p>"},
+	    {"js/app.js", "export const x = 1;"},
+	    {".hidden.js", "secret"},
+	    {"notes.exe", "MZ"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		snprintf(path, sizeof(path), "%s/%s", web, files[i][0]);
+		FILE *f = fopen(path, "w");
+		assert_non_null(f);
+		fputs(files[i][1], f);
+		fclose(f);
+	}
+	char outside[512], link[512];
+	snprintf(outside, sizeof(outside), "%s/warren.db", root);
+	snprintf(link, sizeof(link), "%s/db.js", web);
+	assert_int_equal(symlink(outside, link), 0);
+
+	struct api_config ac = {.st = st, .ctl = ctl, .web_dir = web};
+	struct api *w = NULL;
+	assert_int_equal(api_new(&ac, &w, NULL), 0);
+	struct {
+		const char *method, *path;
+		unsigned status;
+		const char *type;
+	} cases[] = {
+	    {"GET", "/", 200, "text/html; charset=utf-8"},
+	    {"GET", "/index.html", 200, "text/html; charset=utf-8"},
+	    {"HEAD", "/js/app.js", 200, "text/javascript; charset=utf-8"},
+	    {"POST", "/index.html", 405, NULL},
+	    {"DELETE", "/nothing.html", 404, NULL},
+	    {"GET", "/.hidden.js", 404, NULL},
+	    {"GET", "/notes.exe", 404, NULL},
+	    {"GET", "/db.js", 404, NULL},
+	    {"GET", "/../warren.db", 404, NULL},
+	    {"GET", "/js/../index.html", 404, NULL},
+	    {"GET", "/js//app.js", 404, NULL},
+	    {"GET", "/js/", 404, NULL},
+	    {"GET", "/%2e%2e/warren.db", 404, NULL},
+	    {"GET", "/missing.js", 404, NULL},
+	    {"GET", "", 404, NULL},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct api_request req = {.method = cases[i].method,
+					  .path = cases[i].path};
+		struct api_response r;
+		assert_int_equal(api_handle(w, &req, &r), 0);
+		if (r.status != cases[i].status)
+			print_message("%s %s: %u\n", cases[i].method,
+				      cases[i].path, r.status);
+		assert_int_equal(r.status, cases[i].status);
+		if (cases[i].type) {
+			assert_string_equal(r.content_type, cases[i].type);
+			assert_true(r.web);
+			/* HEAD: the headers alone */
+			assert_true(r.file == (strcmp(cases[i].method,
+						      "HEAD") != 0));
+		} else {
+			assert_false(r.web);
+			assert_false(r.file);
+		}
+		if (r.status == 405)
+			assert_string_equal(r.allow, "GET, HEAD");
+		api_response_clear(&r);
+	}
+	/* the file served is the file */
+	struct api_request req = {.method = "GET", .path = "/js/app.js"};
+	struct api_response r;
+	assert_int_equal(api_handle(w, &req, &r), 0);
+	assert_true(r.file);
+	char buf[64] = {0};
+	assert_int_equal(pread(r.file_fd, buf, sizeof(buf) - 1, 0),
+			 (ssize_t)strlen(files[1][1]));
+	assert_string_equal(buf, files[1][1]);
+	assert_int_equal(r.file_size, strlen(files[1][1]));
+	api_response_clear(&r);
+	/* the API keeps its tokens: the web directory opens nothing */
+	ERR(401, "unauthorized", NULL, .method = "GET",
+	    .target = "/api/v1/whoami");
+	api_stop(w);
+
+	/* a web directory that does not exist is an error at start */
+	struct wr_error *err = NULL;
+	ac.web_dir = "/nonexistent/warren/web";
+	assert_int_equal(api_new(&ac, &w, &err), -ENOENT);
+	assert_non_null(strstr(err->msg, "/nonexistent/warren/web"));
+	wr_error_free(err);
+	/* without one, every page is a 404 */
+	req.path = "/";
+	assert_int_equal(api_handle(api, &req, &r), 0);
+	assert_int_equal(r.status, 404);
+	api_response_clear(&r);
+}
+
+static void test_whoami_and_sessions_stream(void **state)
+{
+	(void)state;
+	json_t *j = CALL(200, .method = "GET", .target = "/api/v1/whoami",
+			 .token = tok_sam);
+	assert_string_equal(jstr(j, "user"), "sam");
+	assert_string_equal(jstr(j, "role"), "submitter");
+	json_decref(j);
+	j = CALL(200, .method = "GET", .target = "/api/v1/whoami",
+		 .token = tok_reviewer);
+	assert_string_equal(jstr(j, "role"), "reviewer");
+	json_decref(j);
+	ERR(400, "bad_request", NULL, .method = "GET",
+	    .target = "/api/v1/whoami?x=1", .token = tok_sam);
+
+	/* the route: a stream of every session, a submitter's of its own */
+	struct api_response r;
+	handle(&(struct call){.method = "GET", .target = "/api/v1/events",
+			      .token = tok_sam},
+	       &r);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.content_type, "text/event-stream");
+	assert_true(r.stream && r.stream_sessions);
+	assert_string_equal(r.stream_user, "sam");
+	api_response_clear(&r);
+	handle(&(struct call){.method = "GET", .target = "/api/v1/events",
+			      .token = tok_reviewer},
+	       &r);
+	assert_true(r.stream && r.stream_sessions);
+	assert_string_equal(r.stream_user, "");
+	api_response_clear(&r);
+
+	char mine[STORE_ID_MAX], theirs[STORE_ID_MAX];
+	submit(tok_sam, "sam's, streamed", mine);
+	submit(tok_sue, "sue's, not for sam", theirs);
+	struct api_stream *s = api_stream_new_sessions(api, "sam");
+	assert_non_null(s);
+	char buf[65536] = "";
+	size_t len = 0;
+	/* the first round, then ready */
+	while (!strstr(buf, "event: ready\n")) {
+		ssize_t n = api_stream_read(s, buf + len, sizeof(buf) - 1 - len);
+		assert_true(n > 0);
+		len += (size_t)n;
+		buf[len] = '\0';
+	}
+	assert_non_null(strstr(buf, mine));
+	assert_null(strstr(buf, theirs));
+	assert_null(strstr(buf, "\"user\":\"sue\""));
+	assert_true(strncmp(buf, "event: session\ndata: {", 22) == 0);
+	/* a change is sent again: the cancelled state */
+	char cancel[128];
+	snprintf(cancel, sizeof(cancel), "/api/v1/sessions/%s/cancel", mine);
+	json_decref(
+	    CALL(200, .method = "POST", .target = cancel, .token = tok_sam));
+	len = 0;
+	buf[0] = '\0';
+	while (!strstr(buf, "\"state\":\"cancelled\"")) {
+		ssize_t n = api_stream_read(s, buf + len, sizeof(buf) - 1 - len);
+		assert_true(n > 0);
+		len += (size_t)n;
+		buf[len] = '\0';
+		/* keepalives may come between; never another user's */
+		assert_null(strstr(buf, theirs));
+	}
+	assert_non_null(strstr(buf, mine));
+	api_stream_free(s);
+
+	/* a reviewer's stream has both */
+	s = api_stream_new_sessions(api, "");
+	len = 0;
+	buf[0] = '\0';
+	while (!strstr(buf, "event: ready\n")) {
+		ssize_t n = api_stream_read(s, buf + len, sizeof(buf) - 1 - len);
+		assert_true(n > 0);
+		len += (size_t)n;
+		buf[len] = '\0';
+	}
+	assert_non_null(strstr(buf, mine));
+	assert_non_null(strstr(buf, theirs));
+	api_stream_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2321,6 +2509,8 @@ int main(void)
 	    cmocka_unit_test(test_roles),
 	    cmocka_unit_test(test_artifacts_refused),
 	    cmocka_unit_test(test_stats),
+	    cmocka_unit_test(test_web),
+	    cmocka_unit_test(test_whoami_and_sessions_stream),
 	    cmocka_unit_test(test_server),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
