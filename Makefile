@@ -65,6 +65,13 @@ CLIENT_SRC  := $(wildcard src/cli/client/*.c)
 CLIENT_OBJ  := $(CLIENT_SRC:%.c=$(BUILD)/obj/%.o)
 CLIENT_LIBS := -lcurl -ljansson
 
+# The egress proxy of one snapshot build (src/cli/proxy/main.c), which
+# `warren snapshot build` runs beside the build's sandboxes: the proxy of
+# warren serve, on its own.
+PROXY_SRC   := $(wildcard src/cli/proxy/*.c) src/security/egress.c \
+               src/security/egress_policy.c $(UTIL_SRC)
+PROXY_OBJ   := $(PROXY_SRC:%.c=$(BUILD)/obj/%.o)
+
 # warren-init runs in every sandbox: static, libc only, as small as we can.
 INIT_CC     := $(shell command -v musl-gcc 2>/dev/null || echo $(CC))
 INIT_SRC    := src/init/init.c src/sandbox/proto.c src/util/alloc.c \
@@ -77,7 +84,8 @@ PROBE       := $(BUILD)/tests/probe
 
 .PHONY: all deps test-deps check bench demo clean fuzz format
 all: deps $(BUILD)/warren $(BUILD)/warren-init $(BUILD)/warren-serve \
-     $(BUILD)/warren-client $(BUILD)/warren-relay $(BUILD)/warren-git-connect
+     $(BUILD)/warren-client $(BUILD)/warren-relay $(BUILD)/warren-git-connect \
+     $(BUILD)/warren-egress
 
 # Install what the build (or the tests) need on a fresh Debian 12 machine
 # (root only).
@@ -104,6 +112,9 @@ $(BUILD)/warren: $(CLI_OBJ) $(LIB_OBJ)
 
 $(BUILD)/warren-serve: $(SERVE_OBJ) $(SERVER_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS)
+
+$(BUILD)/warren-egress: $(PROXY_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ -ljansson -lpthread
 
 $(BUILD)/warren-client: $(CLIENT_OBJ) $(BUILD)/obj/src/util/alloc.o \
                         $(BUILD)/obj/src/util/error.o $(BUILD)/obj/src/util/parse.o

@@ -22,8 +22,10 @@
 
 static const char snapshot_usage[] =
     "usage: warren snapshot build REPO [--ref REF] [--rebuild-deps] [--json]\n"
+    "                                  [--egress-config FILE]\n"
     "       warren snapshot refresh REPO [--ref REF] [--max-age DURATION]\n"
     "                                    [--max-behind N] [--json]\n"
+    "                                    [--egress-config FILE]\n"
     "       warren snapshot list [REPO] [--json]\n"
     "       warren snapshot show ID [--json]\n"
     "       warren snapshot rm ID\n"
@@ -31,13 +33,16 @@ static const char snapshot_usage[] =
     "       warren snapshot verify ID [--json]\n"
     "options: --data DIR   the data directory (default $WARREN_HOME, else "
     "./.warren)\n"
-    "         --quiet      no progress output (build)\n";
+    "         --quiet      no progress output (build)\n"
+    "         --egress-config FILE  deny rules for the build's egress proxy\n"
+    "                      (the server configuration's \"egress\" object)\n";
 
 struct snap_cli {
 	const char *max_age;
 	const char *max_behind;
 	const char *data;
 	const char *ref;
+	const char *egress_config;
 	bool json;
 	bool quiet;
 	bool rebuild_deps;
@@ -55,6 +60,7 @@ static int parse(int argc, char **argv, const char *verb, struct snap_cli *c)
 	    {"rebuild-deps", no_argument, NULL, 'R'},
 	    {"max-age", required_argument, NULL, 'A'},
 	    {"max-behind", required_argument, NULL, 'B'},
+	    {"egress-config", required_argument, NULL, 'E'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -71,6 +77,7 @@ static int parse(int argc, char **argv, const char *verb, struct snap_cli *c)
 		case 'R': c->rebuild_deps = true; break;
 		case 'A': c->max_age = optarg; break;
 		case 'B': c->max_behind = optarg; break;
+		case 'E': c->egress_config = optarg; break;
 		case 'h': fputs(snapshot_usage, stdout); exit(0);
 		case ':':
 			fprintf(
@@ -169,6 +176,7 @@ static int build_opts(const struct snap_cli *c, struct snap_build_opts *o,
 	    .warren = *warren,
 	    .progress_fd = c->quiet ? -1 : STDERR_FILENO,
 	    .rebuild_deps = c->rebuild_deps,
+	    .egress_config = c->egress_config,
 	};
 	return 0;
 }

@@ -1134,6 +1134,7 @@ static void control_free(struct control *c)
 		free(c->refresh_queue[i]);
 	free(c->refresh_queue);
 	free(c->building);
+	free(c->build_egress_config);
 	/* after the runners: their sandboxes are gone, so are the
 	 * proxy's sessions */
 	egress_stop(c->egress);

@@ -17,6 +17,7 @@
 #include "security/egress.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
+#include "util/fs.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -104,6 +105,35 @@ static void audit_cb(void *ctx, const char *session_id, const json_t *details)
 	control_event(c, session_id, "egress", json_deep_copy(details));
 }
 
+/* The rules a snapshot build's own proxy (warren-egress) applies: the
+ * server's, and the control plane's address as "self", in a file that
+ * `warren snapshot refresh --egress-config` reads. */
+static int write_build_rules(struct control *c, const json_t *rules,
+			     struct wr_error **err)
+{
+	json_t *obj = rules ? json_deep_copy(rules) : json_object();
+	if (obj && c->cfg.api_port) {
+		char self[128];
+		const char *addr = c->cfg.api_addr ? c->cfg.api_addr
+						   : "127.0.0.1";
+		snprintf(self, sizeof(self), "%s:%u", addr,
+			 (unsigned)c->cfg.api_port);
+		json_object_set_new(obj, "self", json_string(self));
+	}
+	_cleanup_free_ char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+	json_decref(obj);
+	c->build_egress_config =
+	    wr_asprintf("%s/build-egress.json", c->data_dir);
+	if (!text || !c->build_egress_config)
+		return wr_error_set(err, ENOMEM, "egress");
+	int r = wr_write_file_atomic(c->build_egress_config, text,
+				     strlen(text), 0600, false);
+	if (r < 0)
+		return wr_error_set(err, -r, "write %s",
+				    c->build_egress_config);
+	return 0;
+}
+
 int control_egress_start(struct control *c, struct wr_error **err)
 {
 	json_t *rules = NULL;
@@ -123,6 +153,8 @@ int control_egress_start(struct control *c, struct wr_error **err)
 	    .ctx = c,
 	};
 	int r = egress_start(&ecfg, &c->egress, err);
+	if (r == 0)
+		r = write_build_rules(c, rules, err);
 	json_decref(rules);
 	return r;
 }

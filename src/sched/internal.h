@@ -125,6 +125,9 @@ struct control {
 	struct metrics m;
 
 	struct egress *egress; /* the sandboxes' egress proxy (egress_hook.c) */
+	/* DATA/build-egress.json: the deny rules for snapshot builds' own
+	 * proxies (`warren snapshot refresh --egress-config`) */
+	char *build_egress_config;
 	struct broker *broker; /* the credential broker (broker_hook.c) */
 };
 

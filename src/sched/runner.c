@@ -136,6 +136,10 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	argv[n++] = "--data";
 	argv[n++] = c->data_dir;
 	argv[n++] = "--json";
+	if (c->build_egress_config) {
+		argv[n++] = "--egress-config";
+		argv[n++] = c->build_egress_config;
+	}
 	if (repo->default_ref) {
 		argv[n++] = "--ref";
 		argv[n++] = repo->default_ref;

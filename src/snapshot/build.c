@@ -1,6 +1,7 @@
 /* build.c - building a snapshot (see build.h for the phases). */
 #include "snapshot/build.h"
 
+#include "security/egress.h" /* the sandbox side's constants only */
 #include "security/secrets.h"
 #include "snapshot/git.h"
 #include "snapshot/script.h"
@@ -12,7 +13,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <libgen.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <sodium.h>
 #include <spawn.h>
@@ -32,6 +35,8 @@
 #define SPEC_MAX_BYTES (1 << 20)
 #define LOCKFILE_MAX_BYTES (64 << 20)
 #define TAIL_LINES 20
+/* a step's sandbox arguments for the egress proxy: --bind x2, --env x6 */
+#define PROXY_ARGS 16
 
 char *snap_default_data_dir(void)
 {
@@ -253,13 +258,13 @@ static int run_step(const struct snap_build_opts *o, const char *label,
 		    const struct secret_set *secrets, struct step_result *r,
 		    struct wr_error **err)
 {
-	const char *argv[48];
+	const char *argv[24 + PROXY_ARGS + 8];
 	size_t n = 0;
 	argv[n++] = o->warren;
 	argv[n++] = "sandbox";
 	argv[n++] = "run";
 	argv[n++] = "--json";
-	for (size_t i = 0; args[i] && n < 40; i++)
+	for (size_t i = 0; args[i] && n < ARRAY_SIZE(argv) - 8; i++)
 		argv[n++] = args[i];
 	argv[n++] = "--";
 	argv[n++] = "sh";
@@ -325,6 +330,180 @@ static int run_step(const struct snap_build_opts *o, const char *label,
 	if (r->exit_code < 0)
 		r->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 125;
 	return 0;
+}
+
+/* ---- the build's egress proxy ---- */
+
+#define PROXY_READY_MS 10000
+
+static const char *const proxy_env[] = {
+    "--env", "HTTP_PROXY=" EGRESS_PROXY_URL,
+    "--env", "HTTPS_PROXY=" EGRESS_PROXY_URL,
+    "--env", "http_proxy=" EGRESS_PROXY_URL,
+    "--env", "https_proxy=" EGRESS_PROXY_URL,
+    "--env", "NO_PROXY=localhost,127.0.0.1,::1",
+    "--env", "no_proxy=localhost,127.0.0.1,::1",
+};
+
+struct build_proxy {
+	pid_t pid; /* -1: none */
+	char *dir; /* DATA/build-egress.<pid>: the socket's */
+	char *bind_dir, *bind_relay;
+};
+
+static void proxy_stop(struct build_proxy *p)
+{
+	if (p->pid > 0) {
+		kill(p->pid, SIGTERM);
+		while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	p->pid = -1;
+	/* the proxy removes it; a proxy that was killed could not */
+	if (p->dir)
+		wr_rm_rf(p->dir);
+	free(p->dir);
+	free(p->bind_dir);
+	free(p->bind_relay);
+	p->dir = p->bind_dir = p->bind_relay = NULL;
+}
+
+/* Waits for "ready" on fd; false if the proxy failed or took too long. */
+static bool proxy_ready(int fd)
+{
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	char buf[8];
+	int r;
+	do {
+		r = poll(&pfd, 1, PROXY_READY_MS);
+	} while (r < 0 && errno == EINTR);
+	if (r <= 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf));
+	return n == 6 && memcmp(buf, "ready\n", 6) == 0;
+}
+
+/* Starts warren-egress for the spec's hosts (egress + buildEgress), its
+ * decisions going to the build log. Nothing to do (p->pid -1) when the
+ * spec names none: the build has no network, as before. */
+static int proxy_start(const struct snap_build_opts *o, const struct spec *spec,
+		       int log_fd, struct build_proxy *p, struct wr_error **err)
+{
+	memset(p, 0, sizeof(*p));
+	p->pid = -1;
+	size_t hosts = spec->n_egress + spec->n_build_egress;
+	if (hosts == 0)
+		return 0;
+	_cleanup_free_ char *self = wr_strdup(o->warren);
+	const char *bin_dir = self ? dirname(self) : NULL;
+	_cleanup_free_ char *proxy =
+	    bin_dir ? wr_asprintf("%s/warren-egress", bin_dir) : NULL;
+	_cleanup_free_ char *relay =
+	    bin_dir ? wr_asprintf("%s/warren-relay", bin_dir) : NULL;
+	p->dir = wr_asprintf("%s/build-egress.%d", o->data_dir, (int)getpid());
+	_cleanup_free_ const char **argv =
+	    wr_calloc(2 * hosts + 10, sizeof(char *));
+	if (!proxy || !relay || !p->dir || !argv) {
+		proxy_stop(p);
+		return wr_error_set(err, ENOMEM, "egress");
+	}
+	const char *missing = access(proxy, X_OK) < 0   ? proxy
+			      : access(relay, X_OK) < 0 ? relay
+							: NULL;
+	if (missing) {
+		int e = errno;
+		proxy_stop(p);
+		return wr_error_set(err, e,
+				    "the spec's egress hosts need %s (`make` "
+				    "builds it)",
+				    missing);
+	}
+	size_t n = 0;
+	argv[n++] = proxy;
+	argv[n++] = "--dir";
+	argv[n++] = p->dir;
+	argv[n++] = "--ready-fd";
+	argv[n++] = "3";
+	if (o->egress_config) {
+		argv[n++] = "--config";
+		argv[n++] = o->egress_config;
+	}
+	for (size_t i = 0; i < spec->n_egress; i++) {
+		argv[n++] = "--allow";
+		argv[n++] = spec->egress[i];
+	}
+	for (size_t i = 0; i < spec->n_build_egress; i++) {
+		argv[n++] = "--allow";
+		argv[n++] = spec->build_egress[i];
+	}
+	argv[n] = NULL;
+
+	int ready[2];
+	if (pipe2(ready, O_CLOEXEC) < 0) {
+		int e = errno;
+		proxy_stop(p);
+		return wr_error_set(err, e, "egress: pipe");
+	}
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, log_fd, 1);
+	posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
+	posix_spawn_file_actions_adddup2(&fa, ready[1], 3);
+	static char *const env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+	int sr = posix_spawn(&p->pid, proxy, &fa, NULL, (char *const *)argv,
+			     env);
+	posix_spawn_file_actions_destroy(&fa);
+	close(ready[1]);
+	if (sr != 0) {
+		close(ready[0]);
+		p->pid = -1;
+		proxy_stop(p);
+		return wr_error_set(err, sr, "egress: run %s", proxy);
+	}
+	bool up = proxy_ready(ready[0]);
+	close(ready[0]);
+	if (!up) {
+		proxy_stop(p);
+		return wr_error_set(err, EIO,
+				    "egress: %s did not start (its error is "
+				    "in the build log)",
+				    proxy);
+	}
+	p->bind_dir = wr_asprintf("%s:%s:ro", p->dir, EGRESS_SANDBOX_DIR);
+	p->bind_relay = wr_asprintf("%s:%s:ro", relay, EGRESS_SANDBOX_RELAY);
+	if (!p->bind_dir || !p->bind_relay) {
+		proxy_stop(p);
+		return wr_error_set(err, ENOMEM, "egress");
+	}
+	progress(o, "    egress %zu host%s through the build's proxy\n", hosts,
+		 hosts == 1 ? "" : "s");
+	return 0;
+}
+
+/* The step's sandbox gets the socket, the relay and the variables. */
+static void proxy_args(const struct build_proxy *p, const char **args,
+		       size_t *n)
+{
+	if (p->pid <= 0)
+		return;
+	args[(*n)++] = "--bind";
+	args[(*n)++] = p->bind_dir;
+	args[(*n)++] = "--bind";
+	args[(*n)++] = p->bind_relay;
+	for (size_t i = 0; i < ARRAY_SIZE(proxy_env); i++)
+		args[(*n)++] = proxy_env[i];
+}
+
+/* The step's script, after starting the relay (it daemonizes; it ends
+ * with the step's sandbox). Caller frees; NULL when out of memory. */
+static char *proxy_script(const struct build_proxy *p, const char *script)
+{
+	if (p->pid <= 0)
+		return wr_strdup(script);
+	return wr_asprintf("%s %s || { echo 'warren: the egress relay did not "
+			   "start' >&2; exit 125; }\n%s",
+			   EGRESS_SANDBOX_RELAY, EGRESS_SANDBOX_SOCKET, script);
 }
 
 static int step_error(const char *label, const char *log_path,
@@ -554,6 +733,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	int log_fd = -1;
 	struct step_result step = {0};
 	struct secret_set secrets = {0};
+	struct build_proxy proxy = {.pid = -1};
 	int r = snap_store_open(o->data_dir, &store, err);
 	if (r < 0)
 		goto out;
@@ -644,6 +824,9 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 		r = wr_error_set(err, ENOMEM, "build");
 		goto out;
 	}
+	r = proxy_start(o, spec, log_fd, &proxy, err);
+	if (r < 0)
+		goto out;
 	char limit_bufs[4][32];
 	char deps_id[65];
 	uint64_t deps_bytes = 0;
@@ -656,19 +839,22 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 		add_timing(m, "clone", 0);
 	} else {
 		deps_stage = snap_store_stage_dir(store, "deps", err);
-		deps_script = script_deps(spec, commit, deps_secrets);
+		_cleanup_free_ char *plain =
+		    script_deps(spec, commit, deps_secrets);
+		deps_script = plain ? proxy_script(&proxy, plain) : NULL;
 		if (!deps_stage || !deps_script) {
 			r = deps_stage ? wr_error_set(err, ENOMEM, "build")
 				       : -EIO;
 			goto out;
 		}
-		const char *args[16];
+		const char *args[16 + PROXY_ARGS];
 		size_t n = 0;
 		args[n++] = "--upper";
 		args[n++] = deps_stage;
 		args[n++] = "--bind";
 		args[n++] = bind;
 		limit_args(spec, args, &n, limit_bufs);
+		proxy_args(&proxy, args, &n);
 		args[n] = NULL;
 		r = run_step(o, "install", args, deps_script, log_fd,
 			     deps_secrets, &step, err);
@@ -700,12 +886,16 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	}
 	deps_path = snap_store_layer_path(store, deps_id);
 	repo_stage = snap_store_stage_dir(store, "repo", err);
-	repo_script = script_repo(spec, commit, repo_secrets);
+	{
+		_cleanup_free_ char *plain =
+		    script_repo(spec, commit, repo_secrets);
+		repo_script = plain ? proxy_script(&proxy, plain) : NULL;
+	}
 	if (!deps_path || !repo_stage || !repo_script) {
 		r = repo_stage ? wr_error_set(err, ENOMEM, "build") : -EIO;
 		goto out;
 	}
-	const char *args[16];
+	const char *args[16 + PROXY_ARGS];
 	size_t n = 0;
 	args[n++] = "--layer";
 	args[n++] = deps_path;
@@ -714,6 +904,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	args[n++] = "--bind";
 	args[n++] = bind;
 	limit_args(spec, args, &n, limit_bufs);
+	proxy_args(&proxy, args, &n);
 	args[n] = NULL;
 	r = run_step(o, "build", args, repo_script, log_fd, repo_secrets, &step,
 		     err);
@@ -800,6 +991,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	*out = TAKE_PTR(m);
 	r = 0;
 out:
+	proxy_stop(&proxy);
 	secret_set_clear(&secrets);
 	step_result_clear(&step);
 	if (deps_stage)

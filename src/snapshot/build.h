@@ -31,6 +31,12 @@ struct snap_build_opts {
 	const char *warren; /* the warren binary that runs the sandboxes */
 	int progress_fd;    /* phase lines and hook output; -1: quiet */
 	bool rebuild_deps;  /* ignore a cached dependencies layer */
+	/* The server's egress rules for the build's proxy (a JSON object:
+	 * the configuration's "egress", plus "self": "ADDR:PORT"); NULL:
+	 * the defaults. Used only when the spec names hosts (egress,
+	 * buildEgress): then warren-egress, next to warren, runs beside the
+	 * build's sandboxes for the length of the build. */
+	const char *egress_config;
 };
 
 /* Builds and publishes a snapshot; *out is its manifest. */

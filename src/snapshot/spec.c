@@ -820,6 +820,7 @@ void spec_free(struct spec *spec)
 	services_free(spec->services, spec->n_services);
 	commands_free(spec->verify, spec->n_verify);
 	spec_strv_free(spec->egress);
+	spec_strv_free(spec->build_egress);
 	spec_strv_free(spec->secrets);
 	spec_strv_free(spec->lockfiles);
 	spec_strv_free(spec->artifacts);
@@ -841,6 +842,9 @@ static int parse_warren(struct key_path *p, const json_t *obj, struct spec *s,
 	WITH_KEY(obj, "egress",
 		 parse_string_list(p, v, &egress_kind, &s->egress, &s->n_egress,
 				   err));
+	WITH_KEY(obj, "buildEgress",
+		 parse_string_list(p, v, &egress_kind, &s->build_egress,
+				   &s->n_build_egress, err));
 	WITH_KEY(obj, "limits", parse_limits(p, v, &s->limits, err));
 	WITH_KEY(obj, "refresh",
 		 parse_duration_value(p, v, &s->refresh_ms, err));

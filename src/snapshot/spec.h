@@ -25,6 +25,9 @@
  *                array (several commands, each shell or argv); or an object
  *                of named commands
  *     egress     host names: "example.com", "*.github.com", "host:443"
+ *                (sessions and snapshot builds)
+ *     buildEgress more host names, for snapshot builds only (package
+ *                registries): a build reaches egress + buildEgress
  *     limits     {cpus, memory, disk, pids, lifetime, idle}: cpus a number
  *                or "0.5"; memory/disk "2G" or bytes; pids an integer;
  *                lifetime/idle "30m" or seconds. All must be positive.
@@ -126,6 +129,8 @@ struct spec {
 	size_t n_verify;
 	char **egress;
 	size_t n_egress;
+	char **build_egress; /* snapshot builds only, on top of egress */
+	size_t n_build_egress;
 	struct spec_limits limits;
 	uint64_t refresh_ms; /* default 30 minutes */
 	char **secrets;

@@ -992,6 +992,21 @@ static void test_egress(void **state)
 			 bad[i]);
 		expect_warren_error("egress", value, want);
 	}
+	/* the build's extra hosts: the same entries, their own key */
+	spec = parse_warren("buildEgress",
+			    "[\"registry.npmjs.org\", \"*.pypi.org:443\"]");
+	assert_int_equal(spec->n_build_egress, 2);
+	assert_string_equal(spec->build_egress[1], "*.pypi.org:443");
+	assert_null(spec->build_egress[2]);
+	assert_int_equal(spec->n_egress, 0);
+	spec_free(spec);
+	expect_warren_error("buildEgress", "[\"ok.com\", \"a b\"]",
+			    "customizations.warren.buildEgress[1]: 'a b' is "
+			    "not a host name (\"example.com\", "
+			    "\"*.example.com\", \"host:443\")");
+	expect_warren_error("buildEgress", "{}",
+			    "customizations.warren.buildEgress: expected an "
+			    "array of strings, got object");
 	/* a value is shown cut and without control characters */
 	expect_warren_error("egress", "[\"a\\nFAKE LOG LINE\"]",
 			    "customizations.warren.egress[0]: 'a?FAKE LOG "
