@@ -187,3 +187,12 @@ out="$("$WARREN" audit verify "$S" --data "$D" 2>&1)"
 echo "$out" | grep -q "chain intact" && echo "$out" | grep -q "egress" &&
 	pass "egress decisions are in the audit log, and it verifies" ||
 	fail "egress decisions are in the audit log, and it verifies" "$(echo "$out" | tail -5 | tr '\n' ' ')"
+
+# --- the snapshot build the server ran had the spec's hosts, under its rules ----
+jq -e --arg self "127.0.0.1:$PORT" '.self == $self and .allow_addresses == ["127.0.0.1/32"]' "$D/build-egress.json" >/dev/null 2>&1 &&
+	[ "$(stat -c %a "$D/build-egress.json")" = 600 ] &&
+	pass "the server writes its rules for builds, with itself as self" ||
+	fail "the server writes its rules for builds, with itself as self" "$(cat "$D/build-egress.json" 2>&1)"
+grep -qs "egress 4 hosts through the build's proxy" "$D"/logs/build-r-*.log &&
+	pass "the server's snapshot build ran with the build's proxy" ||
+	fail "the server's snapshot build ran with the build's proxy" "$(cat "$D"/logs/build-r-*.log 2>&1 | head -5)"
