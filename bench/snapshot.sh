@@ -2,7 +2,11 @@
 # bench/snapshot.sh - what a snapshot buys: a session started from a
 # prepared snapshot against one built from nothing, on the two test fixtures
 # (tests/fixtures/c-hello: configure + make; tests/fixtures/pg-app: a
-# PostgreSQL service). docs/benchmarks.md, "Snapshots", has results.
+# PostgreSQL service) and a TypeScript web service whose dependencies (86
+# packages: express, lodash, typescript, ...) come from the public npm
+# registry at snapshot time, through the build's egress proxy
+# (bench/fixtures/node-ts; skipped when registry.npmjs.org cannot be
+# reached). docs/benchmarks.md, "Snapshots", has results.
 #
 #  1. cold: a fresh data directory each run: `snapshot build` (fetch, clone,
 #     install, build, services) then a session start from it
@@ -177,6 +181,8 @@ drift() { # REPO BASE N
 	gitc "$1" reset -q --hard "$2"
 	if [ -f "$1/src/greet.c" ]; then
 		sed -i "1i /* drift $3 */" "$1/src/greet.c"
+	elif [ -f "$1/src/app.ts" ]; then
+		sed -i "1i // drift $3" "$1/src/app.ts"
 	else
 		echo "const char *drift = \"$3\";" >"$1/drift.c"
 	fi
@@ -190,7 +196,18 @@ if [ -n "$PGBIN" ] && [ -x "$PGBIN/postgres" ]; then
 else
 	echo "bench: PostgreSQL is not installed: pg-app skipped (apt-get install postgresql)"
 fi
-for f in $FIXTURES; do git_repo "$FIX/$f" "$work/$f"; done
+if curl -s -o /dev/null --max-time 10 https://registry.npmjs.org/express && command -v npm >/dev/null; then
+	FIXTURES="$FIXTURES node-ts"
+else
+	echo "bench: registry.npmjs.org cannot be reached (or npm is missing): node-ts skipped"
+fi
+# ONLY="node-ts": those fixtures alone, and no restore-against-size part
+[ -z "${ONLY:-}" ] || FIXTURES="$ONLY"
+for f in $FIXTURES; do
+	src="$FIX/$f"
+	[ -d "$src" ] || src="$ROOT/bench/fixtures/$f"
+	git_repo "$src" "$work/$f"
+done
 if [ -d "$work/pg-app" ]; then # pg-app has no .c file: one for the drift commits
 	echo "const char *drift = \"0\";" >"$work/pg-app/drift.c"
 	gitc "$work/pg-app" add drift.c
@@ -380,7 +397,9 @@ done
 
 echo
 free_kb="$(df -Pk "$work" | awk 'NR==2 {print $4}')"
-if [ "$free_kb" -lt $((5 * 1024 * 1024)) ]; then
+if [ -n "${ONLY:-}" ]; then
+	echo "== 4. restore against size: skipped (ONLY=$ONLY)"
+elif [ "$free_kb" -lt $((5 * 1024 * 1024)) ]; then
 	echo "== 4. restore against size: skipped, $((free_kb / 1024)) MiB free on $(df -P "$work" | awk 'NR==2 {print $6}') (needs 5 GiB)"
 else
 	echo "== 4. restore against size: run --snapshot ID -- true, 10 MiB vs 1 GiB ($WARM_RUNS runs each, alternating)"
