@@ -51,6 +51,14 @@ struct control_credentials {
 	const char *known_hosts_file;
 };
 
+/* When may a session start from a repository's newest snapshot? Beyond
+ * either bound it waits for a refresh (a build) first. 0: no bound. */
+struct control_staleness {
+	const char *repo_name; /* NULL: the server's default */
+	int64_t max_age_ms;
+	int max_behind; /* commits of the session's ref not in the snapshot */
+};
+
 struct control_config {
 	const char *data_dir;	  /* snapshots, layers, sessions/, artifacts/ */
 	const char *warren_bin;	  /* the lean `warren` executable */
@@ -79,6 +87,11 @@ struct control_config {
 	 * stay the caller's for the control plane's life) */
 	const struct control_credentials *credentials;
 	size_t n_credentials;
+	/* staleness policies: the server's default (repo_name NULL) and per
+	 * repository; none: a session takes the newest snapshot as it is
+	 * and syncs whatever the drift */
+	const struct control_staleness *staleness;
+	size_t n_staleness;
 	bool no_worker; /* accept and store, never run (fuzzing, tests) */
 	/* the egress proxy (security/egress.h): the server configuration's
 	 * "egress" object as JSON text (NULL: the default rules), and the

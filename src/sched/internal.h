@@ -138,6 +138,16 @@ void *runner_main(void *arg);
 int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
 			    bool refresh, struct store_snapshot *out,
 			    struct wr_error **err);
+/* The snapshot a session of repo starts from: the newest, unless the
+ * repository's staleness policy (or the server's) finds it too old or
+ * too far behind the repository's ref, then a fresh one built first.
+ * *decision (NULL when no policy applies) says which, for the session's
+ * record: {"max_age_ms", "max_behind", "newest": "fresh"|"behind"|
+ * "stale"|"none", "age_ms", "commits_behind", "waited": bool}. */
+int control_snapshot_for_session(struct control *c,
+				 const struct store_repo *repo,
+				 struct store_snapshot *out, json_t **decision,
+				 struct wr_error **err);
 
 /* What the repository's spec at a snapshot's commit asks for: its limits
  * (customizations.warren.limits) and refresh interval; read once per

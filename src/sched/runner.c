@@ -117,8 +117,11 @@ static pid_t *build_slot(struct control *c)
 /* Runs `warren snapshot refresh` for repo and records the snapshot it
  * reports (built or kept). */
 static int snapshot_refresh(struct control *c, const struct store_repo *repo,
-			    struct store_snapshot *out, struct wr_error **err)
+			    const struct control_staleness *policy,
+			    json_t **report, struct store_snapshot *out,
+			    struct wr_error **err)
 {
+	char max_age[32], max_behind[32];
 	_cleanup_free_ char *log_dir = wr_asprintf("%s/logs", c->data_dir);
 	_cleanup_free_ char *log_path =
 	    wr_asprintf("%s/logs/build-%s.log", c->data_dir, repo->id);
@@ -127,7 +130,7 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	wr_mkdir_p(log_dir, 0700);
 	int log_fd =
 	    open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	char *argv[16];
+	char *argv[24];
 	int n = 0;
 	argv[n++] = c->warren_bin;
 	argv[n++] = "snapshot";
@@ -143,6 +146,20 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	if (repo->default_ref) {
 		argv[n++] = "--ref";
 		argv[n++] = repo->default_ref;
+	}
+	/* with a policy, the refresh builds only when the newest snapshot
+	 * is beyond it */
+	if (policy && policy->max_age_ms > 0) {
+		snprintf(max_age, sizeof(max_age), "%llds",
+			 (long long)((policy->max_age_ms + 999) / 1000));
+		argv[n++] = "--max-age";
+		argv[n++] = max_age;
+	}
+	if (policy && policy->max_behind > 0) {
+		snprintf(max_behind, sizeof(max_behind), "%d",
+			 policy->max_behind);
+		argv[n++] = "--max-behind";
+		argv[n++] = max_behind;
 	}
 	argv[n] = NULL;
 	pthread_mutex_lock(&c->mu);
@@ -185,6 +202,13 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	}
 	if (json_is_true(json_object_get(j, "built")))
 		metrics_add(c, &c->m.snapshot_builds, 1);
+	if (report)
+		*report = json_pack(
+		    "{s:O?, s:O?, s:O?, s:b}", "newest",
+		    json_object_get(j, "before"), "age_ms",
+		    json_object_get(j, "age_ms"), "commits_behind",
+		    json_object_get(j, "commits_behind"), "waited",
+		    json_is_true(json_object_get(j, "built")));
 	struct store_snapshot s = {0};
 	snprintf(s.id, sizeof(s.id), "%s", id);
 	snprintf(s.repo_id, sizeof(s.repo_id), "%s", repo->id);
@@ -208,9 +232,10 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	return c->st->ops->snapshot_latest(c->st, repo->id, out, err);
 }
 
-int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
-			    bool refresh, struct store_snapshot *out,
-			    struct wr_error **err)
+static int snapshot_ensure(struct control *c, const struct store_repo *repo,
+			   bool refresh, const struct control_staleness *policy,
+			   json_t **report, struct store_snapshot *out,
+			   struct wr_error **err)
 {
 	struct store *st = c->st;
 	if (!refresh && st->ops->snapshot_latest(st, repo->id, out, NULL) == 0)
@@ -242,7 +267,7 @@ int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
 	c->building[c->n_building++] = (char *)repo->id;
 	pthread_mutex_unlock(&c->mu);
 
-	int r = snapshot_refresh(c, repo, out, err);
+	int r = snapshot_refresh(c, repo, policy, report, out, err);
 
 	pthread_mutex_lock(&c->mu);
 	for (size_t i = 0; i < c->n_building; i++)
@@ -253,6 +278,53 @@ int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
 	pthread_cond_broadcast(&c->build_cv);
 	pthread_mutex_unlock(&c->mu);
 	return r;
+}
+
+int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
+			    bool refresh, struct store_snapshot *out,
+			    struct wr_error **err)
+{
+	return snapshot_ensure(c, repo, refresh, NULL, NULL, out, err);
+}
+
+/* The repository's policy, else the server's default, else NULL. */
+static const struct control_staleness *
+staleness_policy(const struct control *c, const struct store_repo *repo)
+{
+	const struct control_staleness *fallback = NULL;
+	for (size_t i = 0; i < c->cfg.n_staleness; i++) {
+		const struct control_staleness *p = &c->cfg.staleness[i];
+		if (!p->repo_name)
+			fallback = p;
+		else if (repo->name && strcmp(p->repo_name, repo->name) == 0)
+			return p;
+	}
+	return fallback;
+}
+
+int control_snapshot_for_session(struct control *c,
+				 const struct store_repo *repo,
+				 struct store_snapshot *out, json_t **decision,
+				 struct wr_error **err)
+{
+	*decision = NULL;
+	const struct control_staleness *policy = staleness_policy(c, repo);
+	if (!policy || (policy->max_age_ms <= 0 && policy->max_behind <= 0))
+		return control_snapshot_ensure(c, repo, false, out, err);
+	/* the refresh fetches the mirror, measures the newest snapshot
+	 * against the ref, and builds only when it is beyond the policy */
+	json_t *report = NULL;
+	int r = snapshot_ensure(c, repo, true, policy, &report, out, err);
+	if (r < 0) {
+		json_decref(report);
+		return r;
+	}
+	json_t *d = report ? report : json_object();
+	json_object_set_new(d, "max_age_ms",
+			    json_integer(policy->max_age_ms));
+	json_object_set_new(d, "max_behind", json_integer(policy->max_behind));
+	*decision = d;
+	return 0;
 }
 
 /* The spec's verify commands as a JSON array of argv arrays. */
@@ -1270,7 +1342,9 @@ void *runner_main(void *arg)
 		}
 		json_t *start = json_object_get(outcome, "start_ms");
 		double t0 = mono_ms();
-		if (control_snapshot_ensure(c, &repo, false, &snap, &err) < 0) {
+		json_t *policy = NULL;
+		if (control_snapshot_for_session(c, &repo, &snap, &policy,
+						 &err) < 0) {
 			snprintf(why, sizeof(why), "no snapshot: %s",
 				 err && err->msg ? err->msg : "failed");
 			wr_error_freep(&err);
@@ -1279,6 +1353,14 @@ void *runner_main(void *arg)
 			else
 				finish(run, SESSION_FAILED, why, INT32_MIN);
 			goto out;
+		}
+		if (policy) {
+			/* the record says whether the session waited for a
+			 * fresh snapshot, and why */
+			control_event(c, run->id, "snapshot",
+				      json_pack("{s:s, s:O}", "snapshot",
+						snap.id, "policy", policy));
+			json_object_set_new(outcome, "snapshot_policy", policy);
 		}
 		/* asked, else the spec's, else the server's; capped */
 		struct control_limits from_spec, lim;
