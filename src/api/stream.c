@@ -275,6 +275,23 @@ static ssize_t hand_out(struct api_stream *s, char *buf, size_t max)
 	return (ssize_t)n;
 }
 
+/* Nothing new: a keepalive comment when nothing was sent for keepalive_ms
+ * (or nothing at all yet, so that the headers go out), else a wait for
+ * the next event (generation gen) of at most a slice, so that api_stop is
+ * noticed. -ENOMEM if the comment could not be queued. */
+static int keepalive_or_wait(struct api_stream *s, uint64_t gen)
+{
+	struct api *a = s->a;
+	int64_t idle = store_now_ms() - s->last_send_ms;
+	if (s->last_send_ms == 0 || idle >= a->keepalive_ms)
+		return append(s, STREAM_KEEPALIVE, strlen(STREAM_KEEPALIVE));
+	int64_t wait = a->keepalive_ms - idle;
+	control_wait_events(a->ctl, gen,
+			    (int)(wait < STREAM_SLICE_MS ? wait
+							 : STREAM_SLICE_MS));
+	return 0;
+}
+
 static ssize_t sessions_read(struct api_stream *s, char *buf, size_t max)
 {
 	struct api *a = s->a;
@@ -297,17 +314,8 @@ static ssize_t sessions_read(struct api_stream *s, char *buf, size_t max)
 			return API_STREAM_ERROR;
 		if (r > 0)
 			continue;
-		int64_t idle = store_now_ms() - s->last_send_ms;
-		if (idle >= a->keepalive_ms) {
-			if (append(s, STREAM_KEEPALIVE,
-				   strlen(STREAM_KEEPALIVE)) < 0)
-				return API_STREAM_ERROR;
-			continue;
-		}
-		int64_t wait = a->keepalive_ms - idle;
-		control_wait_events(
-		    a->ctl, gen,
-		    (int)(wait < STREAM_SLICE_MS ? wait : STREAM_SLICE_MS));
+		if (keepalive_or_wait(s, gen) < 0)
+			return API_STREAM_ERROR;
 	}
 }
 
@@ -353,16 +361,7 @@ ssize_t api_stream_read(struct api_stream *s, char *buf, size_t max)
 				s->done = true;
 			continue;
 		}
-		int64_t idle = store_now_ms() - s->last_send_ms;
-		if (s->last_send_ms == 0 || idle >= a->keepalive_ms) {
-			if (append(s, STREAM_KEEPALIVE,
-				   strlen(STREAM_KEEPALIVE)) < 0)
-				return API_STREAM_ERROR;
-			continue;
-		}
-		int64_t wait = a->keepalive_ms - idle;
-		control_wait_events(
-		    a->ctl, gen,
-		    (int)(wait < STREAM_SLICE_MS ? wait : STREAM_SLICE_MS));
+		if (keepalive_or_wait(s, gen) < 0)
+			return API_STREAM_ERROR;
 	}
 }

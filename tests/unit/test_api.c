@@ -2400,6 +2400,23 @@ static void test_web(void **state)
 	api_response_clear(&r);
 }
 
+/* Reads s into buf (from its start) until needle is in it; except must
+ * not show up on the way (NULL: no check). */
+static void read_until(struct api_stream *s, char *buf, size_t size,
+		       const char *needle, const char *except)
+{
+	size_t len = 0;
+	buf[0] = '\0';
+	while (!strstr(buf, needle)) {
+		ssize_t n = api_stream_read(s, buf + len, size - 1 - len);
+		assert_true(n > 0);
+		len += (size_t)n;
+		buf[len] = '\0';
+		if (except)
+			assert_null(strstr(buf, except));
+	}
+}
+
 static void test_whoami_and_sessions_stream(void **state)
 {
 	(void)state;
@@ -2437,15 +2454,9 @@ static void test_whoami_and_sessions_stream(void **state)
 	submit(tok_sue, "sue's, not for sam", theirs);
 	struct api_stream *s = api_stream_new_sessions(api, "sam");
 	assert_non_null(s);
-	char buf[65536] = "";
-	size_t len = 0;
+	char buf[65536];
 	/* the first round, then ready */
-	while (!strstr(buf, "event: ready\n")) {
-		ssize_t n = api_stream_read(s, buf + len, sizeof(buf) - 1 - len);
-		assert_true(n > 0);
-		len += (size_t)n;
-		buf[len] = '\0';
-	}
+	read_until(s, buf, sizeof(buf), "event: ready\n", NULL);
 	assert_non_null(strstr(buf, mine));
 	assert_null(strstr(buf, theirs));
 	assert_null(strstr(buf, "\"user\":\"sue\""));
@@ -2455,29 +2466,14 @@ static void test_whoami_and_sessions_stream(void **state)
 	snprintf(cancel, sizeof(cancel), "/api/v1/sessions/%s/cancel", mine);
 	json_decref(
 	    CALL(200, .method = "POST", .target = cancel, .token = tok_sam));
-	len = 0;
-	buf[0] = '\0';
-	while (!strstr(buf, "\"state\":\"cancelled\"")) {
-		ssize_t n = api_stream_read(s, buf + len, sizeof(buf) - 1 - len);
-		assert_true(n > 0);
-		len += (size_t)n;
-		buf[len] = '\0';
-		/* keepalives may come between; never another user's */
-		assert_null(strstr(buf, theirs));
-	}
+	/* keepalives may come between; never another user's session */
+	read_until(s, buf, sizeof(buf), "\"state\":\"cancelled\"", theirs);
 	assert_non_null(strstr(buf, mine));
 	api_stream_free(s);
 
 	/* a reviewer's stream has both */
 	s = api_stream_new_sessions(api, "");
-	len = 0;
-	buf[0] = '\0';
-	while (!strstr(buf, "event: ready\n")) {
-		ssize_t n = api_stream_read(s, buf + len, sizeof(buf) - 1 - len);
-		assert_true(n > 0);
-		len += (size_t)n;
-		buf[len] = '\0';
-	}
+	read_until(s, buf, sizeof(buf), "event: ready\n", NULL);
 	assert_non_null(strstr(buf, mine));
 	assert_non_null(strstr(buf, theirs));
 	api_stream_free(s);
