@@ -18,7 +18,7 @@ DEBIAN_PACKAGES := gcc make pkg-config libseccomp-dev libjansson-dev \
 
 # what the tests use besides the build (script, setpriv, pgrep, PostgreSQL
 # for the service fixture)
-TEST_PACKAGES := bsdutils util-linux procps git postgresql curl wrk sqlite3 python3 jq chromium
+TEST_PACKAGES := bsdutils util-linux procps git postgresql curl wrk sqlite3 python3 jq chromium nodejs
 
 CFLAGS_COMMON := -std=c17 -D_GNU_SOURCE -Isrc -g -O2 -Wall -Wextra \
   -Werror=implicit-function-declaration -Werror=return-type \
@@ -101,6 +101,14 @@ deps test-deps:
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null || \
 	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null; }; \
 	  else echo "missing Debian packages:$$missing (run make as root to install)"; exit 1; fi; \
+	fi
+	@# the browser tests' npm (tests/browser): Debian's, unless node came with its own
+	@if [ "$@" = test-deps ] && ! command -v npm >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing: npm"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q npm >/dev/null || \
+	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q npm >/dev/null; }; \
+	  else echo "missing: npm (run make as root to install)"; exit 1; fi; \
 	fi
 
 $(BUILD)/obj/%.o: %.c

@@ -1,0 +1,351 @@
+// Repositories and their snapshots: what each session starts from (the
+// commit, how old it is, what its build cost, phase by phase). An admin
+// adds repositories and asks for a refresh here.
+
+import { get, post } from '../api.js';
+import { chart, legend, stackedBar } from '../charts.js';
+import { h, replace } from '../dom.js';
+import { duration, num, shortSha } from '../format.js';
+import { announce, errorBox, facts, isAdmin, loading, pageHeader, timeEl } from '../ui.js';
+
+const SHOWN = 5;
+const PHASE_TONES = {
+  fetch: 'b-fetch',
+  clone: 'b-clone',
+  install: 'b-install',
+  build: 'b-build',
+  services: 'b-services',
+  publish: 'b-publish',
+};
+
+function phases(snap) {
+  // timings: [{phase, ms}] (an object in older records: {phase: ms})
+  let t = snap.timings || [];
+  if (!Array.isArray(t)) t = Object.entries(t).map(([phase, ms]) => ({ phase, ms }));
+  const parts = t
+    .filter((p) => p && p.phase !== 'total' && typeof p.ms === 'number')
+    .map((p) => ({ label: p.phase, value: p.ms, tone: PHASE_TONES[p.phase] || 'b-other' }));
+  const tot = t.find((p) => p && p.phase === 'total');
+  const total = tot ? tot.ms : parts.reduce((n, p) => n + p.value, 0);
+  return { parts, total };
+}
+
+function every(ms) {
+  if (!ms) return 'only when asked';
+  return `every ${duration(ms)}`;
+}
+
+export function mount(root, ctx) {
+  ctx.setTitle('Repositories');
+  const ac = new AbortController();
+  const admin = isAdmin(ctx.me);
+  const body = h('div', { class: 'repo-list' }, loading('Loading repositories…'));
+  const addBox = h('div');
+  const timers = new Set();
+  let addOpen = false;
+
+  const addButton = admin
+    ? h(
+        'button',
+        {
+          type: 'button',
+          class: 'btn btn-primary',
+          'aria-expanded': 'false',
+          'aria-controls': 'add-repo',
+          onclick: () => toggleAdd(),
+        },
+        'Add repository',
+      )
+    : null;
+
+  root.append(
+    pageHeader('Repositories', addButton),
+    h(
+      'p',
+      { class: 'lede' },
+      'Each session starts from the newest snapshot of its repository: cloned, dependencies installed, built once, restored copy-on-write. ' +
+        'Snapshots are rebuilt on a schedule; a session started on a newer commit syncs to it.',
+    ),
+    addBox,
+    body,
+  );
+
+  function toggleAdd() {
+    addOpen = !addOpen;
+    addButton.setAttribute('aria-expanded', addOpen ? 'true' : 'false');
+    if (!addOpen) {
+      replace(addBox);
+      addButton.focus();
+      return;
+    }
+    // field(id, label, attrs, help, {wide, optional})
+    const field = (id, label, attrs, help, { wide = false, optional = false } = {}) =>
+      h(
+        'div',
+        { class: ['field', wide && 'field-wide'] },
+        h(
+          'label',
+          { for: id, class: 'label' },
+          label,
+          optional ? h('span', { class: 'optional' }, ' (optional)') : null,
+        ),
+        h('input', { id, name: id, class: 'input', autocomplete: 'off', spellcheck: 'false', ...attrs }),
+        help ? h('p', { class: 'help' }, help) : null,
+      );
+    const err = h('div', { class: 'form-error', role: 'alert' });
+    const go = h('button', { type: 'submit', class: 'btn btn-primary' }, 'Add');
+    const form = h(
+      'form',
+      {
+        id: 'add-repo',
+        class: 'card form form-grid add-repo',
+        'aria-label': 'Add a repository',
+        onsubmit: async (e) => {
+          e.preventDefault();
+          replace(err);
+          const v = (n) => form.querySelector(`#${n}`).value.trim();
+          const payload = { url: v('repo-url') };
+          if (!payload.url) {
+            replace(err, 'The URL (or absolute path) is required.');
+            form.querySelector('#repo-url').focus();
+            return;
+          }
+          if (v('repo-name')) payload.name = v('repo-name');
+          if (v('repo-ref')) payload.ref = v('repo-ref');
+          if (v('repo-refresh')) payload.refresh = v('repo-refresh');
+          go.disabled = true;
+          try {
+            const r = await post('/repositories', payload, { signal: ac.signal });
+            announce(`Added ${r.name}. Its first snapshot is building.`, 'good');
+            toggleAdd();
+            load();
+          } catch (ex) {
+            if (ex.name !== 'AbortError') replace(err, errorBox(ex, 'The repository was not added'));
+          } finally {
+            go.disabled = false;
+          }
+        },
+      },
+      h('h2', { class: 'card-title' }, 'Add a repository'),
+      field(
+        'repo-url',
+        'Git URL or absolute path',
+        { required: true, class: 'input mono', placeholder: 'https://github.com/acme/app.git' },
+        null,
+        { wide: true },
+      ),
+      field('repo-name', 'Name', { placeholder: 'app' }, 'Default: the URL’s last part.', { optional: true }),
+      field('repo-ref', 'Default ref', { class: 'input mono', placeholder: 'main' }, null, { optional: true }),
+      field('repo-refresh', 'Refresh every', { placeholder: '6h' }, 'How often the snapshot is rebuilt: 30m, 6h, 1d.', {
+        optional: true,
+      }),
+      err,
+      h(
+        'div',
+        { class: 'form-actions' },
+        go,
+        h('button', { type: 'button', class: 'btn btn-quiet', onclick: () => toggleAdd() }, 'Cancel'),
+      ),
+    );
+    replace(addBox, form);
+    form.querySelector('#repo-url').focus();
+  }
+
+  function snapshotTable(snaps, all) {
+    const rows = (all ? snaps : snaps.slice(0, SHOWN)).map((sn, i) => {
+      const { parts, total } = phases(sn);
+      const bar = stackedBar(parts, { title: `Build of ${shortSha(sn.commit)}: ${duration(total)}`, format: duration });
+      const box = h('div', { class: 'chart-box chart-box-thin' });
+      requestAnimationFrame(() => chart(box, bar.draw));
+      return h(
+        'tr',
+        null,
+        h(
+          'td',
+          { dataset: { label: 'Commit' } },
+          h('code', null, shortSha(sn.commit)),
+          i === 0 ? h('span', { class: 'pill pill-accent' }, 'current') : null,
+        ),
+        h('td', { dataset: { label: 'Built' } }, timeEl(sn.created_ms)),
+        h(
+          'td',
+          { class: 'col-breakdown', dataset: { label: 'Build' } },
+          box,
+          h('span', { class: 'sr-only' }, parts.map((p) => `${p.label} ${duration(p.value)}`).join(', ')),
+        ),
+        h('td', { class: 'num', dataset: { label: 'Total' } }, duration(total)),
+      );
+    });
+    return h(
+      'table',
+      { class: 'table snap-table' },
+      h('caption', { class: 'sr-only' }, 'Snapshots, newest first'),
+      h(
+        'thead',
+        null,
+        h(
+          'tr',
+          null,
+          h('th', { scope: 'col' }, 'Commit'),
+          h('th', { scope: 'col' }, 'Built'),
+          h('th', { scope: 'col' }, 'Build breakdown'),
+          h('th', { scope: 'col', class: 'num' }, 'Total'),
+        ),
+      ),
+      h('tbody', null, rows),
+    );
+  }
+
+  function repoCard(repo, snaps) {
+    const snapBox = h('div');
+    const drawSnaps = (all) => {
+      if (!snaps.length) {
+        replace(
+          snapBox,
+          h('p', { class: 'muted' }, 'No snapshot yet: the first build is running or queued. Sessions wait for it.'),
+        );
+        return;
+      }
+      const allPhases = new Map();
+      for (const sn of snaps.slice(0, all ? snaps.length : SHOWN))
+        for (const p of phases(sn).parts) allPhases.set(p.label, p);
+      replace(
+        snapBox,
+        h('div', { class: 'table-wrap' }, snapshotTable(snaps, all)),
+        legend([...allPhases.values()].map((p) => ({ ...p, value: '' }))),
+        snaps.length > SHOWN
+          ? h(
+              'button',
+              { type: 'button', class: 'btn btn-small btn-quiet', onclick: () => drawSnaps(!all) },
+              all ? 'Show fewer' : `Show all ${num(snaps.length)} snapshots`,
+            )
+          : null,
+      );
+    };
+    drawSnaps(false);
+
+    const actions = [
+      h('a', { href: `#/new?repo=${encodeURIComponent(repo.name)}`, class: 'btn btn-small' }, 'New session'),
+    ];
+    if (admin) {
+      const b = h('button', { type: 'button', class: 'btn btn-small', dataset: { action: 'refresh' } }, 'Refresh now');
+      b.addEventListener('click', () => refreshNow(repo, snaps, b));
+      actions.push(b);
+    }
+    return h(
+      'section',
+      { class: 'card repo-card', 'aria-labelledby': `repo-${repo.id}` },
+      h(
+        'div',
+        { class: 'card-head' },
+        h('h2', { class: 'card-title', id: `repo-${repo.id}` }, repo.name),
+        h('div', { class: 'card-actions' }, actions),
+      ),
+      facts([
+        ['URL', h('span', { class: 'mono break' }, repo.url)],
+        ['Default ref', repo.default_ref ? h('code', null, repo.default_ref) : 'the remote’s default branch'],
+        ['Refresh', every(repo.refresh_ms)],
+        ['Last refresh', repo.last_refresh_ms ? timeEl(repo.last_refresh_ms) : 'never'],
+        ['Id', h('code', null, repo.id)],
+      ]),
+      h('h3', { class: 'sub-title' }, 'Snapshots'),
+      snapBox,
+    );
+  }
+
+  async function refreshNow(repo, snaps, button) {
+    button.disabled = true;
+    button.textContent = 'Queuing…';
+    try {
+      await post(`/repositories/${encodeURIComponent(repo.id)}/refresh`, undefined, { signal: ac.signal });
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      button.disabled = false;
+      button.textContent = 'Refresh now';
+      announce(`Refresh of ${repo.name} failed: ${e.message}`, 'bad');
+      return;
+    }
+    announce(`Refresh of ${repo.name} queued: a new snapshot is building.`);
+    button.textContent = 'Refreshing…';
+    const newest = snaps.length ? snaps[0].created_ms : 0;
+    const last = repo.last_refresh_ms || 0;
+    const started = Date.now();
+    const poll = async () => {
+      if (ac.signal.aborted) return;
+      try {
+        const [r, s] = await Promise.all([
+          get('/repositories', { signal: ac.signal }),
+          get('/snapshots', { query: { repo: repo.id }, signal: ac.signal }),
+        ]);
+        const now = r.repositories.find((x) => x.id === repo.id);
+        const top = s.snapshots[0];
+        if ((top && top.created_ms > newest) || (now && (now.last_refresh_ms || 0) > last)) {
+          announce(
+            top && top.created_ms > newest
+              ? `New snapshot of ${repo.name}: ${shortSha(top.commit)}.`
+              : `${repo.name} is up to date.`,
+            'good',
+          );
+          load();
+          return;
+        }
+      } catch (e) {
+        if (e.name === 'AbortError') return;
+      }
+      if (Date.now() - started < 180000) {
+        const t = setTimeout(poll, 2000);
+        timers.add(t);
+      } else {
+        button.disabled = false;
+        button.textContent = 'Refresh now';
+      }
+    };
+    timers.add(setTimeout(poll, 1000));
+  }
+
+  async function load() {
+    let repos;
+    let snaps;
+    try {
+      [repos, snaps] = await Promise.all([
+        get('/repositories', { signal: ac.signal }).then((r) => r.repositories),
+        get('/snapshots', { signal: ac.signal }).then((r) => r.snapshots),
+      ]);
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      replace(body, errorBox(e, 'Could not load the repositories'));
+      return;
+    }
+    if (!repos.length) {
+      replace(
+        body,
+        h(
+          'div',
+          { class: 'empty' },
+          h('h2', null, 'No repositories yet'),
+          h(
+            'p',
+            null,
+            admin
+              ? 'Add one above: a git URL, or an absolute path on the server.'
+              : 'An administrator registers repositories.',
+          ),
+        ),
+      );
+      return;
+    }
+    const byRepo = new Map(repos.map((r) => [r.id, []]));
+    for (const sn of snaps) if (byRepo.has(sn.repo_id)) byRepo.get(sn.repo_id).push(sn);
+    for (const list of byRepo.values()) list.sort((a, b) => b.created_ms - a.created_ms);
+    replace(
+      body,
+      repos.map((r) => repoCard(r, byRepo.get(r.id))),
+    );
+  }
+  load();
+
+  return () => {
+    ac.abort();
+    for (const t of timers) clearTimeout(t);
+  };
+}
