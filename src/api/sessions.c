@@ -10,6 +10,8 @@
  * does everything. */
 #include "api/internal.h"
 
+#include "security/broker.h"
+
 #include "util/alloc.h"
 #include "util/cleanup.h"
 #include "util/parse.h"
@@ -68,6 +70,18 @@ static int reply_session(struct api_ctx *c, unsigned status)
 	return api_reply_render(c, status, obj, "render the session");
 }
 
+/* A ref a session may ask for: a branch, tag or commit name that git
+ * would take as refs/heads/<ref> (git check-ref-format's rules) and
+ * that no git command would read as an option. */
+static bool ref_valid(const char *ref)
+{
+	if (ref[0] == '-')
+		return false;
+	char full[API_REF_MAX + 16];
+	snprintf(full, sizeof(full), "refs/heads/%s", ref);
+	return broker_refname_valid(full);
+}
+
 int api_sessions_create(struct api_ctx *c)
 {
 	static const char *const keys[] = {"repo",   "prompt", "ref", "agent",
@@ -90,6 +104,13 @@ int api_sessions_create(struct api_ctx *c)
 	    api_body_agent(c, "agent", &agent) < 0 ||
 	    api_body_object(c, "limits", &limits_obj) < 0)
 		return 0;
+	if (ref && !ref_valid(ref)) {
+		char shown[80];
+		return api_reply_error(c->out, 400,
+				       "key 'ref': '%s' is not a branch, tag "
+				       "or commit name git would take",
+				       api_quote(ref, shown));
+	}
 	if (limits_obj) {
 		int r = control_limits_from_json("limits", limits_obj, &limits,
 						 &err);

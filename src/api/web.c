@@ -113,10 +113,8 @@ int api_web_serve(struct api *a, const struct api_request *req,
 	snprintf(out->type_buf, sizeof(out->type_buf), "%s", type);
 	out->content_type = out->type_buf;
 	out->web = true;
-	if (head) {
-		/* the headers alone: an empty body of the right type */
-		return 0;
-	}
+	/* HEAD too: the transport sends the headers alone, Content-Length
+	 * the file's */
 	out->file = true;
 	out->file_fd = TAKE_FD(fd);
 	out->file_size = (uint64_t)sb.st_size;

@@ -217,8 +217,9 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	if (!s.created_ms)
 		s.created_ms = store_now_ms();
 	json_t *t = json_object_get(m, "timings");
-	if (t)
-		json_object_set_new(t, "refresh_ms", json_real(build_ms));
+	if (json_is_array(t))
+		json_array_append_new(t, json_pack("{s:s, s:f}", "phase",
+						   "refresh", "ms", build_ms));
 	s.timings_json = t ? json_dumps(t, JSON_COMPACT) : NULL;
 	json_decref(j);
 	int r = c->st->ops->snapshot_add(c->st, &s, err);
@@ -1014,6 +1015,18 @@ static enum turn_end agent_once(struct run *run, struct store_session *s,
 {
 	struct control *c = run->ctl;
 	if (control_agent_is_builtin(s->agent_json)) {
+		if (*first_turn) {
+			/* the built-in agent runs in the server: it has
+			 * started once its first turn does (its first model
+			 * request goes out now) */
+			double total = (double)(store_now_ms() - s->created_ms);
+			json_t *start = json_object_get(outcome, "start_ms");
+			json_object_set_new(start, "agent", json_real(0));
+			json_object_set_new(start, "total", json_real(total));
+			metrics_observe(c, PHASE_AGENT, 0);
+			metrics_observe(c, PHASE_TOTAL, total);
+			*first_turn = false;
+		}
 		enum turn_end e =
 		    work_agent_turn(run, s, number, prompt, follow_on, summary,
 				    why, why_size);
