@@ -312,6 +312,12 @@ int control_snapshot_for_session(struct control *c,
 	const struct control_staleness *policy = staleness_policy(c, repo);
 	if (!policy || (policy->max_age_ms <= 0 && policy->max_behind <= 0))
 		return control_snapshot_ensure(c, repo, false, out, err);
+	/* none at all: whoever builds the first one (this refresh, or the
+	 * one the repository's registration queued), the session waits */
+	struct store_snapshot newest = {0};
+	bool had_none =
+	    c->st->ops->snapshot_latest(c->st, repo->id, &newest, NULL) < 0;
+	store_snapshot_clear(&newest);
 	/* the refresh fetches the mirror, measures the newest snapshot
 	 * against the ref, and builds only when it is beyond the policy */
 	json_t *report = NULL;
@@ -321,6 +327,10 @@ int control_snapshot_for_session(struct control *c,
 		return r;
 	}
 	json_t *d = report ? report : json_object();
+	if (had_none) {
+		json_object_set_new(d, "newest", json_string("none"));
+		json_object_set_new(d, "waited", json_true());
+	}
 	json_object_set_new(d, "max_age_ms",
 			    json_integer(policy->max_age_ms));
 	json_object_set_new(d, "max_behind", json_integer(policy->max_behind));

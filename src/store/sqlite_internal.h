@@ -5,7 +5,8 @@
  * migrations; sqlite_schema.c holds every SQL text (the schema and the
  * statements, in one place for the PostgreSQL port); sqlite_catalog.c
  * implements tokens, repositories and snapshots; sqlite_session.c sessions,
- * events, messages and artifacts. Nothing here leaves the backend. */
+ * events, messages and artifacts; sqlite_slack.c Slack's outbox and event
+ * ids. Nothing here leaves the backend. */
 #ifndef WR_STORE_SQLITE_INTERNAL_H
 #define WR_STORE_SQLITE_INTERNAL_H
 
@@ -53,6 +54,13 @@ enum sq_stmt {
 	SQ_MESSAGE_EXISTS,
 	SQ_ARTIFACT_ADD,
 	SQ_ARTIFACT_LIST,
+	SQ_SLACK_POST_INSERT,
+	SQ_SLACK_POST_DUE,
+	SQ_SLACK_POST_UPDATE,
+	SQ_SLACK_POST_LIST,
+	SQ_SLACK_EVENT_PRUNE,
+	SQ_SLACK_EVENT_INSERT,
+	SQ_SLACK_EVENT_DELETE,
 	/* session_list: one variant per combination of filters, the
 	 * SQ_LIST_* bits added to SQ_SESSION_LIST */
 	SQ_SESSION_LIST,
@@ -238,5 +246,22 @@ int sq_artifact_add(struct store *st, const char *session_id,
 int sq_artifact_list(struct store *st, const char *session_id,
 		     struct store_artifact **out, size_t *n_out,
 		     struct wr_error **err);
+
+
+int64_t sq_slack_post_add(struct store *st, const struct store_slack_post *p,
+			  struct wr_error **err);
+int sq_slack_post_due(struct store *st, int64_t now_ms, int limit,
+		      struct store_slack_post **out, size_t *n_out,
+		      struct wr_error **err);
+int sq_slack_post_update(struct store *st, int64_t id,
+			 const struct store_slack_post_update *u,
+			 struct wr_error **err);
+int sq_slack_post_list(struct store *st, const char *session_id,
+		       struct store_slack_post **out, size_t *n_out,
+		       struct wr_error **err);
+int sq_slack_event_claim(struct store *st, const char *event_id, int64_t now_ms,
+			 int64_t keep_ms, struct wr_error **err);
+int sq_slack_event_release(struct store *st, const char *event_id,
+			   struct wr_error **err);
 
 #endif

@@ -124,6 +124,35 @@ const struct sq_migration sq_migrations[] = {
 	"  substr(replace(replace(user_name, '@', '_'), '+', '_'), 1, 39) "
 	"  || '-' || substr(hash, 1, 24) WHERE name = '';"
 	"CREATE UNIQUE INDEX tokens_by_name ON tokens (name);"},
+    /* Slack (notify/slack.h). slack_posts is the outbox of what Warren
+     * posts: replies, and a session's outcome each time it rests in
+     * another state (done_ms is set once nothing more will be posted);
+     * its id is an INTEGER PRIMARY KEY as messages.id. slack_events holds
+     * the event ids of the Events API deliveries handled, so that Slack's
+     * retries of one start nothing twice. */
+    {3, "CREATE TABLE slack_posts ("
+	"  id INTEGER PRIMARY KEY,"
+	"  session_id TEXT REFERENCES sessions (id),"
+	"  kind TEXT NOT NULL,"
+	"  channel TEXT,"
+	"  thread_ts TEXT,"
+	"  response_url TEXT,"
+	"  slack_user TEXT,"
+	"  text TEXT,"
+	"  posted_state TEXT,"
+	"  attempts INTEGER NOT NULL DEFAULT 0,"
+	"  created_ms BIGINT NOT NULL,"
+	"  next_ms BIGINT NOT NULL DEFAULT 0,"
+	"  done_ms BIGINT NOT NULL DEFAULT 0,"
+	"  last_error TEXT"
+	");"
+	"CREATE INDEX slack_posts_due ON slack_posts (done_ms, next_ms);"
+	"CREATE INDEX slack_posts_by_session ON slack_posts (session_id, id);"
+	"CREATE TABLE slack_events ("
+	"  event_id TEXT PRIMARY KEY,"
+	"  received_ms BIGINT NOT NULL"
+	");"
+	"CREATE INDEX slack_events_by_time ON slack_events (received_ms);"},
 };
 const size_t sq_n_migrations = sizeof(sq_migrations) / sizeof(sq_migrations[0]);
 
@@ -145,6 +174,17 @@ const size_t sq_n_migrations = sizeof(sq_migrations) / sizeof(sq_migrations[0]);
 	"reason, snapshot_id, sandbox, outcome_json, attempts, turns, "  \
 	"exit_code, queue_seq, created_ms, updated_ms, started_ms, "     \
 	"finished_ms"
+
+/* the order sqlite_slack.c's post_from_row reads */
+#define SLACK_POST_COLUMNS                                                \
+	"id, session_id, kind, channel, thread_ts, response_url, "        \
+	"slack_user, text, posted_state, attempts, created_ms, next_ms, " \
+	"done_ms, last_error"
+/* the states a session rests in: review and the terminal ones
+ * (store.c's session_state_terminal) */
+#define RESTING_STATES                                \
+	"('review', 'pushed', 'rejected', 'failed', " \
+	"'cancelled', 'expired')"
 
 static const char *const stmt_sql[SQ_SESSION_LIST] = {
     [SQ_BEGIN] = "BEGIN",
@@ -246,6 +286,42 @@ static const char *const stmt_sql[SQ_SESSION_LIST] = {
 			"VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [SQ_ARTIFACT_LIST] = "SELECT name, path, media_type, size, created_ms "
 			 "FROM artifacts WHERE session_id = ?1 ORDER BY name",
+
+    [SQ_SLACK_POST_INSERT] =
+	"INSERT INTO slack_posts (session_id, kind, channel, thread_ts, "
+	"response_url, slack_user, text, created_ms) "
+	"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
+    /* an outcome is due when its session rests in a state not posted
+     * yet, and no reply about the session written before it (the
+     * "started" answer) is still to be posted */
+    [SQ_SLACK_POST_DUE] =
+	"SELECT " SLACK_POST_COLUMNS " FROM slack_posts "
+	"WHERE done_ms = 0 AND next_ms <= ?1 AND (kind <> 'outcome' OR ("
+	"EXISTS (SELECT 1 FROM sessions WHERE sessions.id = "
+	"slack_posts.session_id AND sessions.state IN " RESTING_STATES " "
+	"AND (slack_posts.posted_state IS NULL OR "
+	"slack_posts.posted_state <> sessions.state)) "
+	"AND NOT EXISTS (SELECT 1 FROM slack_posts AS earlier WHERE "
+	"earlier.session_id = slack_posts.session_id AND "
+	"earlier.kind <> 'outcome' AND earlier.id < slack_posts.id AND "
+	"earlier.done_ms = 0))) "
+	"ORDER BY id LIMIT ?2",
+    /* NULL parameters keep the column; '' clears last_error */
+    [SQ_SLACK_POST_UPDATE] =
+	"UPDATE slack_posts SET "
+	"posted_state = COALESCE(?2, posted_state), "
+	"attempts = COALESCE(?3, attempts), "
+	"next_ms = COALESCE(?4, next_ms), "
+	"done_ms = COALESCE(?5, done_ms), "
+	"last_error = CASE WHEN ?6 IS NULL THEN last_error "
+	"  ELSE NULLIF(?6, '') END "
+	"WHERE id = ?1",
+    [SQ_SLACK_POST_LIST] = "SELECT " SLACK_POST_COLUMNS " FROM slack_posts "
+			   "WHERE session_id = ?1 ORDER BY id",
+    [SQ_SLACK_EVENT_PRUNE] = "DELETE FROM slack_events WHERE received_ms < ?1",
+    [SQ_SLACK_EVENT_INSERT] = "INSERT INTO slack_events (event_id, "
+			      "received_ms) VALUES (?1, ?2)",
+    [SQ_SLACK_EVENT_DELETE] = "DELETE FROM slack_events WHERE event_id = ?1",
 };
 
 /* session_list, newest first, with the filters of the SQ_LIST_* bits:

@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build}"
 SECONDS_EACH="${FUZZ_SECONDS:-60}"
-TARGETS="${FUZZ_TARGETS:-parse proto spec api egress broker}"
+TARGETS="${FUZZ_TARGETS:-parse proto spec api egress broker slack}"
 JOBS="${FUZZ_JOBS:-1}"
 OUT="$BUILD/fuzz"
 
@@ -37,10 +37,12 @@ target_sources() {
 	case "$1" in
 	api) echo src/util/*.c src/sandbox/*.c src/snapshot/*.c src/store/*.c \
 		  src/sched/*.c src/api/*.c src/agent/*.c src/review/*.c \
-		  src/security/*.c \
+		  src/security/*.c src/notify/*.c \
 		  -lmicrohttpd -lsqlite3 -lcurl -ljansson -lsodium -lseccomp -lpthread ;;
 	egress) echo src/util/*.c src/security/egress_policy.c -ljansson -lsodium ;;
 	broker) echo src/util/*.c src/security/broker_policy.c -ljansson -lsodium ;;
+	slack) echo src/util/*.c src/notify/slack_request.c src/notify/slack_message.c \
+		    -ljansson -lsodium ;;
 	*) echo src/util/*.c src/sandbox/proto.c src/snapshot/spec.c \
 		src/snapshot/jsonc.c -ljansson -lsodium ;;
 	esac

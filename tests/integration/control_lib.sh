@@ -4,6 +4,9 @@
 
 SERVER_PID=""
 SERVER_LOG=""
+# the last answer of api(); set in a $(subshell), they stay as they were
+CODE=""
+BODY=""
 
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'

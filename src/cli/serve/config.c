@@ -72,6 +72,7 @@ void serve_config_clear(struct serve_config *cfg)
 		explicit_bzero(cfg->model.api_key, strlen(cfg->model.api_key));
 	free(cfg->model.api_key);
 	free(cfg->model.replay_file);
+	slack_config_clear(&cfg->slack);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -160,6 +161,46 @@ static int get_uint(const char *path, const char *key, json_t *v, uint64_t max,
 	*out = (uint64_t)json_integer_value(v);
 	(void)path;
 	(void)key;
+	return 0;
+}
+
+/* "staleness": {"max_age": DURATION, "max_behind": N}, at least one. */
+static int load_staleness(const char *path, const char *where, json_t *o,
+			  bool *has, int64_t *max_age_ms, int *max_behind,
+			  struct wr_error **err)
+{
+	static const char shape[] =
+	    "{\"max_age\": DURATION, \"max_behind\": COMMITS}";
+	if (!json_is_object(o) || json_object_size(o) == 0)
+		return bad(err, path, where, shape);
+	const char *key;
+	json_t *v;
+	json_object_foreach(o, key, v)
+	{
+		char full[96];
+		snprintf(full, sizeof(full), "%s.%s", where, key);
+		if (!strcmp(key, "max_age")) {
+			uint64_t ms;
+			int r = get_duration(path, full, v, &ms, err);
+			if (r < 0)
+				return r;
+			if (ms == 0)
+				return bad(err, path, full,
+					   "a positive duration");
+			*max_age_ms = (int64_t)ms;
+		} else if (!strcmp(key, "max_behind")) {
+			uint64_t n;
+			if (get_uint(path, full, v, 1000000, &n) < 0 || n == 0)
+				return bad(err, path, full,
+					   "a number of commits, 1..1000000");
+			*max_behind = (int)n;
+		} else {
+			return wr_error_input(err, EINVAL,
+					      "%s: unknown key '%s'", path,
+					      full);
+		}
+	}
+	*has = true;
 	return 0;
 }
 
@@ -387,6 +428,14 @@ static int load_repo(const char *path, size_t i, json_t *o,
 			int rr = load_forge(path, where, v, r, err);
 			if (rr < 0)
 				return rr;
+		} else if (!strcmp(key, "staleness")) {
+			char at[96];
+			snprintf(at, sizeof(at), "%s.staleness", where);
+			int rr = load_staleness(path, at, v, &r->has_staleness,
+						&r->stale_max_age_ms,
+						&r->stale_max_behind, err);
+			if (rr < 0)
+				return rr;
 		} else if (!strcmp(key, "credentials")) {
 			int rr = load_credentials(path, where, v, r, err);
 			if (rr < 0)
@@ -410,6 +459,11 @@ static int load_repo(const char *path, size_t i, json_t *o,
 	if (r->has_credentials && !r->name)
 		return wr_error_input(err, EINVAL,
 				      "%s: %s: 'credentials' need a 'name'",
+				      path, where);
+	/* and the scheduler its staleness policy */
+	if (r->has_staleness && !r->name)
+		return wr_error_input(err, EINVAL,
+				      "%s: %s: 'staleness' needs a 'name'",
 				      path, where);
 	return 0;
 }
@@ -675,6 +729,10 @@ int serve_config_load(const char *path, struct serve_config *cfg,
 			if (!cfg->egress_json)
 				r = wr_error_set(err, ENOMEM, "config");
 			cfg->control.egress_json = cfg->egress_json;
+		} else if (!strcmp(key, "staleness")) {
+			r = load_staleness(path, key, v, &cfg->has_staleness,
+					   &cfg->stale_max_age_ms,
+					   &cfg->stale_max_behind, err);
 		} else if (!strcmp(key, "web_dir")) {
 			if (!json_is_string(v)) {
 				r = bad(err, path, key,
@@ -686,6 +744,14 @@ int serve_config_load(const char *path, struct serve_config *cfg,
 			cfg->web_dir = wr_strdup(json_string_value(v));
 			if (!cfg->web_dir)
 				r = wr_error_set(err, ENOMEM, "config");
+		} else if (!strcmp(key, "slack")) {
+			struct slack_config slack;
+			r = slack_config_from_json(path, v, &slack, err);
+			if (r == 0) {
+				slack_config_clear(&cfg->slack);
+				cfg->slack = slack;
+				cfg->has_slack = true;
+			}
 		} else if (!strcmp(key, "refresh_check")) {
 			r = get_duration(path, key, v,
 					 &cfg->control.refresh_check_ms, err);

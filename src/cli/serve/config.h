@@ -32,11 +32,19 @@
  *                                      "known_hosts_file": PATH}}]}
  *   (credentials: the credential broker's, docs/security.md "Credential
  *   broker"; they never enter a sandbox)
+ *    "slack": {"signing_secret_file": PATH (0600) | "signing_secret_env":
+ *              VAR, "bot_token_file": PATH (0600) | "bot_token_env": VAR,
+ *              "api_url": URL, "base_url": URL,
+ *              "users": {"U0123ABC": {"user": "alice",
+ *                                     "role": "submitter"}},
+ *              "retries": 6, "retry_backoff": "5s", "timeout": "10s"}
+ *   (notify/slack.h, docs/slack.md)
  * Unknown keys are an error naming the key (a typo must not silently
  * leave a limit unset). */
 #ifndef WR_CLI_SERVE_CONFIG_H
 #define WR_CLI_SERVE_CONFIG_H
 
+#include "notify/slack.h"
 #include "sched/control.h"
 #include "util/error.h"
 
@@ -55,6 +63,11 @@ struct serve_repo {
 	/* "credentials": {"username", "password_file" | "password_secret"}
 	 * or {"ssh_key_file", "known_hosts_file"}: what the credential
 	 * broker uses for the remote (security/broker.h) */
+	/* "staleness": {"max_age", "max_behind"}: when a session waits for
+	 * a fresh snapshot (sched/control.h, struct control_staleness) */
+	bool has_staleness;
+	int64_t stale_max_age_ms;
+	int stale_max_behind;
 	bool has_credentials;
 	char *cred_username, *cred_password, *cred_password_secret,
 	    *cred_ssh_key_file, *cred_known_hosts_file;
@@ -74,8 +87,15 @@ struct serve_config {
 	/* "web_dir": the web UI's files; NULL: found next to the binary
 	 * (serve_web_dir), "": no web UI */
 	char *web_dir;
+	/* "staleness": the server's default policy */
+	bool has_staleness;
+	int64_t stale_max_age_ms;
+	int stale_max_behind;
 	struct serve_repo *repos;
 	size_t n_repos;
+	/* "slack": the slash command, mentions and outcome posts */
+	bool has_slack;
+	struct slack_config slack;
 };
 
 /* Defaults for everything (no file). */

@@ -2,12 +2,14 @@
  * the control plane (warren-serve; `warren serve` execs it).
  *
  * Opens the store, creates the admin token on first start, reconciles what
- * a previous server left, starts the scheduler and the HTTP API, and on
- * SIGTERM/SIGINT stops cleanly: the API first (no new work), then every
+ * a previous server left, starts the scheduler, Slack's notifier (with a
+ * "slack" configuration) and the HTTP API, and on SIGTERM/SIGINT stops
+ * cleanly: the API first (no new work), then the notifier, then every
  * running session is checkpointed to `interrupted` and resumes at the next
  * start. */
 #include "api/api.h"
 #include "cli/serve/config.h"
+#include "notify/slack.h"
 #include "sched/control.h"
 #include "store/store.h"
 #include "util/alloc.h"
@@ -289,8 +291,10 @@ int main(int argc, char **argv)
 	int code = EXIT_FAIL;
 	struct control_forge *forges = NULL;
 	struct control_credentials *creds = NULL;
+	struct control_staleness *stale = NULL;
 	struct store *st = store_open_sqlite(db, &err);
 	struct control *ctl = NULL;
+	struct slack_notifier *notifier = NULL;
 	struct api *api = NULL;
 	if (!st) {
 		fail("store", err);
@@ -340,18 +344,43 @@ int main(int argc, char **argv)
 	}
 	cfg.control.credentials = creds;
 	cfg.control.n_credentials = n_creds;
+	/* the staleness policies: the server's default, then each
+	 * repository's */
+	stale = wr_calloc(cfg.n_repos + 1, sizeof(*stale));
+	size_t n_stale = 0;
+	if (stale && cfg.has_staleness)
+		stale[n_stale++] = (struct control_staleness){
+		    .max_age_ms = cfg.stale_max_age_ms,
+		    .max_behind = cfg.stale_max_behind};
+	for (size_t i = 0; stale && i < cfg.n_repos; i++) {
+		const struct serve_repo *r = &cfg.repos[i];
+		if (r->has_staleness)
+			stale[n_stale++] = (struct control_staleness){
+			    .repo_name = r->name,
+			    .max_age_ms = r->stale_max_age_ms,
+			    .max_behind = r->stale_max_behind};
+	}
+	cfg.control.staleness = stale;
+	cfg.control.n_staleness = n_stale;
 	if (control_start(&cfg.control, st, &ctl, &err) < 0) {
 		fail("control plane", err);
 		goto out;
 	}
 	register_repos(st, ctl, &cfg);
+	/* Slack's posts: what a previous server left is posted too */
+	if (cfg.has_slack &&
+	    slack_notifier_start(&cfg.slack, st, ctl, &notifier, &err) < 0) {
+		fail("slack", err);
+		goto out;
+	}
 	web_dir = web_dir_find(cfg.web_dir, self);
 	struct api_config acfg = {.st = st,
 				  .ctl = ctl,
 				  .listen_addr = listen_addr,
 				  .port = port,
 				  .data_dir = data,
-				  .web_dir = web_dir};
+				  .web_dir = web_dir,
+				  .slack = cfg.has_slack ? &cfg.slack : NULL};
 	if (api_start(&acfg, &api, &err) < 0) {
 		fail("api", err);
 		goto out;
@@ -361,6 +390,12 @@ int main(int argc, char **argv)
 	if (web_dir)
 		fprintf(stderr, "warren serve: web UI at http://%s:%u/ (%s)\n",
 			listen_addr, (unsigned)api_port(api), web_dir);
+	if (cfg.has_slack)
+		fprintf(stderr,
+			"warren serve: Slack at http://%s:%u/slack/commands "
+			"and /slack/events (%zu users mapped)\n",
+			listen_addr, (unsigned)api_port(api),
+			cfg.slack.n_users);
 	int sig = 0;
 	while (sigwait(&sigs, &sig) != 0 || sig == SIGHUP)
 		;
@@ -368,11 +403,13 @@ int main(int argc, char **argv)
 	code = 0;
 out:
 	api_stop(api);
+	slack_notifier_stop(notifier);
 	control_stop(ctl);
 	store_close(st);
 	wr_error_free(err);
 	free(forges);
 	free(creds);
+	free(stale);
 	serve_config_clear(&cfg);
 	free(listen_addr);
 	return code;

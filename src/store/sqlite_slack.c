@@ -1,0 +1,322 @@
+/* sqlite_slack.c - the SQLite backend's part for Slack (notify/slack.h):
+ * the outbox of posts (slack_posts) and the event ids of the Events API
+ * deliveries handled (slack_events).
+ *
+ * A post is one row from the moment the API accepts what asks for it (a
+ * slash command, a mention) until nothing more is to be posted for it
+ * (done_ms). The notifier reads the due ones and records each attempt's
+ * outcome; which outcome rows are due is decided in SQL, against the
+ * session's state, so that a resting session is found without reading
+ * every session. Single statements run in their own implicit
+ * transaction; the claim of an event id (forget the old ones, insert the
+ * new one) is one BEGIN IMMEDIATE transaction. */
+#include "store/sqlite_internal.h"
+
+#include "util/alloc.h"
+#include "util/cleanup.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#define DUE_LIMIT_MAX 100
+
+/* A printable, non-empty text of at most max bytes (ids, timestamps). */
+static bool token_ok(const char *s, size_t max)
+{
+	if (!s || !*s)
+		return false;
+	size_t n = 0;
+	for (; s[n]; n++)
+		if (n == max || s[n] <= ' ' || s[n] > '~')
+			return false;
+	return true;
+}
+
+/* NULL, or a text of at most max bytes. */
+static bool opt_text_ok(const char *s, size_t max)
+{
+	return !s || strnlen(s, max + 1) <= max;
+}
+
+static int post_from_row(sqlite3_stmt *q, void *out)
+{
+	int kind =
+	    store_slack_kind_parse((const char *)sqlite3_column_text(q, 2));
+	if (kind < 0)
+		return -EIO; /* not a kind this build knows */
+	struct store_slack_post p = {
+	    .id = sqlite3_column_int64(q, 0),
+	    .kind = kind,
+	    .attempts = sqlite3_column_int(q, 9),
+	    .created_ms = sqlite3_column_int64(q, 10),
+	    .next_ms = sqlite3_column_int64(q, 11),
+	    .done_ms = sqlite3_column_int64(q, 12),
+	};
+	sq_column_copy(q, 1, p.session_id, sizeof(p.session_id));
+	if (sq_column_strdup(q, 3, &p.channel) < 0 ||
+	    sq_column_strdup(q, 4, &p.thread_ts) < 0 ||
+	    sq_column_strdup(q, 5, &p.response_url) < 0 ||
+	    sq_column_strdup(q, 6, &p.slack_user) < 0 ||
+	    sq_column_strdup(q, 7, &p.text) < 0 ||
+	    sq_column_strdup(q, 8, &p.posted_state) < 0 ||
+	    sq_column_strdup(q, 13, &p.last_error) < 0) {
+		store_slack_post_clear(&p);
+		return -ENOMEM;
+	}
+	*(struct store_slack_post *)out = p;
+	return 0;
+}
+
+static void post_clear(void *p)
+{
+	store_slack_post_clear(p);
+}
+
+/* What a post must hold to be sendable, within the caps. */
+static int post_check(const struct store_slack_post *p, struct wr_error **err)
+{
+	if (!p || !store_slack_kind_name(p->kind))
+		return wr_error_input(err, EINVAL, "add Slack post: bad kind");
+	if (p->session_id[0] && !sq_id_ok(p->session_id))
+		return wr_error_input(err, EINVAL,
+				      "add Slack post: bad session id");
+	if (p->kind == STORE_SLACK_OUTCOME && !p->session_id[0])
+		return wr_error_input(err, EINVAL,
+				      "add Slack post: an outcome needs a "
+				      "session");
+	if (p->kind != STORE_SLACK_OUTCOME && (!p->text || !*p->text))
+		return wr_error_input(err, EINVAL,
+				      "add Slack post: a reply needs a text");
+	if (!p->channel && !p->response_url)
+		return wr_error_input(err, EINVAL,
+				      "add Slack post: no channel and no "
+				      "response_url");
+	if (p->kind == STORE_SLACK_EPHEMERAL && (!p->channel || !p->slack_user))
+		return wr_error_input(err, EINVAL,
+				      "add Slack post: an ephemeral reply "
+				      "needs a channel and a user");
+	if ((p->channel && !token_ok(p->channel, STORE_SLACK_ID_MAX)) ||
+	    (p->thread_ts && !token_ok(p->thread_ts, STORE_SLACK_ID_MAX)) ||
+	    (p->slack_user && !token_ok(p->slack_user, STORE_SLACK_ID_MAX)) ||
+	    (p->response_url &&
+	     !token_ok(p->response_url, STORE_SLACK_URL_MAX)) ||
+	    !opt_text_ok(p->text, STORE_SLACK_TEXT_MAX))
+		return wr_error_input(err, EINVAL,
+				      "add Slack post: a channel, thread, "
+				      "user or URL that is empty, too long "
+				      "or not printable, or a text over %d "
+				      "bytes",
+				      STORE_SLACK_TEXT_MAX);
+	return 0;
+}
+
+int64_t sq_slack_post_add(struct store *st, const struct store_slack_post *p,
+			  struct wr_error **err)
+{
+	int r = post_check(p, err);
+	if (r < 0)
+		return r;
+	int64_t created = p->created_ms ? p->created_ms : store_now_ms();
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
+	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
+	r = sq_prepare(c, SQ_SLACK_POST_INSERT, &q, err);
+	if (r < 0)
+		return r;
+	int rc = sq_bind_text(q, 1, p->session_id[0] ? p->session_id : NULL);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(q, 2, store_slack_kind_name(p->kind));
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(q, 3, p->channel);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(q, 4, p->thread_ts);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(q, 5, p->response_url);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(q, 6, p->slack_user);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(q, 7, p->text);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(q, 8, created);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(q);
+	int64_t id = rc == SQLITE_ROW ? sqlite3_column_int64(q, 0) : 0;
+	/* to the end: the implicit transaction commits there, and a
+	 * failing commit is this call's failure */
+	if (rc == SQLITE_ROW)
+		rc = sqlite3_step(q);
+	if (rc == SQLITE_DONE && id > 0)
+		return id;
+	if (sq_errno(rc) == -ENOENT)
+		return wr_error_input(err, ENOENT, "no session %s",
+				      p->session_id);
+	return sq_error(c, rc, err, "add Slack post");
+}
+
+int sq_slack_post_due(struct store *st, int64_t now_ms, int limit,
+		      struct store_slack_post **out, size_t *n_out,
+		      struct wr_error **err)
+{
+	if (limit < 1 || limit > DUE_LIMIT_MAX)
+		return wr_error_input(err, EINVAL,
+				      "due Slack posts: limit %d not in "
+				      "1..%d",
+				      limit, DUE_LIMIT_MAX);
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(sq_of(st));
+	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
+	int r = sq_prepare(c, SQ_SLACK_POST_DUE, &q, err);
+	if (r < 0)
+		return r;
+	int rc = sqlite3_bind_int64(q, 1, now_ms);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int(q, 2, limit);
+	if (rc != SQLITE_OK)
+		return sq_error(c, rc, err, "due Slack posts");
+	void *v = NULL;
+	size_t n = 0;
+	r = sq_collect(c, q, sizeof(**out), post_from_row, post_clear, &v, &n,
+		       "due Slack posts", err);
+	if (r == 0) {
+		*out = v;
+		*n_out = n;
+	}
+	return r;
+}
+
+static int bind_keep_int64(sqlite3_stmt *q, int i, int64_t v)
+{
+	return v < 0 ? sqlite3_bind_null(q, i) : sqlite3_bind_int64(q, i, v);
+}
+
+int sq_slack_post_update(struct store *st, int64_t id,
+			 const struct store_slack_post_update *u,
+			 struct wr_error **err)
+{
+	if (!u)
+		return wr_error_input(err, EINVAL,
+				      "update Slack post: nothing "
+				      "to update");
+	if (u->posted_state && session_state_parse(u->posted_state) < 0)
+		return wr_error_input(err, EINVAL,
+				      "update Slack post %lld: unknown state",
+				      (long long)id);
+	/* an error is the notifier's summary of Slack's answer: keep a
+	 * bounded piece of it */
+	char error[512];
+	const char *last_error = NULL;
+	if (u->last_error) {
+		snprintf(error, sizeof(error), "%s", u->last_error);
+		last_error = error;
+	}
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
+	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
+	int r = sq_prepare(c, SQ_SLACK_POST_UPDATE, &q, err);
+	if (r < 0)
+		return r;
+	int rc = sqlite3_bind_int64(q, 1, id);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(q, 2, u->posted_state);
+	if (rc == SQLITE_OK)
+		rc = bind_keep_int64(q, 3, u->attempts);
+	if (rc == SQLITE_OK)
+		rc = bind_keep_int64(q, 4, u->next_ms);
+	if (rc == SQLITE_OK)
+		rc = bind_keep_int64(q, 5, u->done_ms);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(q, 6, last_error);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(q);
+	if (rc != SQLITE_DONE)
+		return sq_error(c, rc, err, "update Slack post %lld",
+				(long long)id);
+	if (sqlite3_changes(c->db) == 0)
+		return wr_error_input(err, ENOENT, "no Slack post %lld",
+				      (long long)id);
+	return 0;
+}
+
+int sq_slack_post_list(struct store *st, const char *session_id,
+		       struct store_slack_post **out, size_t *n_out,
+		       struct wr_error **err)
+{
+	if (!sq_id_ok(session_id))
+		return wr_error_input(err, ENOENT, "no session %s",
+				      session_id ? session_id : "");
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(sq_of(st));
+	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
+	int r = sq_prepare(c, SQ_SLACK_POST_LIST, &q, err);
+	if (r < 0)
+		return r;
+	int rc = sq_bind_text(q, 1, session_id);
+	if (rc != SQLITE_OK)
+		return sq_error(c, rc, err, "Slack posts of %s", session_id);
+	void *v = NULL;
+	size_t n = 0;
+	r = sq_collect(c, q, sizeof(**out), post_from_row, post_clear, &v, &n,
+		       "Slack posts", err);
+	if (r == 0) {
+		*out = v;
+		*n_out = n;
+	}
+	return r;
+}
+
+int sq_slack_event_claim(struct store *st, const char *event_id, int64_t now_ms,
+			 int64_t keep_ms, struct wr_error **err)
+{
+	if (!token_ok(event_id, STORE_SLACK_ID_MAX))
+		return wr_error_input(err, EINVAL, "Slack event: bad event id");
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
+	_cleanup_(sq_rollbackp) struct sq_conn *tx = NULL;
+	_cleanup_(sq_resetp) sqlite3_stmt *prune = NULL;
+	_cleanup_(sq_resetp) sqlite3_stmt *ins = NULL;
+	int r = sq_begin(c, true, &tx, err);
+	if (r < 0)
+		return r;
+	r = sq_prepare(c, SQ_SLACK_EVENT_PRUNE, &prune, err);
+	if (r < 0)
+		return r;
+	r = sq_prepare(c, SQ_SLACK_EVENT_INSERT, &ins, err);
+	if (r < 0)
+		return r;
+	/* the ids Slack can no longer retry are forgotten: the table stays
+	 * as small as a day of mentions */
+	int rc = sqlite3_bind_int64(prune, 1,
+				    keep_ms > 0 ? now_ms - keep_ms : INT64_MIN);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(prune);
+	if (rc != SQLITE_DONE)
+		return sq_error(c, rc, err, "forget old Slack events");
+	sqlite3_reset(prune);
+	rc = sq_bind_text(ins, 1, event_id);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(ins, 2, now_ms);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(ins);
+	if (sq_errno(rc) == -EEXIST)
+		return wr_error_input(err, EEXIST,
+				      "Slack event %s was handled already",
+				      event_id);
+	if (rc != SQLITE_DONE)
+		return sq_error(c, rc, err, "record Slack event %s", event_id);
+	sqlite3_reset(ins);
+	return sq_commit(&tx, err);
+}
+
+int sq_slack_event_release(struct store *st, const char *event_id,
+			   struct wr_error **err)
+{
+	if (!token_ok(event_id, STORE_SLACK_ID_MAX))
+		return 0;
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
+	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
+	int r = sq_prepare(c, SQ_SLACK_EVENT_DELETE, &q, err);
+	if (r < 0)
+		return r;
+	int rc = sq_bind_text(q, 1, event_id);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(q);
+	if (rc != SQLITE_DONE)
+		return sq_error(c, rc, err, "forget Slack event %s", event_id);
+	return 0;
+}
