@@ -25,7 +25,7 @@ for t in "$BUILD"/tests/test_*; do
 	# one result line per cmocka test case
 	grep -E '^\[       OK \]' "$out" | sed -E "s/^\[       OK \] (.*)/PASS unit $name: \1/" >>"$RESULTS"
 	# cmocka names a failed case twice (inline and in the summary)
-	grep -E '^\[  FAILED  \] [a-z_0-9]+$' "$out" | sort -u | sed -E "s/^\[  FAILED  \] (.*)/FAIL unit $name: \1: see $out/" >>"$RESULTS"
+	grep -E '^\[  FAILED  \] [a-z_0-9]+$' "$out" | sort -u | sed -E "s#^\[  FAILED  \] (.*)#FAIL unit $name: \1: see $out#" >>"$RESULTS"
 	if ! grep -qE '^\[  PASSED  \]|^\[  FAILED  \]' "$out"; then
 		echo "FAIL unit $name: crashed, see $out" >>"$RESULTS"
 	fi
