@@ -312,6 +312,8 @@ if command -v curl >/dev/null; then
 	re='^warren_(sessions\{state="(review|failed)"|start_latency_ms_(sum|count)\{phase="total"|sandboxes_started)'
 	echo "\$ curl -s -H \"Authorization: Bearer \$(cat $D/admin.token)\" $U/metrics | grep -E '$re'"
 	curl -s -H "$T" "$U/metrics" | grep -E "$re"
+	echo "\$ curl -sI $WARREN_SERVER/    # the web UI (docs/web.md): sign in there with a token"
+	curl -sI "$WARREN_SERVER/" | grep -iE '^(HTTP|content-type|content-security-policy)' | tr -d '\r'
 else
 	note "(curl is not installed: the HTTP API part is skipped)"
 fi
