@@ -123,7 +123,7 @@ int api_reply_error(struct api_response *out, unsigned status, const char *fmt,
 int api_reject(struct api_response *out, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Maps an -errno (and *err) from the store or control to an answer:
- * -ENOENT 404, -EINVAL and other bad input 400, -EPERM/-ESTALE/-EEXIST
+ * -ENOENT 404, -EACCES 403, -EINVAL and other bad input 400, -EPERM/-ESTALE/-EEXIST
  * 409, -EAGAIN/-EBUSY 503, anything else 500 (logged, detail withheld).
  * what names the operation for the log and a message-less error. */
 int api_reply_failure(struct api_ctx *c, int r, const struct wr_error *err,

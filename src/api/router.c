@@ -148,6 +148,7 @@ int api_reply_failure(struct api_ctx *c, int r, const struct wr_error *err,
 	unsigned status;
 	switch (r) {
 	case -ENOENT: status = 404; break;
+	case -EACCES: status = 403; break;
 	case -EINVAL:
 	case -E2BIG:
 	case -ERANGE:

@@ -133,6 +133,7 @@ int api_sessions_create(struct api_ctx *c)
 	    .agent_json = agent,
 	    .limits = limits_obj ? &limits : NULL,
 	    .egress = c->body ? json_object_get(c->body, "egress") : NULL,
+	    .may_register = c->who.role == API_ROLE_ADMIN,
 	};
 	int r = control_submit(c->a->ctl, &req, &s, &err);
 	if (r < 0) {

@@ -416,6 +416,16 @@ int control_submit(struct control *c, const struct control_submit *req,
 				break;
 			}
 		store_repos_free(all, n);
+		/* registering is an admin's act: a repository brings its
+		 * spec (hooks run at build time, secrets, egress hosts), and
+		 * a path names anything on this host */
+		if (r == -ENOENT && !req->may_register)
+			return wr_error_input(err, EACCES,
+					      "repo: '%s' is not a registered "
+					      "repository; only an admin "
+					      "registers one (`warren repo add "
+					      "URL`)",
+					      req->repo);
 		if (r == -ENOENT)
 			r = control_repo_add(c, NULL, req->repo, NULL, 0, NULL,
 					     &repo, err);

@@ -113,6 +113,10 @@ struct control_submit {
 	 * egress: a JSON array of allowlist entries, NULL: none. Kept in
 	 * the session's limits_json under "egress". */
 	const json_t *egress;
+	/* may an unregistered URL or path be registered on the fly (an
+	 * admin's submission)? Otherwise only registered repositories (by
+	 * id, name or their URL) are taken: -EACCES. */
+	bool may_register;
 };
 
 struct control;

@@ -74,6 +74,7 @@ RID="$(jget .id)"
 expect "a submitter cannot refresh a repository" 403 "$SAM" POST "/api/v1/repositories/$RID/refresh"
 expect "a reviewer cannot refresh a repository" 403 "$RITA" POST "/api/v1/repositories/$RID/refresh"
 expect "a submitter lists the repositories" 200 "$SAM" GET /api/v1/repositories
+expect "a submitter cannot register a repository by a session" 403 "$SAM" POST /api/v1/sessions "{\"repo\": \"$TEST_TMP\", \"prompt\": \"x\", \"agent\": \"true\"}"
 expect "a reviewer lists the snapshots" 200 "$RITA" GET /api/v1/snapshots
 
 # --- sessions: sam's, in review ------------------------------------------------------

@@ -736,6 +736,41 @@ static void test_bodies(void **state)
 
 /* ---- sessions ---- */
 
+/* Only an admin registers a repository on the fly (by URL or path); the
+ * others name registered ones, by name, id or their URL. */
+static void test_session_unregistered_repo(void **state)
+{
+	(void)state;
+	const char *t = "/api/v1/sessions";
+	struct census before = census(NULL);
+	const char *body =
+	    "{\"repo\":\"/srv/git/somebody-elses\",\"prompt\":\"x\","
+	    "\"agent\":\"true\"}";
+	ERR(403, "forbidden", "only an admin registers one", .method = "POST",
+	    .target = t, .token = tok_sam, .body = body);
+	ERR(403, "forbidden", "not a registered repository", .method = "POST",
+	    .target = t, .token = tok_reviewer,
+	    .body = "{\"repo\":\"https://git.example.com/x.git\","
+		    "\"prompt\":\"x\",\"agent\":\"true\"}");
+	assert_census(before, census(NULL));
+	json_t *j = CALL(200, .method = "GET", .target = "/api/v1/repositories",
+			 .token = tok_admin);
+	size_t repos = json_array_size(json_object_get(j, "repositories"));
+	json_decref(j);
+	/* a registered one by its URL is fine for anyone */
+	json_decref(CALL(201, .method = "POST", .target = t, .token = tok_sam,
+			 .body = "{\"repo\":\"/srv/git/c-hello\",\"prompt\":"
+				 "\"x\",\"agent\":\"true\"}"));
+	/* the admin's registers it */
+	json_decref(CALL(201, .method = "POST", .target = t, .token = tok_admin,
+			 .body = body));
+	j = CALL(200, .method = "GET", .target = "/api/v1/repositories",
+		 .token = tok_admin);
+	assert_int_equal(json_array_size(json_object_get(j, "repositories")),
+			 repos + 1);
+	json_decref(j);
+}
+
 static void test_session_create(void **state)
 {
 	(void)state;
@@ -2501,6 +2536,7 @@ int main(void)
 	    cmocka_unit_test(test_bodies),
 	    cmocka_unit_test(test_session_create),
 	    cmocka_unit_test(test_session_create_errors),
+	    cmocka_unit_test(test_session_unregistered_repo),
 	    cmocka_unit_test(test_session_visibility),
 	    cmocka_unit_test(test_session_list),
 	    cmocka_unit_test(test_list_prompt_cut),
