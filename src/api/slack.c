@@ -499,6 +499,24 @@ static void add_outcome(struct api *a, const struct store_session *s,
 	wr_error_free(err);
 }
 
+/* A slash command's answer that came too late for Slack's three seconds,
+ * through the outbox to its response_url. */
+static void late_answer(struct api *a, const char *response_url,
+			const char *slack_user, const struct slack_reply *reply)
+{
+	struct store_slack_post p = {
+	    .kind = reply->public ? STORE_SLACK_REPLY : STORE_SLACK_EPHEMERAL,
+	    .response_url = (char *)response_url,
+	    .slack_user = (char *)slack_user,
+	    .text = reply->text,
+	};
+	struct wr_error *err = NULL;
+	if (a->st->ops->slack_post_add(a->st, &p, &err) < 0)
+		api_log("slack: keep a late answer: %s",
+			err && err->msg ? err->msg : "failed");
+	wr_error_free(err);
+}
+
 int api_slack_command(struct api *a, const struct api_request *req,
 		      struct api_response *out)
 {
@@ -534,6 +552,7 @@ int api_slack_command(struct api *a, const struct api_request *req,
 				    "URL");
 		goto out;
 	}
+	int64_t t0 = store_now_ms();
 	if (!actor_of(a->slack, user_id, &who))
 		set_reply(&reply, false, not_linked_text(user_id));
 	else if (parse_command(text, prefix, &cmd, &reply) == 0 &&
@@ -541,6 +560,11 @@ int api_slack_command(struct api *a, const struct api_request *req,
 		 (response_url || channel))
 		add_outcome(a, &started, channel, NULL, response_url, user_id,
 			    &reply);
+	/* Slack has given up on an answer this late: it goes through the
+	 * response_url too (the one in the response is then dropped) */
+	if (reply.text && response_url &&
+	    (uint64_t)(store_now_ms() - t0) > a->slack->answer_within_ms)
+		late_answer(a, response_url, user_id, &reply);
 	if (!reply.text)
 		r = api_reply_error(out, 500, "internal error");
 	else

@@ -48,6 +48,11 @@
 #define SLACK_BACKOFF_MS_DEFAULT 5000ull
 #define SLACK_BACKOFF_MAX_MS (10ull * 60 * 1000)
 #define SLACK_TIMEOUT_MS_DEFAULT 10000ull
+/* Slack waits three seconds for a slash command's answer, then shows the
+ * user a timeout and drops it: an answer that took longer than this
+ * (an approval's push, say) also goes through the response_url. */
+#define SLACK_ANSWER_WITHIN_MS_DEFAULT 2500ull
+#define SLACK_ANSWER_WITHIN_MAX_MS 3000ull
 /* A slash command's response_url takes posts for 30 minutes (and five of
  * them): Warren uses it for 29, then posts to the channel instead. */
 #define SLACK_RESPONSE_URL_MS (29ull * 60 * 1000)
@@ -73,6 +78,7 @@ struct slack_config {
 	unsigned retries;	   /* attempts after the first, per post */
 	uint64_t retry_backoff_ms; /* the first wait, doubled each time */
 	uint64_t timeout_ms;	   /* one request to Slack */
+	uint64_t answer_within_ms; /* SLACK_ANSWER_WITHIN_MS_DEFAULT */
 };
 
 /* The "slack" object of the configuration file path:
@@ -80,7 +86,8 @@ struct slack_config {
  *    "bot_token_file": PATH (0600) | "bot_token_env": VAR,
  *    "api_url": URL, "base_url": URL,
  *    "users": {"U0123ABC": {"user": "alice", "role": "submitter"}},
- *    "retries": N, "retry_backoff": DURATION, "timeout": DURATION}
+ *    "retries": N, "retry_backoff": DURATION, "timeout": DURATION,
+ *    "answer_within": DURATION (at most 3 s)}
  * Errors name the key ("FILE: key 'slack.users.U0123ABC.role': expected
  * admin, reviewer or submitter") and are bad_input. *out is written only
  * on success; clear it with slack_config_clear. */

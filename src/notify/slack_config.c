@@ -402,6 +402,9 @@ static int load_key(const char *path, const char *key, const json_t *v,
 	if (!strcmp(key, "timeout"))
 		return load_duration(path, where, v, TIMEOUT_MAX_MS,
 				     &c->timeout_ms, err);
+	if (!strcmp(key, "answer_within"))
+		return load_duration(path, where, v, SLACK_ANSWER_WITHIN_MAX_MS,
+				     &c->answer_within_ms, err);
 	return wr_error_input(err, EINVAL, "%s: unknown key 'slack.%s'", path,
 			      key);
 }
@@ -415,6 +418,7 @@ int slack_config_from_json(const char *path, const json_t *v,
 	    .retries = SLACK_RETRIES_DEFAULT,
 	    .retry_backoff_ms = SLACK_BACKOFF_MS_DEFAULT,
 	    .timeout_ms = SLACK_TIMEOUT_MS_DEFAULT,
+	    .answer_within_ms = SLACK_ANSWER_WITHIN_MS_DEFAULT,
 	};
 	bool secret_seen = false, token_seen = false;
 	const char *key;

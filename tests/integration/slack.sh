@@ -231,6 +231,22 @@ wait_post "$T3 and (.body.text | test(\"Ready for review\"))" 40
 	pass "after the restart, the answer and the outcome are posted once each, in order" ||
 	fail "after the restart, the answer and the outcome are posted once each, in order" "$(jq -c "select($T3) | .body.text | .[0:40]" "$SLOG")"
 
+# --- an answer later than Slack waits for goes through the response_url too --------
+# (an approval's push can take longer than Slack's three seconds; here the
+# bar is 1 ms, which a push, a git process on the host, always takes)
+server_stop
+jq '.slack.answer_within = "1ms"' "$TEST_TMP/config.json" >"$TEST_TMP/late.json"
+server_start "$D" "$TEST_TMP/late.json"
+LATE='.path == "/commands/T1/1/abc" and (.body.text | test("Pushed")) and (.body.text | test("'"$S1"'"))'
+slash UBOB "approve $S1"
+# two posts: the late answer, and the decision the outbox posts after review
+[ "$CODE" = 200 ] && jget .text | grep -qF 'Pushed' && wait_post "$LATE" 20 2 &&
+	pass "a late answer also goes to the response_url" ||
+	fail "a late answer also goes to the response_url" "$CODE $(jget .text | head -2) $(posts '.path == "/commands/T1/1/abc"' | tail -3 | jq -c '.body.text[0:40]')"
+echo '{"slack": {"answer_within": "5s"}}' >"$TEST_TMP/bad-late.json"
+out="$("$WARREN" serve --data "$TEST_TMP/bad-data" --listen 127.0.0.1:1 --config "$TEST_TMP/bad-late.json" 2>&1)"
+echo "$out" | grep -q "slack.answer_within" && pass "answer_within above Slack's 3 s is refused, named" || fail "answer_within above Slack's 3 s is refused, named" "$out"
+
 # --- nothing secret in the log --------------------------------------------------------
 grep -qF -- "$SECRET" "$SERVER_LOG" "$TEST_TMP/serve."*.log && fail "the signing secret and the bot token are not logged" "found" ||
 	{ grep -qF -- "$BOT" "$SERVER_LOG" "$TEST_TMP/serve."*.log && fail "the signing secret and the bot token are not logged" "token found" ||

@@ -600,6 +600,7 @@ static void test_config(void **state)
 	assert_string_equal(c.base_url, "http://warren.lan:7777");
 	assert_int_equal(c.retries, SLACK_RETRIES_DEFAULT);
 	assert_int_equal(c.retry_backoff_ms, SLACK_BACKOFF_MS_DEFAULT);
+	assert_int_equal(c.answer_within_ms, SLACK_ANSWER_WITHIN_MS_DEFAULT);
 	assert_int_equal(c.n_users, 0);
 	slack_config_clear(&c);
 
@@ -681,6 +682,10 @@ static void test_config(void **state)
 	config_error("{" SECRETS "\"base_url\": \"https://w\", \"timeout\": "
 		     "\"0s\"}",
 		     "key 'slack.timeout': expected a duration");
+	/* past Slack's own three seconds, the answer is lost anyway */
+	config_error("{" SECRETS "\"base_url\": \"https://w\", "
+		     "\"answer_within\": \"3001ms\"}",
+		     "key 'slack.answer_within': expected a duration");
 }
 
 static void test_urls(void **state)
