@@ -2,8 +2,10 @@
  *
  * One acceptor thread polls every session's listening socket (and an
  * eventfd that wakes it when sessions come and go); each accepted
- * connection gets a thread of its own, up to max_conns per session. A
- * connection thread reads the request head, asks the policy callback for
+ * connection gets a thread of its own while it lasts, up to max_conns per
+ * session: a worker that was waiting for one (up to SPARE_WORKERS wait),
+ * else a new one. A connection's thread reads the request head, asks the
+ * policy callback for
  * the session's allowlist, resolves and checks, connects, and relays with
  * poll(2) over two non-blocking sockets until both directions are done.
  *
@@ -55,12 +57,17 @@
 #define OWN_ADDRS_MAX 64
 #define OWN_REFRESH_MS 5000
 #define THREAD_STACK (256 * 1024) /* getaddrinfo's NSS modules need room */
+/* Threads kept waiting for the next connection: a connection handed to
+ * one starts at once, where a new thread would first be created (about
+ * 30 us here) and fault in its stack. */
+#define SPARE_WORKERS 8
 #define AUDIT_QUEUE_MAX 4096
 
 struct egress_session;
 
 struct conn {
 	struct conn *next, *prev;
+	struct conn *queued_next; /* waiting for a worker (eg->mu) */
 	struct egress *eg;
 	struct egress_session *sess;
 	int client_fd, upstream_fd; /* closed under eg->mu */
@@ -92,6 +99,12 @@ struct egress {
 	struct egress_session *sessions; /* open */
 	struct egress_session *closing;	 /* listening socket still open */
 	unsigned conns_total;
+	/* connections accepted and not yet taken by a worker, and the
+	 * workers: alive, and waiting for one (eg->mu; idle_cv also tells
+	 * that workers reached 0) */
+	struct conn *queue_head, *queue_tail;
+	unsigned queued, workers, idle_workers;
+	pthread_cond_t work_cv;
 	int wake_fd;
 	pthread_t acceptor;
 	bool stopping;
@@ -951,9 +964,9 @@ static void session_unref(struct egress_session *s)
 	free(s);
 }
 
-static void *conn_main(void *arg)
+/* One connection, from its head to its audit record; frees cn. */
+static void serve_conn(struct conn *cn)
 {
-	struct conn *cn = arg;
 	struct egress *eg = cn->eg;
 	double t0 = mono_ms();
 	struct outcome o = {0};
@@ -982,7 +995,78 @@ static void *conn_main(void *arg)
 		pthread_cond_broadcast(&eg->idle_cv);
 	pthread_mutex_unlock(&eg->mu);
 	free(cn);
+}
+
+/* A worker: serves queued connections one after the other; waits for the
+ * next while fewer than SPARE_WORKERS others wait, else ends. */
+static void *worker_main(void *arg)
+{
+	struct egress *eg = arg;
+	pthread_mutex_lock(&eg->mu);
+	for (;;) {
+		while (!eg->queue_head && !eg->stopping &&
+		       eg->idle_workers < SPARE_WORKERS) {
+			eg->idle_workers++;
+			pthread_cond_wait(&eg->work_cv, &eg->mu);
+			eg->idle_workers--;
+		}
+		struct conn *cn = eg->queue_head;
+		if (!cn)
+			break; /* stopping, or enough spares */
+		eg->queue_head = cn->queued_next;
+		if (!eg->queue_head)
+			eg->queue_tail = NULL;
+		eg->queued--;
+		pthread_mutex_unlock(&eg->mu);
+		serve_conn(cn);
+		pthread_mutex_lock(&eg->mu);
+	}
+	if (--eg->workers == 0)
+		pthread_cond_broadcast(&eg->idle_cv);
+	pthread_mutex_unlock(&eg->mu);
 	return NULL;
+}
+
+/* Hands cn to a waiting worker, or to a new one when every waiting worker
+ * has a connection already (eg->mu held). -errno if there is none and
+ * none could be started: cn stays the caller's. */
+static int dispatch(struct egress *eg, struct conn *cn)
+{
+	cn->queued_next = NULL;
+	if (eg->queue_tail)
+		eg->queue_tail->queued_next = cn;
+	else
+		eg->queue_head = cn;
+	eg->queue_tail = cn;
+	eg->queued++;
+	if (eg->idle_workers >= eg->queued) {
+		pthread_cond_signal(&eg->work_cv);
+		return 0;
+	}
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, THREAD_STACK);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_t t;
+	int e = pthread_create(&t, &attr, worker_main, eg);
+	pthread_attr_destroy(&attr);
+	if (e == 0) {
+		eg->workers++;
+		return 0;
+	}
+	if (eg->workers > 0)
+		return 0; /* a busy worker takes it when it is done */
+	/* nobody will: take it back (it is the queue's last) */
+	struct conn **pp = &eg->queue_head;
+	struct conn *prev = NULL;
+	while (*pp != cn) {
+		prev = *pp;
+		pp = &(*pp)->queued_next;
+	}
+	*pp = NULL;
+	eg->queue_tail = prev;
+	eg->queued--;
+	return -e;
 }
 
 /* ---- the acceptor ----------------------------------------------------------
@@ -1049,11 +1133,6 @@ static void accept_all(struct egress *eg, struct egress_session *s)
 		cn->sess = s;
 		cn->client_fd = fd;
 		cn->upstream_fd = -1;
-		pthread_attr_t attr;
-		pthread_attr_init(&attr);
-		pthread_attr_setstacksize(&attr, THREAD_STACK);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		pthread_t t;
 		s->refs++;
 		s->active++;
 		eg->conns_total++;
@@ -1061,9 +1140,7 @@ static void accept_all(struct egress *eg, struct egress_session *s)
 		if (s->conns)
 			s->conns->prev = cn;
 		s->conns = cn;
-		int e = pthread_create(&t, &attr, conn_main, cn);
-		pthread_attr_destroy(&attr);
-		if (e) {
+		if (dispatch(eg, cn) < 0) {
 			s->conns = cn->next;
 			if (s->conns)
 				s->conns->prev = NULL;
@@ -1305,6 +1382,7 @@ static void egress_free(struct egress *eg)
 	pthread_mutex_destroy(&eg->own_mu);
 	pthread_mutex_destroy(&eg->audit_mu);
 	pthread_cond_destroy(&eg->idle_cv);
+	pthread_cond_destroy(&eg->work_cv);
 	pthread_cond_destroy(&eg->audit_cv);
 	pthread_cond_destroy(&eg->audit_space_cv);
 	egress_rules_free(eg->rules);
@@ -1344,6 +1422,7 @@ int egress_start(const struct egress_config *cfg, struct egress **out,
 	pthread_mutex_init(&eg->own_mu, NULL);
 	pthread_mutex_init(&eg->audit_mu, NULL);
 	pthread_cond_init(&eg->idle_cv, NULL);
+	pthread_cond_init(&eg->work_cv, NULL);
 	pthread_cond_init(&eg->audit_cv, NULL);
 	pthread_cond_init(&eg->audit_space_cv, NULL);
 	int e = 0;
@@ -1384,6 +1463,10 @@ void egress_stop(struct egress *eg)
 	 * getaddrinfo ends with its resolver's timeout */
 	pthread_mutex_lock(&eg->mu);
 	while (eg->conns_total > 0)
+		pthread_cond_wait(&eg->idle_cv, &eg->mu);
+	/* the waiting workers end too */
+	pthread_cond_broadcast(&eg->work_cv);
+	while (eg->workers > 0)
 		pthread_cond_wait(&eg->idle_cv, &eg->mu);
 	pthread_mutex_unlock(&eg->mu);
 	stop_audit(eg);
