@@ -1147,7 +1147,7 @@ static void control_free(struct control *c)
 	free(c->build_egress_config);
 	/* after the runners: their sandboxes are gone, so are the
 	 * proxy's sessions */
-	egress_stop(c->egress);
+	control_egress_stop(c);
 	broker_stop(c->broker);
 	for (size_t i = 0; i < c->n_spec_cache; i++) {
 		json_decref(c->spec_cache[i].verify);
@@ -1155,6 +1155,7 @@ static void control_free(struct control *c)
 		json_decref(c->spec_cache[i].egress);
 	}
 	pthread_mutex_destroy(&c->mu);
+	pthread_mutex_destroy(&c->policy_mu);
 	pthread_cond_destroy(&c->cv);
 	pthread_cond_destroy(&c->build_cv);
 	pthread_mutex_destroy(&c->ev_mu);
@@ -1175,6 +1176,7 @@ int control_start(const struct control_config *cfg, struct store *st,
 	c->cfg = *cfg;
 	c->st = st;
 	pthread_mutex_init(&c->mu, NULL);
+	pthread_mutex_init(&c->policy_mu, NULL);
 	control_cond_init(&c->cv);
 	control_cond_init(&c->build_cv);
 	pthread_mutex_init(&c->ev_mu, NULL);

@@ -70,10 +70,52 @@ static json_t *session_hosts(struct control *c, const struct store_session *s,
 	return hosts;
 }
 
+static char **strv_dup(char *const *src, size_t n)
+{
+	char **v = wr_calloc(n + 1, sizeof(char *));
+	for (size_t i = 0; v && i < n; i++) {
+		v[i] = wr_strdup(src[i]);
+		if (!v[i]) {
+			egress_strv_free(v, i);
+			return NULL;
+		}
+	}
+	return v;
+}
+
+static struct egress_policy_slot *policy_slot(struct control *c,
+					      const char *session_id)
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	for (const char *p = session_id; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return &c->policy_cache[h % ARRAY_SIZE(c->policy_cache)];
+}
+
+/* The allowlist as the session's record says, read at each connection:
+ * from the store, or the copy read the last time if no session record
+ * was written since (the store's session_writes count, a write being
+ * what could change it: the snapshot, the session's own list). */
 static int policy_cb(void *ctx, const char *session_id, char ***allow,
 		     size_t *n)
 {
 	struct control *c = ctx;
+	uint64_t writes = c->st->ops->session_writes(c->st);
+	struct egress_policy_slot *slot = policy_slot(c, session_id);
+	pthread_mutex_lock(&c->policy_mu);
+	if (slot->hosts && slot->writes == writes &&
+	    strcmp(slot->id, session_id) == 0) {
+		char **v = strv_dup(slot->hosts, slot->n);
+		size_t k = slot->n;
+		pthread_mutex_unlock(&c->policy_mu);
+		if (!v)
+			return -ENOMEM;
+		*allow = v;
+		*n = k;
+		return 0;
+	}
+	pthread_mutex_unlock(&c->policy_mu);
+
 	struct store_session s = {0};
 	if (c->st->ops->session_get(c->st, session_id, &s, NULL) < 0)
 		return -ENOENT;
@@ -94,9 +136,33 @@ static int policy_cb(void *ctx, const char *session_id, char ***allow,
 		}
 	}
 	json_decref(hosts);
+	/* kept with the count read before the record: a write after that
+	 * count makes the copy stale, whether the read saw it or not */
+	char **keep = strv_dup(v, k);
+	if (keep) {
+		pthread_mutex_lock(&c->policy_mu);
+		egress_strv_free(slot->hosts, slot->n);
+		snprintf(slot->id, sizeof(slot->id), "%s", session_id);
+		slot->writes = writes;
+		slot->hosts = keep;
+		slot->n = k;
+		pthread_mutex_unlock(&c->policy_mu);
+	}
 	*allow = v;
 	*n = k;
 	return 0;
+}
+
+void control_egress_stop(struct control *c)
+{
+	egress_stop(c->egress);
+	c->egress = NULL;
+	for (size_t i = 0; i < ARRAY_SIZE(c->policy_cache); i++) {
+		struct egress_policy_slot *slot = &c->policy_cache[i];
+		egress_strv_free(slot->hosts, slot->n);
+		slot->hosts = NULL;
+		slot->id[0] = '\0';
+	}
 }
 
 static void audit_cb(void *ctx, const char *session_id, const json_t *details)

@@ -125,6 +125,15 @@ struct control {
 	struct metrics m;
 
 	struct egress *egress; /* the sandboxes' egress proxy (egress_hook.c) */
+	/* the allowlists the proxy last asked for, each with the store's
+	 * session_writes count it was read at (egress_hook.c) */
+	pthread_mutex_t policy_mu;
+	struct egress_policy_slot {
+		char id[STORE_ID_MAX]; /* "" when empty */
+		uint64_t writes;
+		char **hosts;
+		size_t n;
+	} policy_cache[64];
 	/* DATA/build-egress.json: the deny rules for snapshot builds' own
 	 * proxies (`warren snapshot refresh --egress-config`) */
 	char *build_egress_config;
@@ -243,6 +252,8 @@ void control_audit_push(struct control *c, const char *session_id,
  * allowlist is its spec's egress (at the snapshot it runs on) plus its own
  * list (limits_json "egress"), read at each connection. */
 int control_egress_start(struct control *c, struct wr_error **err);
+/* Stops the proxy and forgets the cached allowlists. */
+void control_egress_stop(struct control *c);
 /* A submission's egress list: NULL/null is none; else an array of at
  * most 256 allowlist entries (bad_input otherwise). *out: a copy. */
 int control_egress_check(const json_t *list, json_t **out,

@@ -467,6 +467,7 @@ static const struct store_ops sqlite_ops = {
     .session_get = sq_session_get,
     .session_list = sq_session_list,
     .session_list_state = sq_session_list_state,
+    .session_writes = sq_session_writes,
     .session_count = sq_session_count,
     .session_transition = sq_session_transition,
     .session_update = sq_session_update,

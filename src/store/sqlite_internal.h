@@ -101,6 +101,9 @@ struct sq_store {
 	struct sq_conn readers[SQ_READERS];
 	size_t n_readers; /* 0 for ":memory:": reads use the writer */
 	atomic_uint next_reader;
+	/* session records written (created, moved, updated) through this
+	 * store, counted after each commit: sq_session_writes */
+	atomic_uint_fast64_t session_writes;
 };
 
 static inline struct sq_store *sq_of(struct store *st)
@@ -219,6 +222,7 @@ int sq_session_list(struct store *st, const struct store_session_filter *f,
 int sq_session_list_state(struct store *st, enum session_state state,
 			  struct store_session **out, size_t *n_out,
 			  struct wr_error **err);
+uint64_t sq_session_writes(struct store *st);
 int sq_session_count(struct store *st, int64_t *counts, struct wr_error **err);
 int64_t sq_session_transition(struct store *st, const char *id, int from,
 			      enum session_state to,

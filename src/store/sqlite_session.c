@@ -316,6 +316,13 @@ static int parse_json_object(const char *text, const char *what, json_t **out,
 
 /* ---- sessions ----------------------------------------------------------- */
 
+/* After a commit that wrote a session's record: caches of session
+ * records (store_ops.session_writes) know theirs may be stale. */
+static void written(struct store *st)
+{
+	atomic_fetch_add(&sq_of(st)->session_writes, 1);
+}
+
 int sq_session_create(struct store *st, const struct store_session *s,
 		      struct wr_error **err)
 {
@@ -399,7 +406,10 @@ int sq_session_create(struct store *st, const struct store_session *s,
 				   created, err);
 	if (seq < 0)
 		return (int)seq;
-	return sq_commit(&tx, err);
+	r = sq_commit(&tx, err);
+	if (r == 0)
+		written(st);
+	return r;
 }
 
 int sq_session_get(struct store *st, const char *id, struct store_session *out,
@@ -640,6 +650,8 @@ int64_t sq_session_transition(struct store *st, const char *id, int from,
 	if (seq < 0)
 		return seq;
 	r = sq_commit(&tx, err);
+	if (r == 0)
+		written(st);
 	return r < 0 ? r : seq;
 }
 
@@ -668,7 +680,15 @@ int sq_session_update(struct store *st, const char *id,
 	r = apply_update(c, id, NULL, upd, queue_seq, now, err);
 	if (r < 0)
 		return r;
-	return sq_commit(&tx, err);
+	r = sq_commit(&tx, err);
+	if (r == 0)
+		written(st);
+	return r;
+}
+
+uint64_t sq_session_writes(struct store *st)
+{
+	return atomic_load(&sq_of(st)->session_writes);
 }
 
 /* ---- events ------------------------------------------------------------- */

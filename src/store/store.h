@@ -286,6 +286,12 @@ struct store_ops {
 				  struct store_session **out, size_t *n_out,
 				  struct wr_error **err);
 	/* Counts per state (counts[SESSION_STATE_MAX]). */
+	/* How many session records (any session's) were created, moved or
+	 * updated through this store so far, counted once each write is
+	 * committed. A cache of session records read when the count was N
+	 * holds as long as the count is still N. Writes from outside this
+	 * process (an operator's sqlite3 shell) are not counted. */
+	uint64_t (*session_writes)(struct store *st);
 	int (*session_count)(struct store *st, int64_t *counts,
 			     struct wr_error **err);
 	/* One transaction: if the session is in `from` (any state when

@@ -976,6 +976,38 @@ static void test_session_update(void **state)
 	store_close(st);
 }
 
+/* The count a cache of session records checks: every committed write of
+ * a record, and nothing else. */
+static void test_session_writes(void **state)
+{
+	(void)state;
+	struct store *st = open_db("writes.db");
+	char repo[STORE_ID_MAX], a[STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	uint64_t n0 = st->ops->session_writes(st);
+	add_session(st, repo, a);
+	assert_int_equal(st->ops->session_writes(st), n0 + 1);
+	OK(st->ops->session_transition(st, a, SESSION_QUEUED,
+				       SESSION_PROVISIONING, NULL, NULL,
+				       &err_));
+	assert_int_equal(st->ops->session_writes(st), n0 + 2);
+	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+	upd.snapshot_id = "snap-1";
+	OK(st->ops->session_update(st, a, &upd, &err_));
+	assert_int_equal(st->ops->session_writes(st), n0 + 3);
+	/* events, reads and refused writes do not count */
+	OK(st->ops->event_append(st, a, "output", "{\"line\":\"x\"}", &err_));
+	struct store_session got;
+	OK(st->ops->session_get(st, a, &got, &err_));
+	store_session_clear(&got);
+	FAILS(ESTALE, st->ops->session_transition(st, a, SESSION_QUEUED,
+						  SESSION_RUNNING, NULL, NULL,
+						  &err_));
+	FAILS(ENOENT, st->ops->session_update(st, "s-none", &upd, &err_));
+	assert_int_equal(st->ops->session_writes(st), n0 + 3);
+	store_close(st);
+}
+
 static void test_events(void **state)
 {
 	(void)state;
@@ -1564,6 +1596,7 @@ int main(void)
 	    T(test_session_transition),
 	    T(test_transition_and_event_are_atomic),
 	    T(test_session_update),
+	    T(test_session_writes),
 	    T(test_events),
 	    T(test_concurrent_appends_are_gapless),
 	    T(test_two_handles_append_gapless),
