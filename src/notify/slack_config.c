@@ -12,6 +12,7 @@
 #include "util/alloc.h"
 #include "util/fs.h"
 #include "util/parse.h"
+#include "util/url.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -59,50 +60,6 @@ const struct slack_user *slack_user_find(const struct slack_config *cfg,
 
 /* ---- URLs ------------------------------------------------------------- */
 
-/* Where the host of an http(s) URL starts and how long it is (without
- * the port); false when url is not one. */
-static bool url_host(const char *url, const char **host, size_t *len,
-		     size_t *authority)
-{
-	size_t scheme;
-	if (!strncasecmp(url, "https://", 8))
-		scheme = 8;
-	else if (!strncasecmp(url, "http://", 7))
-		scheme = 7;
-	else
-		return false;
-	const char *h = url + scheme;
-	size_t auth = strcspn(h, "/");
-	size_t n = auth;
-	if (h[0] == '[') {
-		const char *close = memchr(h, ']', auth);
-		n = close ? (size_t)(close - h) + 1 : 0;
-	} else {
-		const char *colon = memchr(h, ':', auth);
-		if (colon)
-			n = (size_t)(colon - h);
-	}
-	*host = h;
-	*len = n;
-	*authority = auth;
-	return n > 0;
-}
-
-static bool loopback_host(const char *host, size_t len)
-{
-	if (len == 9 && !strncasecmp(host, "localhost", 9))
-		return true;
-	if (len == 5 && !memcmp(host, "[::1]", 5))
-		return true;
-	if (len >= 4 && !memcmp(host, "127.", 4)) {
-		for (size_t i = 4; i < len; i++)
-			if (host[i] != '.' && (host[i] < '0' || host[i] > '9'))
-				return false;
-		return true;
-	}
-	return false;
-}
-
 /* No control characters, spaces, quotes, user info, query or fragment,
  * nothing that would end a mrkdwn link (|, >): a URL fit to put in a
  * request line and a message. */
@@ -119,13 +76,12 @@ static bool url_chars_ok(const char *url)
 
 bool slack_url_ok(const char *url)
 {
-	const char *host;
-	size_t len, auth;
-	if (!url || !url_chars_ok(url) || !url_host(url, &host, &len, &auth))
+	struct wr_url_parts u;
+	if (!url || !url_chars_ok(url) || !wr_url_http_parts(url, &u))
 		return false;
 	/* plain http only to this machine: a bot token must not travel in
 	 * the clear */
-	return !strncasecmp(url, "https://", 8) || loopback_host(host, len);
+	return u.https || wr_url_host_loopback(u.host, u.host_len);
 }
 
 static bool ends_with(const char *host, size_t len, const char *suffix)
@@ -136,26 +92,20 @@ static bool ends_with(const char *host, size_t len, const char *suffix)
 
 bool slack_response_url_ok(const struct slack_config *cfg, const char *url)
 {
-	const char *host;
-	size_t len, auth;
+	struct wr_url_parts u, a;
 	/* a response_url has a path with a secret in it, but never a query
 	 * (url_chars_ok would refuse one anyway) */
-	if (!url || !url_chars_ok(url) || !url_host(url, &host, &len, &auth))
+	if (!url || !url_chars_ok(url) || !wr_url_http_parts(url, &u))
 		return false;
-	if (!strncasecmp(url, "https://", 8) &&
-	    (ends_with(host, len, ".slack.com") ||
-	     ends_with(host, len, ".slack-gov.com")))
+	if (u.https && (ends_with(u.host, u.host_len, ".slack.com") ||
+			ends_with(u.host, u.host_len, ".slack-gov.com")))
 		return true;
 	/* the same origin as the Web API's URL: a stand-in, a proxy */
 	const char *api = cfg && cfg->api_url ? cfg->api_url : "";
-	const char *ahost;
-	size_t alen, aauth;
-	if (!url_host(api, &ahost, &alen, &aauth))
+	if (!wr_url_http_parts(api, &a))
 		return false;
-	size_t origin = (size_t)(host - url) + auth;
-	size_t aorigin = (size_t)(ahost - api) + aauth;
-	return origin == aorigin && !strncasecmp(url, api, origin) &&
-	       slack_url_ok(url);
+	return u.origin_len == a.origin_len &&
+	       !strncasecmp(url, api, u.origin_len) && slack_url_ok(url);
 }
 
 /* ---- the configuration ----------------------------------------------------
@@ -230,9 +180,8 @@ static int url_value(const char *path, const char *key, const json_t *v,
 		     bool for_token, char **out, struct wr_error **err)
 {
 	const char *url = json_string_value(v);
-	const char *host;
-	size_t len, auth;
-	if (!url || !url_chars_ok(url) || !url_host(url, &host, &len, &auth))
+	struct wr_url_parts u;
+	if (!url || !url_chars_ok(url) || !wr_url_http_parts(url, &u))
 		return bad(err, path, key,
 			   "an http:// or https:// URL without spaces, "
 			   "quotes, user, query or fragment");

@@ -29,6 +29,7 @@
 
 #include "util/alloc.h"
 #include "util/cleanup.h"
+#include "util/url.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -180,31 +181,9 @@ static size_t utf8_chars(const char *s)
 	return n;
 }
 
-/* The host of an http(s) URL (without the port) is a loopback one. */
-static bool loopback_host(const char *host, size_t len)
-{
-	if (len == 9 && !strncasecmp(host, "localhost", 9))
-		return true;
-	if (len == 5 && !memcmp(host, "[::1]", 5))
-		return true;
-	if (len >= 4 && !memcmp(host, "127.", 4)) {
-		for (size_t i = 4; i < len; i++)
-			if (!(host[i] == '.' ||
-			      (host[i] >= '0' && host[i] <= '9')))
-				return false;
-		return true;
-	}
-	return false;
-}
-
 static int check_api_url(const char *url, struct wr_error **err)
 {
-	size_t scheme;
-	if (!strncasecmp(url, "https://", 8))
-		scheme = 8;
-	else if (!strncasecmp(url, "http://", 7))
-		scheme = 7;
-	else
+	if (strncasecmp(url, "https://", 8) && strncasecmp(url, "http://", 7))
 		return wr_error_input(err, 0,
 				      "forge: api_url %s is not an http:// or "
 				      "https:// URL",
@@ -217,21 +196,11 @@ static int check_api_url(const char *url, struct wr_error **err)
 				      "forge: api_url %s holds characters an "
 				      "API root has no use for",
 				      shown(url));
-	const char *host = url + scheme;
-	size_t authority = strcspn(host, "/");
-	size_t host_len = authority;
-	if (host[0] == '[') {
-		const char *close = memchr(host, ']', authority);
-		host_len = close ? (size_t)(close - host) + 1 : 0;
-	} else {
-		const char *colon = memchr(host, ':', authority);
-		if (colon)
-			host_len = (size_t)(colon - host);
-	}
-	if (host_len == 0)
+	struct wr_url_parts u;
+	if (!wr_url_http_parts(url, &u))
 		return wr_error_input(err, 0, "forge: api_url %s has no host",
 				      shown(url));
-	if (scheme == 7 && !loopback_host(host, host_len))
+	if (!u.https && !wr_url_host_loopback(u.host, u.host_len))
 		return wr_error_input(err, 0,
 				      "forge: api_url %s: the token would go "
 				      "in the clear (http:// is for a "

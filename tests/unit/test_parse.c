@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "util/parse.h"
+#include "util/url.h"
 
 #define SENTINEL 0x5a5a5a5a5a5a5a5aULL
 #define KIB (1ULL << 10)
@@ -417,9 +418,47 @@ static void test_name_every_byte(void **state)
 	}
 }
 
+/* util/url.c: the host of an http(s) URL, and whether it is loopback. */
+static void test_url_parts_and_loopback(void **state)
+{
+	(void)state;
+	struct wr_url_parts u;
+	assert_true(wr_url_http_parts("https://slack.com/api", &u));
+	assert_true(u.https);
+	assert_int_equal(u.host_len, 9);
+	assert_memory_equal(u.host, "slack.com", 9);
+	assert_int_equal(u.origin_len, strlen("https://slack.com"));
+	assert_true(wr_url_http_parts("HTTP://127.0.0.1:8080/x/y", &u));
+	assert_false(u.https);
+	assert_memory_equal(u.host, "127.0.0.1", 9);
+	assert_int_equal(u.host_len, 9);
+	assert_int_equal(u.origin_len, strlen("HTTP://127.0.0.1:8080"));
+	assert_true(wr_url_host_loopback(u.host, u.host_len));
+	assert_true(wr_url_http_parts("http://[::1]:7/", &u));
+	assert_int_equal(u.host_len, 5);
+	assert_true(wr_url_host_loopback(u.host, u.host_len));
+	assert_true(wr_url_http_parts("http://localhost", &u));
+	assert_true(wr_url_host_loopback(u.host, u.host_len));
+	assert_int_equal(u.origin_len, strlen("http://localhost"));
+	/* not loopback: a name that starts like one, another address */
+	assert_true(wr_url_http_parts("http://127.0.0.1.evil.com/", &u));
+	assert_false(wr_url_host_loopback(u.host, u.host_len));
+	assert_true(wr_url_http_parts("http://localhost.evil.com/", &u));
+	assert_false(wr_url_host_loopback(u.host, u.host_len));
+	assert_true(wr_url_http_parts("http://10.0.0.1/", &u));
+	assert_false(wr_url_host_loopback(u.host, u.host_len));
+	/* not http(s), or no host */
+	assert_false(wr_url_http_parts("ftp://example.com/", &u));
+	assert_false(wr_url_http_parts("https://", &u));
+	assert_false(wr_url_http_parts("https://:443/", &u));
+	assert_false(wr_url_http_parts("https://[::1/", &u));
+	assert_false(wr_url_http_parts("example.com", &u));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_url_parts_and_loopback),
 		cmocka_unit_test(test_size_accepts_plain_bytes),
 		cmocka_unit_test(test_size_accepts_units),
 		cmocka_unit_test(test_size_accepts_unit_spellings_any_case),
