@@ -1,0 +1,376 @@
+/* snapshots.c - the snapshots sessions start from: building or refreshing
+ * a repository's (one build per repository at a time, `warren snapshot
+ * refresh` as a child process, its log in DATA/logs/build-<repo id>.log),
+ * the staleness policy that decides whether a session waits for a fresh
+ * one, and what the control plane reads from a snapshot's spec (limits,
+ * refresh interval, verify commands, artifacts, egress hosts), cached per
+ * snapshot. */
+#include "sched/internal.h"
+
+#include "snapshot/build.h"
+#include "snapshot/git.h"
+#include "util/alloc.h"
+#include "util/cleanup.h"
+#include "util/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
+}
+
+static bool building(struct control *c, const char *repo_id)
+{
+	for (size_t i = 0; i < c->n_building; i++)
+		if (!strcmp(c->building[i], repo_id))
+			return true;
+	return false;
+}
+
+static pid_t *build_slot(struct control *c)
+{
+	for (size_t i = 0; i < sizeof(c->build_pids) / sizeof(pid_t); i++)
+		if (c->build_pids[i] == 0)
+			return &c->build_pids[i];
+	return NULL;
+}
+
+/* Runs `warren snapshot refresh` for repo and records the snapshot it
+ * reports (built or kept). */
+static int snapshot_refresh(struct control *c, const struct store_repo *repo,
+			    const struct control_staleness *policy,
+			    json_t **report, struct store_snapshot *out,
+			    struct wr_error **err)
+{
+	char max_age[32], max_behind[32];
+	_cleanup_free_ char *log_dir = wr_asprintf("%s/logs", c->data_dir);
+	_cleanup_free_ char *log_path =
+	    wr_asprintf("%s/logs/build-%s.log", c->data_dir, repo->id);
+	if (!log_dir || !log_path)
+		return wr_error_set(err, ENOMEM, "snapshot");
+	wr_mkdir_p(log_dir, 0700);
+	int log_fd =
+	    open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	char *argv[24];
+	int n = 0;
+	argv[n++] = c->warren_bin;
+	argv[n++] = "snapshot";
+	argv[n++] = "refresh";
+	argv[n++] = repo->url;
+	argv[n++] = "--data";
+	argv[n++] = c->data_dir;
+	argv[n++] = "--json";
+	if (c->build_egress_config) {
+		argv[n++] = "--egress-config";
+		argv[n++] = c->build_egress_config;
+	}
+	if (repo->default_ref) {
+		argv[n++] = "--ref";
+		argv[n++] = repo->default_ref;
+	}
+	/* with a policy, the refresh builds only when the newest snapshot
+	 * is beyond it */
+	if (policy && policy->max_age_ms > 0) {
+		snprintf(max_age, sizeof(max_age), "%llds",
+			 (long long)((policy->max_age_ms + 999) / 1000));
+		argv[n++] = "--max-age";
+		argv[n++] = max_age;
+	}
+	if (policy && policy->max_behind > 0) {
+		snprintf(max_behind, sizeof(max_behind), "%d",
+			 policy->max_behind);
+		argv[n++] = "--max-behind";
+		argv[n++] = max_behind;
+	}
+	argv[n] = NULL;
+	pthread_mutex_lock(&c->mu);
+	pid_t *slot = build_slot(c);
+	if (slot)
+		*slot = -1; /* reserved until the child's pid is known */
+	pthread_mutex_unlock(&c->mu);
+	_cleanup_free_ char *output = NULL, *errors = NULL;
+	double t0 = mono_ms();
+	int status =
+	    proc_run_tracked(argv, 1 << 20, log_fd, &output,
+			     log_fd < 0 ? &errors : NULL, slot, &c->mu, err);
+	double build_ms = mono_ms() - t0;
+	if (slot) {
+		pthread_mutex_lock(&c->mu);
+		*slot = 0;
+		pthread_mutex_unlock(&c->mu);
+	}
+	if (log_fd >= 0)
+		close(log_fd);
+	if (status < 0)
+		return status;
+	if (status != 0) {
+		metrics_add(c, &c->m.snapshot_build_failures, 1);
+		return wr_error_set(err, EIO,
+				    "snapshot of %s failed (exit %d); see %s",
+				    repo->name, status, log_path);
+	}
+	json_error_t jerr;
+	json_t *j = json_loads(output, 0, &jerr);
+	json_t *m = json_object_get(j, "snapshot");
+	const char *id = json_string_value(json_object_get(m, "id"));
+	const char *commit = json_string_value(json_object_get(m, "commit"));
+	if (!id || !commit || strlen(id) >= STORE_ID_MAX ||
+	    strlen(commit) > 40) {
+		json_decref(j);
+		return wr_error_set(err, EPROTO,
+				    "snapshot of %s: unexpected output",
+				    repo->name);
+	}
+	if (json_is_true(json_object_get(j, "built")))
+		metrics_add(c, &c->m.snapshot_builds, 1);
+	if (report)
+		*report = json_pack(
+		    "{s:O?, s:O?, s:O?, s:b}", "newest",
+		    json_object_get(j, "before"), "age_ms",
+		    json_object_get(j, "age_ms"), "commits_behind",
+		    json_object_get(j, "commits_behind"), "waited",
+		    json_is_true(json_object_get(j, "built")));
+	struct store_snapshot s = {0};
+	snprintf(s.id, sizeof(s.id), "%s", id);
+	snprintf(s.repo_id, sizeof(s.repo_id), "%s", repo->id);
+	snprintf(s.commit, sizeof(s.commit), "%s", commit);
+	s.created_ms = json_integer_value(json_object_get(m, "created_ms"));
+	if (!s.created_ms)
+		s.created_ms = store_now_ms();
+	json_t *t = json_object_get(m, "timings");
+	if (json_is_array(t))
+		json_array_append_new(t, json_pack("{s:s, s:f}", "phase",
+						   "refresh", "ms", build_ms));
+	s.timings_json = t ? json_dumps(t, JSON_COMPACT) : NULL;
+	json_decref(j);
+	int r = c->st->ops->snapshot_add(c->st, &s, err);
+	free(s.timings_json);
+	if (r == -EEXIST) {
+		wr_error_freep(err);
+		r = 0;
+	}
+	if (r < 0)
+		return r;
+	return c->st->ops->snapshot_latest(c->st, repo->id, out, err);
+}
+
+static int snapshot_ensure(struct control *c, const struct store_repo *repo,
+			   bool refresh, const struct control_staleness *policy,
+			   json_t **report, struct store_snapshot *out,
+			   struct wr_error **err)
+{
+	struct store *st = c->st;
+	if (!refresh && st->ops->snapshot_latest(st, repo->id, out, NULL) == 0)
+		return 0;
+	/* one build per repository at a time; who waited for one takes its
+	 * result */
+	pthread_mutex_lock(&c->mu);
+	bool waited = false;
+	while (building(c, repo->id) && !c->stopping) {
+		waited = true;
+		pthread_cond_wait(&c->build_cv, &c->mu);
+	}
+	if (c->stopping) {
+		pthread_mutex_unlock(&c->mu);
+		return wr_error_set(err, ECANCELED, "server stopping");
+	}
+	if (waited && !refresh) {
+		pthread_mutex_unlock(&c->mu);
+		if (st->ops->snapshot_latest(st, repo->id, out, NULL) == 0)
+			return 0;
+		pthread_mutex_lock(&c->mu);
+	}
+	char **b = wr_realloc(c->building, (c->n_building + 1) * sizeof(*b));
+	if (!b) {
+		pthread_mutex_unlock(&c->mu);
+		return wr_error_set(err, ENOMEM, "snapshot");
+	}
+	c->building = b;
+	c->building[c->n_building++] = (char *)repo->id;
+	pthread_mutex_unlock(&c->mu);
+
+	int r = snapshot_refresh(c, repo, policy, report, out, err);
+
+	pthread_mutex_lock(&c->mu);
+	for (size_t i = 0; i < c->n_building; i++)
+		if (c->building[i] == repo->id) {
+			c->building[i] = c->building[--c->n_building];
+			break;
+		}
+	pthread_cond_broadcast(&c->build_cv);
+	pthread_mutex_unlock(&c->mu);
+	return r;
+}
+
+int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
+			    bool refresh, struct store_snapshot *out,
+			    struct wr_error **err)
+{
+	return snapshot_ensure(c, repo, refresh, NULL, NULL, out, err);
+}
+
+/* The repository's policy, else the server's default, else NULL. */
+static const struct control_staleness *
+staleness_policy(const struct control *c, const struct store_repo *repo)
+{
+	const struct control_staleness *fallback = NULL;
+	for (size_t i = 0; i < c->cfg.n_staleness; i++) {
+		const struct control_staleness *p = &c->cfg.staleness[i];
+		if (!p->repo_name)
+			fallback = p;
+		else if (repo->name && strcmp(p->repo_name, repo->name) == 0)
+			return p;
+	}
+	return fallback;
+}
+
+int control_snapshot_for_session(struct control *c,
+				 const struct store_repo *repo,
+				 struct store_snapshot *out, json_t **decision,
+				 struct wr_error **err)
+{
+	*decision = NULL;
+	const struct control_staleness *policy = staleness_policy(c, repo);
+	if (!policy || (policy->max_age_ms <= 0 && policy->max_behind <= 0))
+		return control_snapshot_ensure(c, repo, false, out, err);
+	/* none at all: whoever builds the first one (this refresh, or the
+	 * one the repository's registration queued), the session waits */
+	struct store_snapshot newest = {0};
+	bool had_none =
+	    c->st->ops->snapshot_latest(c->st, repo->id, &newest, NULL) < 0;
+	store_snapshot_clear(&newest);
+	/* the refresh fetches the mirror, measures the newest snapshot
+	 * against the ref, and builds only when it is beyond the policy */
+	json_t *report = NULL;
+	int r = snapshot_ensure(c, repo, true, policy, &report, out, err);
+	if (r < 0) {
+		json_decref(report);
+		return r;
+	}
+	json_t *d = report ? report : json_object();
+	if (had_none) {
+		json_object_set_new(d, "newest", json_string("none"));
+		json_object_set_new(d, "waited", json_true());
+	}
+	json_object_set_new(d, "max_age_ms",
+			    json_integer(policy->max_age_ms));
+	json_object_set_new(d, "max_behind", json_integer(policy->max_behind));
+	*decision = d;
+	return 0;
+}
+
+/* The spec's verify commands as a JSON array of argv arrays. */
+static json_t *verify_json(const struct spec *spec)
+{
+	json_t *v = json_array();
+	for (size_t i = 0; i < spec->n_verify; i++) {
+		const struct spec_command *cmd = &spec->verify[i];
+		json_t *argv = json_array();
+		if (cmd->shell) {
+			json_array_append_new(argv, json_string("/bin/sh"));
+			json_array_append_new(argv, json_string("-c"));
+			json_array_append_new(argv, json_string(cmd->shell));
+		} else {
+			for (size_t k = 0; cmd->argv && cmd->argv[k]; k++)
+				json_array_append_new(
+				    argv, json_string(cmd->argv[k]));
+		}
+		json_array_append_new(v, argv);
+	}
+	return v;
+}
+
+void control_spec_info(struct control *c, const char *snapshot_id,
+		       struct control_limits *out, uint64_t *refresh_ms,
+		       json_t **verify, json_t **artifacts)
+{
+	memset(out, 0, sizeof(*out));
+	*refresh_ms = 0;
+	if (verify)
+		*verify = NULL;
+	if (artifacts)
+		*artifacts = NULL;
+	pthread_mutex_lock(&c->mu);
+	for (size_t i = 0; i < c->n_spec_cache; i++)
+		if (!strcmp(c->spec_cache[i].snapshot_id, snapshot_id)) {
+			*out = c->spec_cache[i].limits;
+			*refresh_ms = c->spec_cache[i].refresh_ms;
+			if (verify)
+				*verify = json_incref(c->spec_cache[i].verify);
+			if (artifacts)
+				*artifacts =
+				    json_incref(c->spec_cache[i].artifacts);
+			pthread_mutex_unlock(&c->mu);
+			return;
+		}
+	pthread_mutex_unlock(&c->mu);
+	_cleanup_free_ char *path =
+	    wr_asprintf("%s/snapshots/%s.json", c->data_dir, snapshot_id);
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	if (!path || wr_read_file(path, 1 << 20, &text, &len) < 0)
+		return;
+	json_t *m = json_loadb(text, len, 0, NULL);
+	const char *repo = json_string_value(json_object_get(m, "repo"));
+	const char *commit = json_string_value(json_object_get(m, "commit"));
+	_cleanup_free_ char *mirror =
+	    repo ? git_mirror_path(c->data_dir, repo, NULL) : NULL;
+	struct spec *spec = NULL;
+	struct wr_error *err = NULL;
+	json_t *verify_cmds = NULL, *artifact_paths = NULL;
+	json_t *egress_hosts = NULL;
+	if (mirror && commit &&
+	    snap_load_spec(mirror, commit, &spec, &err) == 0) {
+		out->millicpus = spec->limits.millicpus;
+		out->memory_bytes = spec->limits.memory_bytes;
+		out->pids = spec->limits.pids;
+		out->disk_bytes = spec->limits.disk_bytes;
+		out->lifetime_ms = spec->limits.lifetime_ms;
+		out->idle_ms = spec->limits.idle_ms;
+		*refresh_ms = spec->refresh_ms;
+		verify_cmds = verify_json(spec);
+		artifact_paths = json_array();
+		for (size_t i = 0; i < spec->n_artifacts; i++)
+			json_array_append_new(artifact_paths,
+					      json_string(spec->artifacts[i]));
+		egress_hosts = json_array();
+		for (size_t i = 0; i < spec->n_egress; i++)
+			json_array_append_new(egress_hosts,
+					      json_string(spec->egress[i]));
+		spec_free(spec);
+	} else if (err) {
+		fprintf(stderr, "warren serve: spec of snapshot %.12s: %s\n",
+			snapshot_id, err->msg ? err->msg : "failed");
+	}
+	wr_error_free(err);
+	json_decref(m);
+	pthread_mutex_lock(&c->mu);
+	size_t slot = c->n_spec_cache < 64 ? c->n_spec_cache++
+					   : c->next_spec_cache++ % 64;
+	snprintf(c->spec_cache[slot].snapshot_id,
+		 sizeof(c->spec_cache[slot].snapshot_id), "%s", snapshot_id);
+	c->spec_cache[slot].limits = *out;
+	c->spec_cache[slot].refresh_ms = *refresh_ms;
+	json_decref(c->spec_cache[slot].verify);
+	c->spec_cache[slot].verify = verify_cmds ? verify_cmds : json_array();
+	if (verify)
+		*verify = json_incref(c->spec_cache[slot].verify);
+	json_decref(c->spec_cache[slot].artifacts);
+	c->spec_cache[slot].artifacts =
+	    artifact_paths ? artifact_paths : json_array();
+	json_decref(c->spec_cache[slot].egress);
+	c->spec_cache[slot].egress = egress_hosts ? egress_hosts : json_array();
+	if (artifacts)
+		*artifacts = json_incref(c->spec_cache[slot].artifacts);
+	pthread_mutex_unlock(&c->mu);
+}
+
