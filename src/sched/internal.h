@@ -114,6 +114,7 @@ struct control {
 		json_t *verify;	   /* argv arrays of the verify commands */
 		json_t *artifacts; /* paths of the evidence files */
 		json_t *egress;	   /* the spec's allowed hosts */
+		bool origin_set;   /* its origin points at the broker */
 	} spec_cache[64];
 	size_t n_spec_cache, next_spec_cache;
 
@@ -161,6 +162,10 @@ int control_snapshot_for_session(struct control *c,
 /* What the repository's spec at a snapshot's commit asks for: its limits
  * (customizations.warren.limits) and refresh interval; read once per
  * snapshot (runner.c). */
+/* Was snapshot_id built with the workspace's origin pointing at the
+ * credential broker (its manifest says so)? Reads the cache
+ * control_spec_info fills; false when it is not there. */
+bool control_snapshot_origin_set(struct control *c, const char *snapshot_id);
 void control_spec_info(struct control *c, const char *snapshot_id,
 		       struct control_limits *limits, uint64_t *refresh_ms,
 		       json_t **verify, json_t **artifacts);

@@ -278,7 +278,9 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	/* the relay is part of the baseline: started before it is taken */
 	if (egress.on && control_egress_relay(run, err) < 0)
 		return -EIO;
-	if (broker.on && control_broker_configure(run, err) < 0)
+	/* a snapshot built before its origin was set at build time */
+	if (broker.on && !control_snapshot_origin_set(c, snapshot_id) &&
+	    control_broker_configure(run, err) < 0)
 		return -EIO;
 	struct proc_activity a = {0};
 	proc_tree_activity((pid_t)init_pid, &a);

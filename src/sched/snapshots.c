@@ -320,6 +320,9 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 	if (!path || wr_read_file(path, 1 << 20, &text, &len) < 0)
 		return;
 	json_t *m = json_loadb(text, len, 0, NULL);
+	const char *git_origin = json_string_value(
+	    json_object_get(json_object_get(m, "extra"), "git_origin"));
+	bool origin_set = git_origin && !strcmp(git_origin, "broker");
 	const char *repo = json_string_value(json_object_get(m, "repo"));
 	const char *commit = json_string_value(json_object_get(m, "commit"));
 	_cleanup_free_ char *mirror =
@@ -360,6 +363,7 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 		 sizeof(c->spec_cache[slot].snapshot_id), "%s", snapshot_id);
 	c->spec_cache[slot].limits = *out;
 	c->spec_cache[slot].refresh_ms = *refresh_ms;
+	c->spec_cache[slot].origin_set = origin_set;
 	json_decref(c->spec_cache[slot].verify);
 	c->spec_cache[slot].verify = verify_cmds ? verify_cmds : json_array();
 	if (verify)
@@ -374,3 +378,13 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 	pthread_mutex_unlock(&c->mu);
 }
 
+bool control_snapshot_origin_set(struct control *c, const char *snapshot_id)
+{
+	bool set = false;
+	pthread_mutex_lock(&c->mu);
+	for (size_t i = 0; i < c->n_spec_cache; i++)
+		if (!strcmp(c->spec_cache[i].snapshot_id, snapshot_id))
+			set = c->spec_cache[i].origin_set;
+	pthread_mutex_unlock(&c->mu);
+	return set;
+}

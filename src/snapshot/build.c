@@ -1,7 +1,8 @@
 /* build.c - building a snapshot (see build.h for the phases). */
 #include "snapshot/build.h"
 
-#include "security/egress.h" /* the sandbox side's constants only */
+#include "security/broker.h" /* the sandbox side's constants only */
+#include "security/egress.h" /* the same */
 #include "security/secrets.h"
 #include "snapshot/git.h"
 #include "snapshot/script.h"
@@ -138,6 +139,14 @@ static void script_repo_body(FILE *f, const void *arg)
 	sh_phase(f, "services");
 	sh_services_start(f, spec);
 	sh_services_stop(f, spec);
+	/* in a session, git reaches the remote through the credential
+	 * broker (security/broker.h): origin points there, set once here
+	 * rather than at every session start (the build's own hooks, above,
+	 * still had the mirror) */
+	fputs("cd /workspace && git config protocol.ext.allow always && "
+	      "git remote set-url origin '" BROKER_REMOTE_URL "' || { echo "
+	      "\"@@warren-failed origin 1\"; exit 1; }\n",
+	      f);
 	sh_phase(f, "end");
 }
 
@@ -963,6 +972,9 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 				    spec->n_services > 0;
 		json_object_set_new(m->extra, "session_work",
 				    json_boolean(session_work));
+		/* sessions need not point origin at the broker themselves */
+		json_object_set_new(m->extra, "git_origin",
+				    json_string("broker"));
 		json_t *env = json_object();
 		for (size_t i = 0; env && i < spec->n_container_env; i++)
 			json_object_set_new(

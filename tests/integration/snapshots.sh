@@ -42,6 +42,10 @@ expect_output "a sandbox starts from the snapshot" "^hello, world!$" sb --snapsh
 expect_output "the build output is in the snapshot" "ok   named" sb --snapshot "$id" -- make test
 expect_output "the workspace is the repository at the commit" "^$head1$" sb --snapshot "$id" -- git -c safe.directory='*' rev-parse HEAD
 expect_status "the project's verify command passes" 0 sb --snapshot "$id" -- make -s test
+# a session's git goes through the credential broker: origin is set once,
+# at build time, not at every session start
+expect_output "origin points at the credential broker" "^ext::/run/warren-git-connect %S /run/warren-broker/broker.sock$" sb --snapshot "$id" -- git -c safe.directory='*' -C /workspace remote get-url origin
+expect_output "the manifest says so" '"git_origin": "broker"' snap show --json "$id"
 
 # isolation: two long-lived sandboxes from the same snapshot
 "$WARREN" sandbox create --name "snap-a-$$" --snapshot "$id" >/dev/null
