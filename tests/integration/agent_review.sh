@@ -10,21 +10,9 @@
 . "$(dirname "$0")/control_lib.sh"
 
 REC="$ROOT_DIR/tests/fixtures/replay/fix-after-verify.json"
-g() { git -c user.email=t@warren -c user.name=test "$@"; }
 
 # --- a project whose remote is a bare repository ------------------------------
-REMOTE="$TEST_TMP/remote.git"
-git init -q --bare -b main "$REMOTE"
-W="$TEST_TMP/work"
-mkdir -p "$W"
-echo '{"customizations": {"warren": {"verify": ["sh", "test.sh"], "artifacts": ["report.txt"]}}}' >"$W/warren.json"
-echo hello >"$W/greeting.txt"
-printf '#!/bin/sh\necho "checked: $(cat greeting.txt)" >report.txt\ngrep -q hello greeting.txt || { echo "greeting lost its hello" >&2; exit 1; }\n' >"$W/test.sh"
-echo report.txt >"$W/.gitignore"
-g -C "$W" init -q -b main
-g -C "$W" add -A
-g -C "$W" commit -q -m initial
-g -C "$W" push -q "$REMOTE" main
+greeter_remote
 main_before="$(git -C "$REMOTE" rev-parse main)"
 
 D="$TEST_TMP/data"

@@ -120,3 +120,26 @@ submit_builtin() {
 
 # jraw JQ-EXPR: like jget, but false and null print as such
 jraw() { echo "$BODY" | jq -r "$1" 2>/dev/null; }
+
+# g GIT-ARGS...: git with a test identity
+g() { git -c user.email=t@warren -c user.name=test "$@"; }
+
+# greeter_remote: the replay fixtures' project (tests/fixtures/replay/
+# fix-after-verify.json edits it): greeting.txt, a verify command that
+# wants "hello" in it and keeps report.txt as evidence, in a working copy
+# $W whose commit is pushed to the bare repository $REMOTE (the remote
+# an approval pushes to). Sets REMOTE and W.
+greeter_remote() {
+	REMOTE="$TEST_TMP/remote.git"
+	W="$TEST_TMP/work"
+	git init -q --bare -b main "$REMOTE"
+	mkdir -p "$W"
+	echo '{"customizations": {"warren": {"verify": ["sh", "test.sh"], "artifacts": ["report.txt"]}}}' >"$W/warren.json"
+	echo hello >"$W/greeting.txt"
+	printf '#!/bin/sh\necho "checked: $(cat greeting.txt)" >report.txt\ngrep -q hello greeting.txt || { echo "greeting lost its hello" >&2; exit 1; }\n' >"$W/test.sh"
+	echo report.txt >"$W/.gitignore"
+	g -C "$W" init -q -b main
+	g -C "$W" add -A
+	g -C "$W" commit -q -m initial
+	g -C "$W" push -q "$REMOTE" main
+}

@@ -15,20 +15,9 @@
 SLACK_TOOL="$ROOT_DIR/tests/tools/slack_server.py"
 REC="$ROOT_DIR/tests/fixtures/replay/fix-after-verify.json"
 BASE="https://warren.example"
-g() { git -c user.email=t@warren -c user.name=test "$@"; }
 
 # --- a project whose remote is a bare repository (as agent_review.sh) --------
-REMOTE="$TEST_TMP/remote.git"
-git init -q --bare -b main "$REMOTE"
-W="$TEST_TMP/work"
-mkdir -p "$W"
-echo '{"customizations": {"warren": {"verify": ["sh", "test.sh"]}}}' >"$W/warren.json"
-echo hello >"$W/greeting.txt"
-printf '#!/bin/sh\ngrep -q hello greeting.txt || { echo "greeting lost its hello" >&2; exit 1; }\n' >"$W/test.sh"
-g -C "$W" init -q -b main
-g -C "$W" add -A
-g -C "$W" commit -q -m initial
-g -C "$W" push -q "$REMOTE" main
+greeter_remote
 
 # --- Slack's stand-in: the first chat.postMessage fails (503, to be retried),
 # the first chat.postEphemeral is refused (not_in_channel: given up) ---------

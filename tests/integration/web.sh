@@ -43,19 +43,7 @@ have="$(jq -r .version "$BROWSER_DIR/node_modules/playwright-core/package.json" 
 	{ fail "playwright-core $want is installed" "found '$have'"; exit 0; }
 
 # --- a project whose remote is a bare repository --------------------------------
-g() { git -c user.email=t@warren -c user.name=test "$@"; }
-REMOTE="$TEST_TMP/remote.git"
-git init -q --bare -b main "$REMOTE"
-W="$TEST_TMP/work"
-mkdir -p "$W"
-echo '{"customizations": {"warren": {"verify": ["sh", "test.sh"], "artifacts": ["report.txt"]}}}' >"$W/warren.json"
-echo hello >"$W/greeting.txt"
-printf '#!/bin/sh\necho "checked: $(cat greeting.txt)" >report.txt\ngrep -q hello greeting.txt || { echo "greeting lost its hello" >&2; exit 1; }\n' >"$W/test.sh"
-echo report.txt >"$W/.gitignore"
-g -C "$W" init -q -b main
-g -C "$W" add -A
-g -C "$W" commit -q -m initial
-g -C "$W" push -q "$REMOTE" main
+greeter_remote
 
 D="$TEST_TMP/data"
 cat >"$TEST_TMP/config.json" <<EOF
