@@ -63,35 +63,33 @@ the text when it is not JSON), so a test can check what the client sent.
 
 import argparse
 import json
-import socket
+import os
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import standin  # noqa: E402
 
 
 class State:
     def __init__(self, responses, log_path, key):
         self.responses = responses
         self.next = 0
-        self.log_path = log_path
+        self.log = standin.RequestLog(log_path)
         self.key = key
         self.lock = threading.Lock()
 
     def take(self):
+        """The recording's next response, None when it is used up (the
+        responses are one list in order: no routes, no "repeat")."""
         with self.lock:
             if self.next >= len(self.responses):
                 return None
             entry = self.responses[self.next]
             self.next += 1
             return entry
-
-    def log(self, record):
-        if not self.log_path:
-            return
-        with self.lock:
-            with open(self.log_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
 
 
 def pieces(text, count, least):
@@ -179,25 +177,11 @@ def chunks(entry, model, include_usage):
     return out
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as real APIs do
-    disable_nagle_algorithm = True
+class Handler(standin.Handler):
     server_version = "chat_server/1"
+    json_type = "application/json"  # no charset
 
-    def log_message(self, fmt, *args):  # quiet: tests read stdout
-        pass
-
-    def send_json(self, status, doc, headers=()):
-        body = json.dumps(doc).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in headers:
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def send_error_doc(self, status, message, kind, headers=()):
+    def send_error_doc(self, status, message, kind, headers=None):
         self.send_json(status, {"error": {"message": message, "type": kind,
                                           "param": None, "code": None}},
                        headers)
@@ -225,23 +209,17 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         state = self.server.state
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            body = raw.decode("utf-8", "replace")
-        state.log({"path": self.path,
-                   "authorization": self.headers.get("Authorization"),
-                   "content_type": self.headers.get("Content-Type"),
-                   "accept": self.headers.get("Accept"),
-                   "body": body})
+        body = self.read_body(empty="")
+        state.log.write({"path": self.path,
+                         "authorization": self.headers.get("Authorization"),
+                         "content_type": self.headers.get("Content-Type"),
+                         "accept": self.headers.get("Accept"),
+                         "body": body})
         if not self.path.endswith("/chat/completions"):
             self.send_error_doc(404, "no such route: " + self.path,
                                 "not_found")
             return
-        if state.key is not None and \
-                self.headers.get("Authorization") != "Bearer " + state.key:
+        if not self.authorized(state.key):
             self.send_error_doc(401, "Incorrect API key provided.",
                                 "invalid_request_error")
             return
@@ -264,8 +242,7 @@ class Handler(BaseHTTPRequestHandler):
         model = request.get("model", "")
         status = entry.get("status", 200)
         if entry.get("hang_up"):
-            self.close_connection = True
-            self.connection.shutdown(socket.SHUT_RDWR)
+            self.hang_up()
             return
         if "raw" in entry:
             data = entry["raw"].encode()
@@ -275,12 +252,12 @@ class Handler(BaseHTTPRequestHandler):
             self.send_chunked(status, kind, data, entry.get("chunk_bytes", 0))
             return
         if status != 200:
-            headers = []
+            headers = {}
             if "retry_after" in entry:
                 after = entry["retry_after"]
                 if float(after) == int(after):
                     after = int(after)
-                headers.append(("Retry-After", str(after)))
+                headers["Retry-After"] = str(after)
             error = entry.get("error") or {
                 "message": "recorded HTTP %d" % status,
                 "type": "server_error" if status >= 500 else "rate_limit"
@@ -299,17 +276,6 @@ class Handler(BaseHTTPRequestHandler):
                           entry.get("chunk_bytes", 0))
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def handle_error(self, request, client_address):
-        # a client that gave up (timeouts, size caps) is not news
-        if not isinstance(sys.exc_info()[1], (BrokenPipeError,
-                                              ConnectionResetError)):
-            super().handle_error(request, client_address)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[2])
     ap.add_argument("--port", type=int, default=0)
@@ -319,13 +285,8 @@ def main():
     args = ap.parse_args()
     with open(args.recording, encoding="utf-8") as f:
         responses = json.load(f)["responses"]
-    server = Server(("127.0.0.1", args.port), Handler)
-    server.state = State(responses, args.log, args.require_key)
-    print(server.server_address[1], flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    standin.serve(args.port, Handler,
+                  State(responses, args.log, args.require_key))
 
 
 if __name__ == "__main__":

@@ -67,12 +67,13 @@ client sent.
 
 import argparse
 import json
-import socket
+import os
 import sys
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import standin  # noqa: E402
 
 DOCS = "https://docs.github.com/rest"
 
@@ -80,54 +81,12 @@ DOCS = "https://docs.github.com/rest"
 class State:
     def __init__(self, routes, log_path, token):
         self.routes = routes
-        self.next = {route: 0 for route in routes}
-        self.log_path = log_path
+        self.log = standin.RequestLog(log_path)
         self.token = token
-        self.lock = threading.Lock()
-
-    def take(self, route):
-        """The route's next entry; None when the route is unknown, False
-        when its entries are used up."""
-        with self.lock:
-            entries = self.routes.get(route)
-            if entries is None:
-                return None
-            i = self.next[route]
-            if i >= len(entries):
-                if entries and entries[-1].get("repeat"):
-                    return entries[-1]
-                return False
-            self.next[route] = i + 1
-            return entries[i]
-
-    def log(self, record):
-        if not self.log_path:
-            return
-        with self.lock:
-            with open(self.log_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as GitHub does
-    disable_nagle_algorithm = True
+class Handler(standin.Handler):
     server_version = "forge_server/1"
-
-    def log_message(self, fmt, *args):  # quiet: tests read stdout
-        pass
-
-    def send_body(self, status, data, content_type, headers=None):
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, str(value))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def send_json(self, status, doc, headers=None):
-        self.send_body(status, json.dumps(doc).encode(),
-                       "application/json; charset=utf-8", headers)
 
     def send_message(self, status, message):
         self.send_json(status, {"message": message,
@@ -135,80 +94,42 @@ class Handler(BaseHTTPRequestHandler):
 
     def handle_any(self):
         state = self.server.state
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if not raw:
-            body = None
-        else:
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                body = raw.decode("utf-8", "replace")
+        body = self.read_body()
         split = urlsplit(self.path)
         query = {name: values[0] if len(values) == 1 else values
                  for name, values in parse_qs(split.query,
                                               keep_blank_values=True).items()}
-        state.log({"method": self.command,
-                   "path": split.path,
-                   "query": query,
-                   "target": self.path,
-                   "headers": dict(self.headers.items()),
-                   "authorization": self.headers.get("Authorization"),
-                   "body": body})
-        if state.token is not None and \
-                self.headers.get("Authorization") != "Bearer " + state.token:
+        state.log.write({"method": self.command,
+                         "path": split.path,
+                         "query": query,
+                         "target": self.path,
+                         "headers": dict(self.headers.items()),
+                         "authorization": self.headers.get("Authorization"),
+                         "body": body})
+        if not self.authorized(state.token):
             self.send_message(401, "Bad credentials")
             return
         route = "%s %s" % (self.command, split.path)
-        entry = state.take(route)
-        if entry is None:
+        if not state.routes.knows(route):
             self.send_message(404, "Not Found")
             return
-        if entry is False:
+        entry = state.routes.take(route)
+        if entry is None:
             self.send_message(400, "forge_server: the recording has no "
                               "response left for " + route)
             return
-        if entry.get("delay"):
-            time.sleep(float(entry["delay"]))
-        self.answer(entry)
-
-    def answer(self, entry):
         status = entry.get("status", 200)
-        headers = entry.get("headers") or {}
-        if entry.get("hang_up"):
-            self.close_connection = True
-            self.connection.shutdown(socket.SHUT_RDWR)
-            return
-        if "raw" in entry:
-            self.send_body(status, entry["raw"].encode(),
-                           entry.get("content_type", "application/json"),
-                           headers)
-            return
-        if "body" in entry:
-            self.send_json(status, entry["body"], headers)
-            return
-        if status >= 400:
-            self.send_json(status, {"message": "recorded HTTP %d" % status,
-                                    "documentation_url": DOCS}, headers)
-            return
-        self.send_body(status, b"", "application/json", headers)
+        if status >= 400 and "body" not in entry:
+            # an error status without a body gets GitHub's kind of one
+            entry = dict(entry, body={"message": "recorded HTTP %d" % status,
+                                      "documentation_url": DOCS})
+        self.send_entry(entry, "application/json")
 
     do_GET = handle_any
     do_POST = handle_any
     do_PATCH = handle_any
     do_PUT = handle_any
     do_DELETE = handle_any
-
-
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def handle_error(self, request, client_address):
-        # a client that gave up (timeouts, size caps) is not news
-        if not isinstance(sys.exc_info()[1], (BrokenPipeError,
-                                              ConnectionResetError)):
-            super().handle_error(request, client_address)
 
 
 def main():
@@ -220,16 +141,9 @@ def main():
     args = ap.parse_args()
     with open(args.recording, encoding="utf-8") as f:
         routes = json.load(f)["routes"]
-    if not isinstance(routes, dict) or \
-            not all(isinstance(v, list) for v in routes.values()):
-        sys.exit("forge_server: routes must map 'METHOD /path' to lists")
-    server = Server(("127.0.0.1", args.port), Handler)
-    server.state = State(routes, args.log, args.require_token)
-    print(server.server_address[1], flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    routes = standin.Routes.load(routes, "forge_server")
+    standin.serve(args.port, Handler,
+                  State(routes, args.log, args.require_token))
 
 
 if __name__ == "__main__":

@@ -60,12 +60,15 @@ import hashlib
 import hmac
 import itertools
 import json
-import socket
+import os
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import standin  # noqa: E402
 
 
 def sign(secret, timestamp, body):
@@ -76,74 +79,31 @@ def sign(secret, timestamp, body):
 class State:
     def __init__(self, routes, log_path, token):
         self.routes = routes
-        self.next = {route: 0 for route in routes}
-        self.log_path = log_path
+        self.log = standin.RequestLog(log_path)
         self.token = token
         self.lock = threading.Lock()
         self.counter = itertools.count(1)
-
-    def take(self, route):
-        """The route's next scripted entry, or None for the default."""
-        with self.lock:
-            entries = self.routes.get(route)
-            if not entries:
-                return None
-            i = self.next[route]
-            if i >= len(entries):
-                return entries[-1] if entries[-1].get("repeat") else None
-            self.next[route] = i + 1
-            return entries[i]
 
     def ts(self):
         with self.lock:
             return "%d.%06d" % (int(time.time()), next(self.counter))
 
-    def log(self, record):
-        if not self.log_path:
-            return
-        with self.lock:
-            with open(self.log_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
 
-
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
+class Handler(standin.Handler):
     server_version = "slack_server/1"
-
-    def log_message(self, fmt, *args):  # quiet: tests read stdout
-        pass
-
-    def send_body(self, status, data, content_type, headers=None):
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, str(value))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def send_json(self, status, doc, headers=None):
-        self.send_body(status, json.dumps(doc).encode(),
-                       "application/json; charset=utf-8", headers)
 
     def do_POST(self):
         state = self.server.state
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = raw.decode("utf-8", "replace")
+        body = self.read_body()
         path = urlsplit(self.path).path
-        state.log({"method": "POST", "path": path,
-                   "headers": dict(self.headers.items()),
-                   "authorization": self.headers.get("Authorization"),
-                   "content_type": self.headers.get("Content-Type"),
-                   "body": body})
-        entry = state.take("POST " + path)
+        state.log.write({"method": "POST", "path": path,
+                         "headers": dict(self.headers.items()),
+                         "authorization": self.headers.get("Authorization"),
+                         "content_type": self.headers.get("Content-Type"),
+                         "body": body})
+        entry = state.routes.take("POST " + path)
         if entry is not None:
-            self.answer(entry)
+            self.send_entry(entry, "text/plain")
         elif path.startswith("/api/"):
             self.web_api(path[len("/api/"):], body)
         else:
@@ -152,8 +112,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def web_api(self, method, body):
         state = self.server.state
-        if state.token is not None and \
-                self.headers.get("Authorization") != "Bearer " + state.token:
+        if not self.authorized(state.token):
             self.send_json(200, {"ok": False, "error": "invalid_auth"})
             return
         if not isinstance(body, dict):
@@ -180,34 +139,6 @@ class Handler(BaseHTTPRequestHandler):
         self.send_json(200, {"ok": True, "channel": body["channel"],
                              "ts": message["ts"], "message": message})
 
-    def answer(self, entry):
-        if entry.get("delay"):
-            time.sleep(float(entry["delay"]))
-        status = entry.get("status", 200)
-        headers = entry.get("headers") or {}
-        if entry.get("hang_up"):
-            self.close_connection = True
-            self.connection.shutdown(socket.SHUT_RDWR)
-            return
-        if "raw" in entry:
-            self.send_body(status, entry["raw"].encode(),
-                           entry.get("content_type", "text/plain"), headers)
-        elif "body" in entry:
-            self.send_json(status, entry["body"], headers)
-        else:
-            self.send_body(status, b"", "text/plain", headers)
-
-
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def handle_error(self, request, client_address):
-        # a client that gave up (timeouts, size caps) is not news
-        if not isinstance(sys.exc_info()[1], (BrokenPipeError,
-                                              ConnectionResetError)):
-            super().handle_error(request, client_address)
-
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "sign":
@@ -225,16 +156,9 @@ def main():
     if args.recording:
         with open(args.recording, encoding="utf-8") as f:
             routes = json.load(f).get("routes", {})
-        if not isinstance(routes, dict) or \
-                not all(isinstance(v, list) for v in routes.values()):
-            sys.exit("slack_server: routes must map 'METHOD /path' to lists")
-    server = Server(("127.0.0.1", args.port), Handler)
-    server.state = State(routes, args.log, args.require_token)
-    print(server.server_address[1], flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+    routes = standin.Routes.load(routes, "slack_server")
+    standin.serve(args.port, Handler,
+                  State(routes, args.log, args.require_token))
 
 
 if __name__ == "__main__":
