@@ -54,9 +54,68 @@ static int no_store(struct api_ctx *c)
 			       "secrets");
 }
 
+/* The secret's repositories as JSON: null for any, else the names. NULL
+ * only on allocation failure (or a list that cannot be read: logged). */
+static json_t *repos_json(struct api_ctx *c, const char *name)
+{
+	char **repos = NULL;
+	size_t n = 0;
+	struct wr_error *err = NULL;
+	if (secrets_repos_get(c->a->data_dir, name, &repos, &n, &err) < 0) {
+		api_log("secret %s: its repositories: %s", name,
+			err && err->msg ? err->msg : "failed");
+		wr_error_free(err);
+		return NULL;
+	}
+	if (n == 0)
+		return json_null();
+	json_t *list = json_array();
+	for (size_t i = 0; list && i < n; i++)
+		if (json_array_append_new(list, json_string(repos[i])) < 0) {
+			json_decref(list);
+			list = NULL;
+		}
+	secrets_repos_free(repos, n);
+	return list;
+}
+
+/* The body's "repositories": absent (*set false: unchanged), null (any
+ * repository: *n 0), or a non-empty array of repository names. -1 after
+ * a 400. */
+static int body_repos(struct api_ctx *c, bool *set, char **names,
+		      size_t *n)
+{
+	json_t *v = json_object_get(c->body, "repositories");
+	*set = v != NULL;
+	*n = 0;
+	if (!v || json_is_null(v))
+		return 0;
+	size_t k = json_array_size(v);
+	if (!json_is_array(v) || k == 0 || k > SECRETS_REPOS_MAX)
+		return api_reject(c->out, 400,
+				  "key 'repositories': expected null (any "
+				  "repository) or an array of 1 to %d "
+				  "repository names",
+				  SECRETS_REPOS_MAX);
+	for (size_t i = 0; i < k; i++) {
+		const char *name = json_string_value(json_array_get(v, i));
+		if (!name || !secrets_repo_name_valid(name)) {
+			char quoted[80];
+			return api_reject(
+			    c->out, 400,
+			    "key 'repositories[%zu]': '%s' is not a "
+			    "repository name",
+			    i, api_quote(name ? name : "", quoted));
+		}
+		names[i] = (char *)name;
+	}
+	*n = k;
+	return 0;
+}
+
 int api_secret_put(struct api_ctx *c)
 {
-	static const char *const keys[] = {"value", NULL};
+	static const char *const keys[] = {"value", "repositories", NULL};
 	if (!c->a->data_dir) {
 		wipe_value(c);
 		return no_store(c);
@@ -78,20 +137,50 @@ int api_secret_put(struct api_ctx *c)
 		wipe_value(c);
 		return 0;
 	}
+	char *names[SECRETS_REPOS_MAX];
+	size_t n_names = 0;
+	bool repos_set = false;
+	if (body_repos(c, &repos_set, names, &n_names) < 0) {
+		wipe_value(c);
+		return 0;
+	}
 	size_t len = json_string_length(json_object_get(c->body, "value"));
 	struct secret_info info;
 	struct wr_error *err = NULL;
-	int r = secrets_set(c->a->data_dir, c->name, value, len, &info, &err);
+	/* the list first when the secret exists, so that no build gets the
+	 * new value under the old list; a new secret needs its value first
+	 * (until its list is written it is open to any repository, but no
+	 * build could have it a moment before either) */
+	int r = 0;
+	bool listed = false;
+	if (repos_set) {
+		r = secrets_repos_set(c->a->data_dir, c->name, names, n_names,
+				      &err);
+		listed = r == 0;
+		if (r == -ENOENT) {
+			wr_error_freep(&err);
+			r = 0;
+		}
+	}
+	if (r == 0)
+		r = secrets_set(c->a->data_dir, c->name, value, len, &info,
+				&err);
 	wipe_value(c);
+	if (r == 0 && repos_set && !listed)
+		r = secrets_repos_set(c->a->data_dir, c->name, names, n_names,
+				      &err);
 	if (r < 0) {
 		failure(c, r, err, "set the secret");
 		return 0;
 	}
+	json_t *repos = repos_json(c, info.name);
 	return api_reply_render(
 	    c, 200,
-	    json_pack("{s:s,s:I,s:I}", "name", info.name, "created_ms",
-		      (json_int_t)info.created_ms, "updated_ms",
-		      (json_int_t)info.updated_ms),
+	    repos ? json_pack("{s:s,s:I,s:I,s:o}", "name", info.name,
+			      "created_ms", (json_int_t)info.created_ms,
+			      "updated_ms", (json_int_t)info.updated_ms,
+			      "repositories", repos)
+		  : NULL,
 	    "render the secret");
 }
 
@@ -109,11 +198,16 @@ int api_secrets_list(struct api_ctx *c)
 	}
 	json_t *list = json_array();
 	int bad = !list;
-	for (size_t i = 0; i < n && !bad; i++)
-		bad = json_array_append_new(
-		    list, json_pack("{s:s,s:I,s:I}", "name", v[i].name,
+	for (size_t i = 0; i < n && !bad; i++) {
+		json_t *repos = repos_json(c, v[i].name);
+		bad = !repos ||
+		      json_array_append_new(
+			  list,
+			  json_pack("{s:s,s:I,s:I,s:o}", "name", v[i].name,
 				    "created_ms", (json_int_t)v[i].created_ms,
-				    "updated_ms", (json_int_t)v[i].updated_ms));
+				    "updated_ms", (json_int_t)v[i].updated_ms,
+				    "repositories", repos));
+	}
 	free(v);
 	json_t *obj = bad ? NULL : json_pack("{s:o}", "secrets", list);
 	if (bad)

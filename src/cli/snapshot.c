@@ -35,7 +35,9 @@ static const char snapshot_usage[] =
     "./.warren)\n"
     "         --quiet      no progress output (build)\n"
     "         --egress-config FILE  deny rules for the build's egress proxy\n"
-    "                      (the server configuration's \"egress\" object)\n";
+    "                      (the server configuration's \"egress\" object)\n"
+    "         --repo-name NAME  the repository's registered name, for the\n"
+    "                      secrets granted to some repositories only\n";
 
 struct snap_cli {
 	const char *max_age;
@@ -43,6 +45,7 @@ struct snap_cli {
 	const char *data;
 	const char *ref;
 	const char *egress_config;
+	const char *repo_name;
 	bool json;
 	bool quiet;
 	bool rebuild_deps;
@@ -61,6 +64,7 @@ static int parse(int argc, char **argv, const char *verb, struct snap_cli *c)
 	    {"max-age", required_argument, NULL, 'A'},
 	    {"max-behind", required_argument, NULL, 'B'},
 	    {"egress-config", required_argument, NULL, 'E'},
+	    {"repo-name", required_argument, NULL, 'N'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -78,6 +82,7 @@ static int parse(int argc, char **argv, const char *verb, struct snap_cli *c)
 		case 'A': c->max_age = optarg; break;
 		case 'B': c->max_behind = optarg; break;
 		case 'E': c->egress_config = optarg; break;
+		case 'N': c->repo_name = optarg; break;
 		case 'h': fputs(snapshot_usage, stdout); exit(0);
 		case ':':
 			fprintf(
@@ -177,6 +182,7 @@ static int build_opts(const struct snap_cli *c, struct snap_build_opts *o,
 	    .progress_fd = c->quiet ? -1 : STDERR_FILENO,
 	    .rebuild_deps = c->rebuild_deps,
 	    .egress_config = c->egress_config,
+	    .repo_name = c->repo_name,
 	};
 	return 0;
 }

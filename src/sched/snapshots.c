@@ -73,6 +73,11 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 		argv[n++] = "--egress-config";
 		argv[n++] = c->build_egress_config;
 	}
+	/* for the secrets granted to some repositories only */
+	if (repo->name) {
+		argv[n++] = "--repo-name";
+		argv[n++] = repo->name;
+	}
 	if (repo->default_ref) {
 		argv[n++] = "--ref";
 		argv[n++] = repo->default_ref;

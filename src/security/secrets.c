@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <jansson.h>
 #include <limits.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -39,6 +40,7 @@
 #define PREFIX_BYTES (HEADER_BYTES + NONCE_BYTES)
 #define FILE_MAX (PREFIX_BYTES + SECRETS_VALUE_MAX + TAG_BYTES)
 #define SUFFIX ".enc"
+#define REPOS_SUFFIX ".repos" /* which repositories may have it */
 #define SCAN_CHUNK (1u << 20)
 
 _Static_assert(SECRETS_KEY_BYTES == crypto_aead_xchacha20poly1305_ietf_KEYBYTES,
@@ -606,8 +608,191 @@ int secrets_delete(const char *data_dir, const char *name,
 					    name);
 		return wr_error_set(err, errno, "remove %s", path);
 	}
+	/* and its list of repositories: a secret set again later under the
+	 * same name starts open to any, as a new one */
+	_cleanup_free_ char *repos = wr_asprintf("%s/%s" REPOS_SUFFIX, dir, name);
+	if (repos)
+		unlink(repos);
 	sync_dir(dir);
 	return 0;
+}
+
+/* ---- which repositories a secret goes to -------------------------------- */
+
+#define REPOS_FILE_MAX (64 * 1024)
+
+bool secrets_repo_name_valid(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+	if (n == 0 || n > SECRETS_REPO_NAME_MAX || name[0] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		      c == '-'))
+			return false;
+	}
+	return true;
+}
+
+void secrets_repos_free(char **repos, size_t n)
+{
+	if (!repos)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(repos[i]);
+	free(repos);
+}
+
+/* DATA/secrets/NAME<suffix>, or NULL with *err (-ENOENT: no store). */
+static char *secret_file(const char *data_dir, const char *name,
+			 const char *suffix, struct wr_error **err)
+{
+	_cleanup_free_ char *dir = NULL;
+	if (secrets_dir(data_dir, false, &dir, err) < 0)
+		return NULL;
+	char *path = wr_asprintf("%s/%s%s", dir, name, suffix);
+	if (!path)
+		wr_error_set(err, ENOMEM, "secrets");
+	return path;
+}
+
+int secrets_repos_get(const char *data_dir, const char *name, char ***repos,
+		      size_t *n, struct wr_error **err)
+{
+	*repos = NULL;
+	*n = 0;
+	if (!secrets_name_valid(name))
+		return name_error(name, err);
+	struct wr_error *path_err = NULL;
+	_cleanup_free_ char *path =
+	    secret_file(data_dir, name, REPOS_SUFFIX, &path_err);
+	if (!path) {
+		int r = path_err ? -path_err->errnum : -ENOMEM;
+		if (r == -ENOENT) {
+			wr_error_free(path_err);
+			return 0; /* no store: no list */
+		}
+		if (err && !*err)
+			*err = path_err;
+		else
+			wr_error_free(path_err);
+		return r;
+	}
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	int r = wr_read_file(path, REPOS_FILE_MAX, &text, &len);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return wr_error_set(err, -r, "read %s", path);
+	json_t *list = json_loadb(text, len, 0, NULL);
+	size_t k = json_array_size(list);
+	bool ok = json_is_array(list) && k > 0 && k <= SECRETS_REPOS_MAX;
+	char **v = ok ? wr_calloc(k, sizeof(char *)) : NULL;
+	for (size_t i = 0; ok && i < k; i++) {
+		const char *repo = json_string_value(json_array_get(list, i));
+		ok = v && repo && secrets_repo_name_valid(repo) &&
+		     (v[i] = wr_strdup(repo)) != NULL;
+	}
+	json_decref(list);
+	if (!ok) {
+		secrets_repos_free(v, k);
+		return wr_error_set(err, EBADMSG,
+				    "secret %s: %s is not a list of repository "
+				    "names",
+				    name, path);
+	}
+	*repos = v;
+	*n = k;
+	return 0;
+}
+
+int secrets_repos_set(const char *data_dir, const char *name,
+		      char *const *repos, size_t n, struct wr_error **err)
+{
+	if (!secrets_name_valid(name))
+		return name_error(name, err);
+	if (n > SECRETS_REPOS_MAX)
+		return wr_error_input(err, 0,
+				      "secret %s: more than %d repositories",
+				      name, SECRETS_REPOS_MAX);
+	for (size_t i = 0; i < n; i++)
+		if (!secrets_repo_name_valid(repos[i]))
+			return wr_error_input(
+			    err, 0,
+			    "'%.80s' is not a repository name (1 to %d of "
+			    "A-Z, a-z, 0-9, '.', '_' and '-', not starting "
+			    "with '.')",
+			    repos[i], SECRETS_REPO_NAME_MAX);
+	struct wr_error *path_err = NULL;
+	_cleanup_free_ char *enc = secret_file(data_dir, name, SUFFIX, &path_err);
+	_cleanup_free_ char *path =
+	    enc ? secret_file(data_dir, name, REPOS_SUFFIX, &path_err) : NULL;
+	if (!path) {
+		int r = path_err ? -path_err->errnum : -ENOMEM;
+		wr_error_free(path_err);
+		return r == -ENOENT ? wr_error_set(err, ENOENT,
+						   "no secret named %s", name)
+				    : wr_error_set(err, -r, "secrets");
+	}
+	if (access(enc, F_OK) < 0)
+		return wr_error_set(err, ENOENT, "no secret named %s", name);
+	if (n == 0) {
+		if (unlink(path) < 0 && errno != ENOENT)
+			return wr_error_set(err, errno, "remove %s", path);
+		return 0;
+	}
+	json_t *list = json_array();
+	for (size_t i = 0; list && i < n; i++)
+		if (json_array_append_new(list, json_string(repos[i])) < 0) {
+			json_decref(list);
+			list = NULL;
+		}
+	_cleanup_free_ char *text = list ? json_dumps(list, JSON_COMPACT) : NULL;
+	json_decref(list);
+	if (!text)
+		return wr_error_set(err, ENOMEM, "secrets");
+	int r = wr_write_file_atomic(path, text, strlen(text), 0600, true);
+	if (r < 0)
+		return wr_error_set(err, -r, "write %s", path);
+	return 0;
+}
+
+/* 0 if a build of repo_name may have secret name; an input error saying
+ * which repositories may, if not. */
+static int check_granted(const char *data_dir, const char *name,
+			 const char *repo_name, struct wr_error **err)
+{
+	char **repos = NULL;
+	size_t n = 0;
+	int r = secrets_repos_get(data_dir, name, &repos, &n, err);
+	if (r < 0 || n == 0)
+		return r;
+	bool granted = false;
+	char list[512] = "";
+	for (size_t i = 0; i < n; i++) {
+		if (repo_name && !strcmp(repos[i], repo_name))
+			granted = true;
+		size_t used = strlen(list);
+		snprintf(list + used, sizeof(list) - used, "%s%s",
+			 i ? ", " : "", repos[i]);
+	}
+	secrets_repos_free(repos, n);
+	if (granted)
+		return 0;
+	if (!repo_name)
+		return wr_error_input(err, 0,
+				      "secret %s is for the builds of %s only, "
+				      "and this build names no repository "
+				      "(--repo-name NAME)",
+				      name, list);
+	return wr_error_input(err, 0,
+			      "secret %s is for the builds of %s only, not "
+			      "of %.128s (an admin grants it with `warren "
+			      "secret set %s --repo %.128s`)",
+			      name, list, repo_name, name, repo_name);
 }
 
 /* ---- a spec's secrets ---------------------------------------------------- */
@@ -626,7 +811,8 @@ void secret_set_clear(struct secret_set *s)
 }
 
 int secrets_load(const char *data_dir, char *const *names, size_t n_names,
-		 struct secret_set *out, struct wr_error **err)
+		 const char *repo_name, struct secret_set *out,
+		 struct wr_error **err)
 {
 	struct secret_set set = {0};
 	char missing[1024] = "";
@@ -669,6 +855,11 @@ int secrets_load(const char *data_dir, char *const *names, size_t n_names,
 				wr_error_free(get_err);
 			else
 				wr_error_set(err, -r, "secret %s", names[i]);
+			break;
+		}
+		r = check_granted(data_dir, names[i], repo_name, err);
+		if (r < 0) {
+			secrets_value_free(value, len);
 			break;
 		}
 		struct secret_value *sv = &set.v[set.n];

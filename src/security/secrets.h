@@ -83,10 +83,31 @@ struct secret_set {
 	size_t n;
 };
 
-/* Loads the named secrets (duplicates once). A name with no secret fails
- * the whole load with one input error naming every missing one. On
+/* Which repositories' snapshot builds a secret goes to: DATA/secrets/
+ * NAME.repos, a JSON array of repository names (as registered with warren
+ * serve), or no file: any repository. Names are 1 to
+ * SECRETS_REPO_NAME_MAX of [A-Za-z0-9._-], not starting with '.'. */
+#define SECRETS_REPOS_MAX 256
+#define SECRETS_REPO_NAME_MAX 128
+bool secrets_repo_name_valid(const char *name);
+/* *repos (n entries, free with secrets_repos_free) is NULL with n 0 when
+ * any repository may have it. -EBADMSG if the file is not such a list. */
+int secrets_repos_get(const char *data_dir, const char *name, char ***repos,
+		      size_t *n, struct wr_error **err);
+/* Sets the list (n 0: any repository again). -ENOENT if there is no
+ * secret called name; -EINVAL for a bad repository name or more than
+ * SECRETS_REPOS_MAX. */
+int secrets_repos_set(const char *data_dir, const char *name,
+		      char *const *repos, size_t n, struct wr_error **err);
+void secrets_repos_free(char **repos, size_t n);
+
+/* Loads the named secrets (duplicates once) for a build of repository
+ * repo_name (NULL: a build that names none). A name with no secret fails
+ * the whole load with one input error naming every missing one; a secret
+ * whose list of repositories does not hold repo_name fails it too. On
  * failure *out is left empty. */
 int secrets_load(const char *data_dir, char *const *names, size_t n_names,
+		 const char *repo_name,
 		 struct secret_set *out, struct wr_error **err);
 /* Wipes every value and frees the set (it is then empty). */
 void secret_set_clear(struct secret_set *s);

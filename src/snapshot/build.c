@@ -767,8 +767,8 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	}
 	/* the spec's secrets, from the store in the data directory: every
 	 * one must exist before any step runs */
-	r = secrets_load(o->data_dir, spec->secrets, spec->n_secrets, &secrets,
-			 err);
+	r = secrets_load(o->data_dir, spec->secrets, spec->n_secrets,
+			 o->repo_name, &secrets, err);
 	if (r < 0) {
 		wr_error_wrap(err, "spec at %.12s (%s)", commit,
 			      spec->source ? spec->source : "defaults");

@@ -37,6 +37,10 @@ struct snap_build_opts {
 	 * buildEgress): then warren-egress, next to warren, runs beside the
 	 * build's sandboxes for the length of the build. */
 	const char *egress_config;
+	/* The repository's name as registered with warren serve, for the
+	 * secrets given to some repositories only (security/secrets.h);
+	 * NULL: the build gets only secrets open to any repository. */
+	const char *repo_name;
 };
 
 /* Builds and publishes a snapshot; *out is its manifest. */

@@ -196,6 +196,58 @@ grep -q "secret NOT_SET_ANYWHERE is declared by the spec but not set on the serv
 api GET "/api/v1/snapshots?repo=proj2"
 [ "$(jget '.snapshots | length')" = 0 ] && pass "...and publishes nothing" || fail "...and publishes nothing" "$BODY"
 
+# --- a secret for some repositories only ----------------------------------------
+printf 'scoped-%s-value\n' "$$" | W secret set SCOPED_TOKEN --repo proj >/dev/null 2>&1
+api GET /api/v1/secrets
+[ "$(jraw '.secrets[] | select(.name == "SCOPED_TOKEN") | .repositories | join(",")')" = proj ] &&
+	[ "$(jraw '.secrets[] | select(.name == "REGISTRY_TOKEN") | .repositories')" = null ] &&
+	pass "secrets are listed with their repositories (null: any)" || fail "secrets are listed with their repositories (null: any)" "$BODY"
+out="$(W secret ls 2>&1)"
+echo "$out" | grep -q '^SCOPED_TOKEN  *proj ' && echo "$out" | grep -q '^REGISTRY_TOKEN  *any ' &&
+	pass "warren secret ls shows them" || fail "warren secret ls shows them" "$out"
+R5="$TEST_TMP/proj5"
+mkdir -p "$R5"
+cat >"$R5/warren.json" <<'EOF'
+{"onCreateCommand": "test -n \"$SCOPED_TOKEN\"", "customizations": {"warren": {"secrets": ["SCOPED_TOKEN"]}}}
+EOF
+git_init "$R5"
+api POST /api/v1/repositories "{\"url\": \"$R5\", \"name\": \"proj5\"}"
+R5_ID="$(jget .id)"
+S5="$(submit proj5 "anything" "true")"
+wait_state "$S5" failed 60
+grep -q "secret SCOPED_TOKEN is for the builds of proj only, not of proj5" "$D/logs/build-$R5_ID.log" 2>/dev/null &&
+	[ "$STATE" = failed ] && pass "another repository's build does not get it: it fails, saying so" ||
+	fail "another repository's build does not get it: it fails, saying so" "$STATE $(tail -3 "$D/logs/build-$R5_ID.log" 2>/dev/null)"
+out="$("$WARREN" snapshot build --quiet --data "$D" "$R5" 2>&1)"
+rc=$?
+[ $rc = 2 ] && echo "$out" | grep -q "and this build names no repository" &&
+	pass "warren snapshot build without --repo-name does not get it either" || fail "warren snapshot build without --repo-name does not get it either" "rc=$rc $out"
+printf 'scoped-%s-value\n' "$$" | W secret set SCOPED_TOKEN --repo proj --repo proj5 >/dev/null 2>&1
+out="$("$WARREN" snapshot build --quiet --data "$D" --repo-name proj5 "$R5" 2>&1)"
+[ $? = 0 ] && pass "granted to it too: its build gets it" || fail "granted to it too: its build gets it" "$out"
+printf 'scoped-%s-value\n' "$$" | W secret set SCOPED_TOKEN >/dev/null 2>&1
+api GET /api/v1/secrets
+[ "$(jraw '.secrets[] | select(.name == "SCOPED_TOKEN") | .repositories | join(",")')" = "proj,proj5" ] &&
+	pass "a new value without --repo keeps the list" || fail "a new value without --repo keeps the list" "$BODY"
+for bad in '[]' '"proj"' '[1]' '["a", "../b"]'; do
+	api PUT /api/v1/secrets/SCOPED_TOKEN "{\"value\": \"v-$$\", \"repositories\": $bad}"
+	[ "$CODE" = 400 ] && echo "$BODY" | grep -q "repositories" || { fail "PUT with repositories $bad: 400" "$CODE $BODY"; continue; }
+	pass "PUT with repositories $bad: 400"
+done
+api GET /api/v1/secrets
+[ "$(jraw '.secrets[] | select(.name == "SCOPED_TOKEN") | .repositories | join(",")')" = "proj,proj5" ] &&
+	pass "...and the refused requests changed nothing" || fail "...and the refused requests changed nothing" "$BODY"
+out="$(printf 'x\n' | W secret set SCOPED_TOKEN --repo 'no/such name' 2>&1)"
+[ $? = 1 ] && echo "$out" | grep -q "is not a repository name" && pass "a bad repository name is refused" || fail "a bad repository name is refused" "$out"
+printf 'scoped-%s-value\n' "$$" | W secret set SCOPED_TOKEN --any-repo >/dev/null 2>&1
+api GET /api/v1/secrets
+[ "$(jraw '.secrets[] | select(.name == "SCOPED_TOKEN") | .repositories')" = null ] && [ ! -e "$D/secrets/SCOPED_TOKEN.repos" ] &&
+	pass "--any-repo opens it to any repository again" || fail "--any-repo opens it to any repository again" "$BODY"
+W secret set SCOPED_TOKEN --repo proj </dev/null >/dev/null 2>&1 <<<"scoped-value"
+W secret rm SCOPED_TOKEN >/dev/null 2>&1
+[ ! -e "$D/secrets/SCOPED_TOKEN.repos" ] && [ ! -e "$D/secrets/SCOPED_TOKEN.enc" ] &&
+	pass "rm removes its list too" || fail "rm removes its list too" "$(ls "$D/secrets")"
+
 # --- a hook that leaves the value in a layer -----------------------------------
 R3="$TEST_TMP/proj3"
 mkdir -p "$R3"
@@ -237,5 +289,5 @@ chmod 0400 "$D/secrets.key"
 api POST "/api/v1/sessions/$S1/cancel"
 server_stop
 left=""
-for s in "$S1" "$S2"; do "$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$s" && left="$left $s"; done
+for s in "$S1" "$S2" "$S5"; do "$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$s" && left="$left $s"; done
 [ -z "$left" ] && pass "no sandbox left" || fail "no sandbox left" "$left"

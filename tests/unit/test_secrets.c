@@ -455,7 +455,7 @@ static void test_load(void **state)
 	set_ok("NPM_TOKEN", "npm-token-value-xyz");
 	char *names[] = {"REGISTRY_TOKEN", "NPM_TOKEN", "REGISTRY_TOKEN"};
 	struct secret_set set = {0};
-	assert_int_equal(secrets_load(data, names, 3, &set, NULL), 0);
+	assert_int_equal(secrets_load(data, names, 3, NULL, &set, NULL), 0);
 	assert_int_equal(set.n, 2); /* the duplicate once */
 	assert_string_equal(set.v[0].name, "REGISTRY_TOKEN");
 	assert_string_equal(set.v[0].value, "registry-token-value");
@@ -468,7 +468,8 @@ static void test_load(void **state)
 	char *more[] = {"NPM_TOKEN", "UNKNOWN_ONE", "lower_case",
 			"UNKNOWN_TWO"};
 	struct wr_error *err = NULL;
-	assert_int_equal(secrets_load(data, more, 4, &set, &err), -EINVAL);
+	assert_int_equal(secrets_load(data, more, 4, NULL, &set, &err),
+			 -EINVAL);
 	assert_true(err->bad_input);
 	assert_non_null(strstr(err->msg, "UNKNOWN_ONE"));
 	assert_non_null(strstr(err->msg, "UNKNOWN_TWO"));
@@ -478,8 +479,89 @@ static void test_load(void **state)
 	assert_int_equal(set.n, 0);
 	wr_error_free(err);
 
-	assert_int_equal(secrets_load(data, NULL, 0, &set, NULL), 0);
+	assert_int_equal(secrets_load(data, NULL, 0, NULL, &set, NULL), 0);
 	assert_int_equal(set.n, 0);
+}
+
+/* A secret for some repositories only: the list, kept next to it; the
+ * builds of others (or of none named) are refused, saying which. */
+static void test_repositories(void **state)
+{
+	(void)state;
+	set_ok("DEPLOY_KEY", "deploy-key-value-123");
+	char **repos = NULL;
+	size_t n = 99;
+	assert_int_equal(secrets_repos_get(data, "DEPLOY_KEY", &repos, &n,
+					   NULL),
+			 0);
+	assert_null(repos); /* any repository */
+	assert_int_equal(n, 0);
+	char *grant[] = {"app", "web.site"};
+	assert_int_equal(
+	    secrets_repos_set(data, "DEPLOY_KEY", grant, 2, NULL), 0);
+	assert_int_equal(secrets_repos_get(data, "DEPLOY_KEY", &repos, &n,
+					   NULL),
+			 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(repos[1], "web.site");
+	secrets_repos_free(repos, n);
+
+	char *names[] = {"DEPLOY_KEY"};
+	struct secret_set set = {0};
+	assert_int_equal(secrets_load(data, names, 1, "app", &set, NULL), 0);
+	assert_int_equal(set.n, 1);
+	secret_set_clear(&set);
+	struct wr_error *err = NULL;
+	assert_int_equal(secrets_load(data, names, 1, "other", &set, &err),
+			 -EINVAL);
+	assert_true(err->bad_input);
+	assert_non_null(strstr(err->msg, "for the builds of app, web.site "
+					 "only, not of other"));
+	assert_null(strstr(err->msg, "deploy-key-value"));
+	assert_int_equal(set.n, 0);
+	wr_error_freep(&err);
+	assert_int_equal(secrets_load(data, names, 1, NULL, &set, &err),
+			 -EINVAL);
+	assert_non_null(strstr(err->msg, "names no repository"));
+	wr_error_freep(&err);
+
+	/* bad names, unknown secrets, a list that is not one */
+	char *bad[] = {"ok", "no/slash"};
+	assert_int_equal(secrets_repos_set(data, "DEPLOY_KEY", bad, 2, &err),
+			 -EINVAL);
+	assert_non_null(strstr(err->msg, "no/slash"));
+	wr_error_freep(&err);
+	char *dot[] = {".hidden"};
+	assert_int_equal(secrets_repos_set(data, "DEPLOY_KEY", dot, 1, NULL),
+			 -EINVAL);
+	assert_int_equal(secrets_repos_set(data, "NO_SUCH", grant, 1, NULL),
+			 -ENOENT);
+	const char *not_names = "[\"app\", 7]";
+	assert_int_equal(wr_write_file_atomic(
+			     path_of("secrets/DEPLOY_KEY.repos"), not_names,
+			     strlen(not_names), 0600, false),
+			 0);
+	assert_int_equal(secrets_repos_get(data, "DEPLOY_KEY", &repos, &n,
+					   &err),
+			 -EBADMSG);
+	wr_error_freep(&err);
+	/* and the load fails closed on it */
+	assert_true(secrets_load(data, names, 1, "app", &set, NULL) < 0);
+
+	/* none: any repository again; a deleted secret leaves no list */
+	assert_int_equal(secrets_repos_set(data, "DEPLOY_KEY", NULL, 0, NULL),
+			 0);
+	assert_int_equal(secrets_load(data, names, 1, "other", &set, NULL),
+			 0);
+	secret_set_clear(&set);
+	assert_int_equal(secrets_repos_set(data, "DEPLOY_KEY", grant, 1, NULL),
+			 0);
+	assert_int_equal(secrets_delete(data, "DEPLOY_KEY", NULL), 0);
+	assert_int_equal(access(path_of("secrets/DEPLOY_KEY.repos"), F_OK),
+			 -1);
+	assert_true(secrets_repo_name_valid("c-hello_2.x"));
+	assert_false(secrets_repo_name_valid(""));
+	assert_false(secrets_repo_name_valid("a b"));
 }
 
 static void write_at(const char *rel, const void *text, size_t len)
@@ -500,7 +582,7 @@ static void test_find_in_tree(void **state)
 	set_ok("SHORT", "abc");
 	char *names[] = {"LONG_TOKEN", "SHORT"};
 	struct secret_set set = {0};
-	assert_int_equal(secrets_load(data, names, 2, &set, NULL), 0);
+	assert_int_equal(secrets_load(data, names, 2, NULL, &set, NULL), 0);
 	assert_int_equal(wr_mkdir_p(path_of("tree/root/.cache"), 0755), 0);
 	write_at("tree/root/.bashrc", "export PATH=abc\n", 16);
 	char *name = NULL, *path = NULL;
@@ -568,7 +650,7 @@ static void test_shell_payload(void **state)
 					     strlen(values[i]), NULL, NULL),
 				 0);
 	struct secret_set set = {0};
-	assert_int_equal(secrets_load(data, names, 5, &set, NULL), 0);
+	assert_int_equal(secrets_load(data, names, 5, NULL, &set, NULL), 0);
 	size_t len = 0;
 	char *payload = sh_secrets_payload(&set, &len);
 	assert_non_null(payload);
@@ -621,6 +703,7 @@ int main(void)
 	    T(test_names_values),    T(test_list),
 	    T(test_concurrent_sets), T(test_load),
 	    T(test_find_in_tree),    T(test_shell_payload),
+	    T(test_repositories),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

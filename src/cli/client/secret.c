@@ -22,7 +22,9 @@
 #include <unistd.h>
 
 static const char secret_usage[] =
-    "usage: warren secret set NAME [--raw] [--json]   (the value on stdin)\n"
+    "usage: warren secret set NAME [--repo R]... [--any-repo] [--raw] "
+    "[--json]\n"
+    "                                        (the value on stdin)\n"
     "       warren secret ls [--json]\n"
     "       warren secret rm NAME [--json]\n"
     "\n"
@@ -37,6 +39,11 @@ static const char secret_usage[] =
     "     One final newline is dropped unless --raw is given. At most\n"
     "     64 KiB of UTF-8 text, without NUL bytes.\n"
     "  --raw               keep the value exactly as read\n"
+    "  --repo R            only the builds of repository R get it (repeat\n"
+    "                      for more); without --repo or --any-repo, an\n"
+    "                      existing secret keeps its list, a new one is for\n"
+    "                      any repository\n"
+    "  --any-repo          any repository's build may get it again\n"
     "ls: lists the secrets by name (never their values).\n"
     "rm: deletes the secret called NAME.\n"
     "\n"
@@ -49,26 +56,42 @@ static const char secret_usage[] =
 
 enum {
 	OPT_RAW = 0x100,
+	OPT_REPO,
+	OPT_ANY_REPO,
 };
 
 static const struct option secret_options[] = {
     {"raw", no_argument, NULL, OPT_RAW},
+    {"repo", required_argument, NULL, OPT_REPO},
+    {"any-repo", no_argument, NULL, OPT_ANY_REPO},
     {NULL, 0, NULL, 0},
 };
 
+#define REPOS_MAX 256 /* SECRETS_REPOS_MAX, the server's */
+
 struct secret_opts {
 	bool raw;
+	bool any_repo;
+	const char *repos[REPOS_MAX];
+	size_t n_repos;
 };
 
 static int on_option(struct client *c, void *ctx, int opt, const char *arg)
 {
-	(void)c;
-	(void)arg;
 	struct secret_opts *o = ctx;
-	if (opt != OPT_RAW)
-		return -1;
-	o->raw = true;
-	return 0;
+	switch (opt) {
+	case OPT_RAW: o->raw = true; return 0;
+	case OPT_ANY_REPO: o->any_repo = true; return 0;
+	case OPT_REPO:
+		if (o->n_repos == REPOS_MAX) {
+			client_usage_error(c, "more than %d --repo",
+					   REPOS_MAX);
+			return -1;
+		}
+		o->repos[o->n_repos++] = arg;
+		return 0;
+	default: return -1;
+	}
 }
 
 /* secrets_name_valid() without linking the store (and libsodium) into
@@ -205,6 +228,14 @@ static int secret_set(struct client *c, const struct secret_opts *o)
 	json_t *answer = NULL;
 	r = body && path ? client_json_set_str(body, "value", value, &err)
 			 : wr_error_set(&err, ENOMEM, "secret");
+	if (r == 0 && (o->any_repo || o->n_repos)) {
+		/* the server checks the names */
+		json_t *repos = o->any_repo ? json_null() : json_array();
+		for (size_t i = 0; repos && i < o->n_repos; i++)
+			json_array_append_new(repos, json_string(o->repos[i]));
+		if (!repos || json_object_set_new(body, "repositories", repos))
+			r = wr_error_set(&err, ENOMEM, "secret");
+	}
 	if (r == 0)
 		r = client_put(c, path, body, &answer, &err);
 	json_t *v = json_object_get(body, "value");
@@ -227,7 +258,8 @@ static int secret_set(struct client *c, const struct secret_opts *o)
 
 static int print_secrets(const json_t *list)
 {
-	static const char *const headers[] = {"NAME", "CREATED", "UPDATED"};
+	static const char *const headers[] = {"NAME", "REPOSITORIES",
+					      "CREATED", "UPDATED"};
 	struct client_table t;
 	client_table_init(&t, headers, ARRAY_SIZE(headers));
 	size_t i;
@@ -240,8 +272,21 @@ static int print_secrets(const json_t *list)
 				   sizeof(created));
 		client_format_time(client_json_int(s, "updated_ms", 0), updated,
 				   sizeof(updated));
-		r = client_table_add(&t, client_json_str(s, "name"), created,
-				     updated);
+		/* "any", or the names */
+		char repos[256] = "";
+		json_t *granted = json_object_get(s, "repositories");
+		size_t k;
+		json_t *name;
+		json_array_foreach(granted, k, name)
+		{
+			size_t used = strlen(repos);
+			snprintf(repos + used, sizeof(repos) - used, "%s%s",
+				 k ? "," : "", json_string_value(name));
+		}
+		_cleanup_free_ char *clean =
+		    client_clean(json_is_array(granted) ? repos : "any");
+		r = client_table_add(&t, client_json_str(s, "name"),
+				     clean ? clean : "?", created, updated);
 		if (r < 0)
 			break;
 	}
@@ -330,8 +375,13 @@ int client_cmd_secret(struct client *c, int argc, char **argv)
 				       : "secret rm";
 	c->args++;
 	c->n_args--;
-	if (strcmp(sub, "set") && o.raw) {
-		client_usage_error(c, "--raw is an option of `secret set`");
+	if (strcmp(sub, "set") && (o.raw || o.n_repos || o.any_repo)) {
+		client_usage_error(c, "--raw, --repo and --any-repo are options "
+				      "of `secret set`");
+		return CLIENT_EXIT_USAGE;
+	}
+	if (o.any_repo && o.n_repos) {
+		client_usage_error(c, "--repo and --any-repo: one or the other");
 		return CLIENT_EXIT_USAGE;
 	}
 	if (!strcmp(sub, "set"))
