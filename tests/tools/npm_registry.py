@@ -100,9 +100,9 @@ class Registry:
         app = json.load(open(os.path.join(app_dir, "package.json")))
         packages = {"": {"name": app["name"], "version": app["version"],
                          "dependencies": app.get("dependencies", {})}}
-        todo = list(app.get("dependencies", {}).items())
-        while todo:
-            name, version = todo.pop()
+        pending = list(app.get("dependencies", {}).items())
+        while pending:
+            name, version = pending.pop()
             key = "node_modules/" + name
             if key in packages:
                 continue
@@ -115,7 +115,7 @@ class Registry:
             deps = manifest.get("dependencies", {})
             if deps:
                 entry["dependencies"] = deps
-                todo.extend(deps.items())
+                pending.extend(deps.items())
             packages[key] = entry
         lock = {"name": app["name"], "version": app["version"],
                 "lockfileVersion": 3, "requires": True, "packages": packages}

@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "standin.h"
+
 #include "review/forge.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
@@ -56,46 +58,23 @@ static char api_url[128];
 
 /* ---- helpers ---- */
 
-/* JSON written with ' for " so that the recordings read well here. */
-static char *dq(const char *text)
-{
-	char *s = wr_strdup(text);
-	assert_non_null(s);
-	for (char *c = s; *c; c++)
-		if (*c == '\'')
-			*c = '"';
-	return s;
-}
-
-static void write_text(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "we");
-	assert_non_null(f);
-	assert_int_equal(fputs(text, f) >= 0, 1);
-	assert_int_equal(fclose(f), 0);
-}
-
 /* The recording: {'routes': {ROUTES}}, ROUTES written with '. */
 static void write_recording(const char *routes)
 {
 	_cleanup_free_ char *text = wr_asprintf("{'routes': {%s}}", routes);
 	assert_non_null(text);
-	_cleanup_free_ char *s = dq(text);
+	_cleanup_free_ char *s = standin_dq(text);
 	json_error_t jerr;
 	json_t *check = json_loads(s, 0, &jerr);
 	if (!check)
 		fail_msg("bad JSON in the test: %s: %s", jerr.text, s);
 	json_decref(check);
-	write_text(recording_path, s);
+	standin_write_text(recording_path, s);
 }
 
 static void stop_server(void)
 {
-	if (server_pid > 0) {
-		kill(server_pid, SIGTERM);
-		waitpid(server_pid, NULL, 0);
-	}
-	server_pid = -1;
+	standin_stop(&server_pid);
 }
 
 static int teardown(void **state)
@@ -109,41 +88,8 @@ static int teardown(void **state)
  * the request log starts empty. */
 static void start_server(const char *require_token)
 {
-	int fds[2];
-	assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
-	unlink(log_path);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		dup2(fds[1], STDOUT_FILENO);
-		const char *argv[12] = {
-		    "python3",	   script,	   "--port", "0",
-		    "--recording", recording_path, "--log",  log_path};
-		if (require_token) {
-			argv[8] = "--require-token";
-			argv[9] = require_token;
-		}
-		execvp("python3", (char *const *)argv);
-		_exit(127);
-	}
-	close(fds[1]);
-	server_pid = pid;
-	char line[32] = "";
-	size_t len = 0;
-	while (len < sizeof(line) - 1 && !strchr(line, '\n')) {
-		struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
-		if (poll(&pfd, 1, 10000) <= 0)
-			break;
-		ssize_t n = read(fds[0], line + len, sizeof(line) - 1 - len);
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-		line[len] = '\0';
-	}
-	close(fds[0]);
-	int port = atoi(line);
-	if (port <= 0)
-		fail_msg("forge_server.py did not start (printed '%s')", line);
+	int port = standin_start(script, recording_path, log_path, "--require-token",
+				 require_token, &server_pid);
 	snprintf(api_url, sizeof(api_url), "http://127.0.0.1:%d", port);
 }
 

@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "standin.h"
+
 #include "agent/provider.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
@@ -51,20 +53,9 @@ static char base_url[128];
 
 /* ---- helpers ---- */
 
-/* JSON written with ' for " so that the recordings read well here. */
-static char *dq(const char *text)
-{
-	char *s = wr_strdup(text);
-	assert_non_null(s);
-	for (char *c = s; *c; c++)
-		if (*c == '\'')
-			*c = '"';
-	return s;
-}
-
 static json_t *json_dq(const char *text)
 {
-	_cleanup_free_ char *s = dq(text);
+	_cleanup_free_ char *s = standin_dq(text);
 	json_error_t jerr;
 	json_t *doc = json_loads(s, 0, &jerr);
 	if (!doc)
@@ -72,27 +63,15 @@ static json_t *json_dq(const char *text)
 	return doc;
 }
 
-static void write_text(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "we");
-	assert_non_null(f);
-	assert_int_equal(fputs(text, f) >= 0, 1);
-	assert_int_equal(fclose(f), 0);
-}
-
 static void write_recording(const char *text)
 {
-	_cleanup_free_ char *s = dq(text);
-	write_text(recording_path, s);
+	_cleanup_free_ char *s = standin_dq(text);
+	standin_write_text(recording_path, s);
 }
 
 static void stop_server(void)
 {
-	if (server_pid > 0) {
-		kill(server_pid, SIGTERM);
-		waitpid(server_pid, NULL, 0);
-	}
-	server_pid = -1;
+	standin_stop(&server_pid);
 }
 
 static int teardown(void **state)
@@ -106,41 +85,8 @@ static int teardown(void **state)
  * the request log starts empty. */
 static void start_server(const char *require_key)
 {
-	int fds[2];
-	assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
-	unlink(log_path);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		dup2(fds[1], STDOUT_FILENO);
-		const char *argv[12] = {
-		    "python3",	   script,	   "--port", "0",
-		    "--recording", recording_path, "--log",  log_path};
-		if (require_key) {
-			argv[8] = "--require-key";
-			argv[9] = require_key;
-		}
-		execvp("python3", (char *const *)argv);
-		_exit(127);
-	}
-	close(fds[1]);
-	server_pid = pid;
-	char line[32] = "";
-	size_t len = 0;
-	while (len < sizeof(line) - 1 && !strchr(line, '\n')) {
-		struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
-		if (poll(&pfd, 1, 10000) <= 0)
-			break;
-		ssize_t n = read(fds[0], line + len, sizeof(line) - 1 - len);
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-		line[len] = '\0';
-	}
-	close(fds[0]);
-	int port = atoi(line);
-	if (port <= 0)
-		fail_msg("chat_server.py did not start (printed '%s')", line);
+	int port = standin_start(script, recording_path, log_path, "--require-key",
+				 require_key, &server_pid);
 	snprintf(base_url, sizeof(base_url), "http://127.0.0.1:%d/v1", port);
 }
 
@@ -510,7 +456,7 @@ static void test_stream_framing(void **state)
 	    "'tool_calls'}],'usage':{'prompt_tokens':5,'completion_tokens':"
 	    "6}}\n\n";
 	/* the SSE text goes into a JSON string in the recording */
-	_cleanup_free_ char *text = dq(sse);
+	_cleanup_free_ char *text = standin_dq(sse);
 	json_auto_t *rec = json_pack("{s:[{s:s, s:i}]}", "responses", "raw",
 				     text, "chunk_bytes", 1);
 	assert_int_equal(json_dump_file(rec, recording_path, 0), 0);
