@@ -38,7 +38,7 @@ CFLAGS  += $(CFLAGS_COMMON) $(SANFLAGS)
 LDFLAGS += $(SANFLAGS)
 LIBS    := -lseccomp -ljansson -lsodium
 
-UTIL_SRC    := src/util/alloc.c src/util/error.c src/util/fdpass.c src/util/fs.c src/util/url.c \
+UTIL_SRC    := src/util/alloc.c src/util/error.c src/util/fdpass.c src/util/fs.c src/util/url.c src/util/spawn.c \
                src/util/parse.c
 SANDBOX_SRC := $(wildcard src/sandbox/*.c)
 SNAPSHOT_SRC := $(wildcard src/snapshot/*.c)

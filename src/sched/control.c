@@ -1096,7 +1096,11 @@ static int reconcile(struct control *c, struct wr_error **err)
 	size_t nsb = 0;
 	if (sandbox_list(&sb, &nsb, NULL) == 0) {
 		for (size_t i = 0; i < nsb; i++) {
-			if (strncmp(sb[i].name, "ws-s-", 5))
+			/* a session's ("ws-"), or Warren's verification
+			 * sandbox of one ("wv-"): never kept across a
+			 * restart, the verification runs again */
+			if (strncmp(sb[i].name, "ws-s-", 5) &&
+			    strncmp(sb[i].name, "wv-s-", 5))
 				continue;
 			struct store_session s;
 			if (st->ops->session_get(st, sb[i].name + 3, &s, NULL) <

@@ -15,6 +15,7 @@
 #define WR_SCHED_CONTROL_H
 
 #include "agent/agent.h"
+#include "review/evidence.h"
 #include "review/forge.h"
 #include "store/store.h"
 #include "util/error.h"
@@ -79,6 +80,7 @@ struct control_config {
 	struct agent_budget budget;
 	struct agent_prices prices;
 	unsigned verify_retries; /* agent attempts after a failed verify */
+	struct evidence_limits evidence; /* the limits of a change */
 	/* repositories whose approval also opens a pull request, by name
 	 * (the strings stay the caller's for the control plane's life) */
 	const struct control_forge *forges;

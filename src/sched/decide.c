@@ -8,6 +8,7 @@
 
 #include "review/forge.h"
 #include "security/broker.h"
+#include "review/evidence.h"
 #include "review/review.h"
 #include "snapshot/git.h"
 #include "util/alloc.h"
@@ -105,6 +106,28 @@ static int64_t transition_outcome(struct control *c, const char *user,
 	return control_transition_as(c, user, id, from, to, &upd, NULL, err);
 }
 
+/* The commit about to leave is the one reviewed and verified: the
+ * result's id, the verification's id (when the spec verifies) and the
+ * quarantine's branch agree. A mismatch is an error, never a push. */
+static int result_is_evidence(struct control *c, const char *session_id,
+			      const json_t *outcome, struct wr_error **err)
+{
+	const json_t *result = json_object_get(outcome, "result");
+	const char *commit =
+	    json_string_value(json_object_get(result, "commit"));
+	if (!commit || strlen(commit) != 40)
+		return wr_error_set(err, EPROTO, "the result names no commit");
+	const json_t *verify = json_object_get(outcome, "verify");
+	const char *verified =
+	    json_string_value(json_object_get(verify, "commit"));
+	if (verify && (!verified || strcmp(verified, commit)))
+		return wr_error_set(err, EPROTO,
+				    "the verified commit (%s) is not the "
+				    "reviewed commit %s",
+				    verified ? verified : "none", commit);
+	return evidence_check_commit(c->data_dir, session_id, commit, err);
+}
+
 int control_approve(struct control *c, const char *session_id, const char *user,
 		    struct wr_error **err)
 {
@@ -138,22 +161,26 @@ int control_approve(struct control *c, const char *session_id, const char *user,
 
 	/* the push: the irreversible step, after approval only */
 	struct store_repo repo = {0};
-	_cleanup_free_ char *mirror = NULL, *bundle = NULL;
+	_cleanup_free_ char *mirror = NULL, *quarantine = NULL;
 	json_t *push = NULL;
 	struct wr_error *perr = NULL;
 	bool changed = json_is_true(json_object_get(result, "changed"));
+	const char *commit =
+	    json_string_value(json_object_get(result, "commit"));
 	if (!changed) {
-		push = json_pack("{s:s}", "skipped", "no changes to push");
-	} else if ((r = c->st->ops->repo_get(c->st, s.repo_id, &repo, &perr)) ==
-		   0) {
+		push = json_pack("{s:s, s:s?}", "skipped", "no changes to push",
+				 "commit", commit);
+	} else if ((r = result_is_evidence(c, session_id, outcome, &perr)) ==
+			   0 &&
+		   (r = c->st->ops->repo_get(c->st, s.repo_id, &repo, &perr)) ==
+		       0) {
 		mirror = git_mirror_path(c->data_dir, repo.url, &perr);
-		bundle = wr_asprintf("%s/artifacts/%s/branch.bundle",
-				     c->data_dir, session_id);
+		quarantine = evidence_repo_path(c->data_dir, session_id);
 		/* the repository's credentials, as the broker uses them */
 		char **remote_env =
 		    control_broker_remote_env(c, repo.name, repo.url, mirror);
-		r = mirror && bundle
-			? review_push(bundle, session_id, mirror, repo.url,
+		r = mirror && quarantine
+			? review_push(quarantine, session_id, commit, repo.url,
 				      remote_env, &push, &perr)
 			: -ENOMEM;
 		broker_env_free(remote_env);

@@ -69,6 +69,8 @@ struct run {
 	json_t *verify;
 	json_t *artifacts; /* the spec's evidence files (relative paths) */
 	char base[41];
+	char snapshot_id[72];	  /* the snapshot the sandbox came from */
+	char snapshot_commit[41]; /* its commit */
 	struct agent_usage usage;
 	struct provider *provider; /* the built-in agent's, made at first use */
 };
@@ -183,7 +185,10 @@ enum turn_end work_agent_turn(struct run *run, const struct store_session *s,
 			      int number, const char *prompt, bool follow_on,
 			      char **summary, char *why, size_t why_size);
 bool work_has_verify(const struct run *run);
-int work_verify(struct run *run, json_t **out, struct wr_error **err);
+/* Warren's verification of commit (the session's result) in a fresh
+ * sandbox from the session's snapshot; *out names the commit. */
+int work_verify(struct run *run, const char *commit, json_t **out,
+		struct wr_error **err);
 int work_commit(struct run *run, const struct store_session *s,
 		const char *message, json_t **out, struct wr_error **err);
 /* Copies the spec's artifact files out of the workspace; returns the

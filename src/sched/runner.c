@@ -756,11 +756,13 @@ static char *prompt_message(const struct store_session *s, const char *prompt)
 			   prompt, s->id, prompt);
 }
 
-/* After the agent is done: Warren runs the spec's verify commands (the
- * agent's word is not evidence); a failure goes back to the agent for up
- * to verify_retries more attempts. Then the workspace is committed on
- * warren/<id> and the diff stored. Fills outcome.verify, outcome.result,
- * outcome.usage. */
+/* After the agent is done: the work tree becomes the result commit,
+ * imported, judged and committed on the host (review/evidence.h); then
+ * Warren verifies exactly that commit in a fresh sandbox (the agent's
+ * word, and its workspace, are not evidence). A failure goes back to the
+ * agent for up to verify_retries more attempts, each ending in a new
+ * commit verified again. Fills outcome.result, outcome.verify (naming the
+ * same commit) and outcome.usage. */
 static enum turn_end verify_and_commit(struct run *run,
 				       struct store_session *s, int number,
 				       const char *prompt, json_t *outcome,
@@ -769,21 +771,46 @@ static enum turn_end verify_and_commit(struct run *run,
 				       size_t why_size)
 {
 	struct control *c = run->ctl;
-	json_t *vres = NULL;
+	json_t *vres = NULL, *result = NULL;
 	int attempts = 0;
 	bool first_passed = false;
-	while (work_has_verify(run)) {
+	for (;;) {
 		struct wr_error *err = NULL;
+		/* the result: one commit, its diff as evidence */
+		_cleanup_free_ char *message =
+		    *summary && **summary ? wr_strdup(*summary)
+					  : prompt_message(s, prompt);
+		json_decref(result);
+		result = NULL;
+		if (!message || work_commit(run, s, message, &result, &err) < 0) {
+			snprintf(why, why_size, "result: %s",
+				 err && err->msg ? err->msg : "failed");
+			bool refused = err && err->bad_input;
+			wr_error_free(err);
+			json_decref(vres);
+			if (refused && run_sandbox_alive(run, 0))
+				control_event(c, run->id, "result",
+					      json_pack("{s:i, s:s}", "turn",
+							number, "error", why));
+			return refused || run_sandbox_alive(run, 125)
+				   ? TURN_FAILED
+				   : TURN_DIED;
+		}
+		if (!work_has_verify(run))
+			break;
+		const char *commit =
+		    json_string_value(json_object_get(result, "commit"));
 		control_transition(c, run->id, SESSION_RUNNING,
 				   SESSION_VERIFYING, NULL, NULL, NULL);
 		json_decref(vres);
 		vres = NULL;
-		if (work_verify(run, &vres, &err) < 0) {
+		if (work_verify(run, commit, &vres, &err) < 0) {
 			snprintf(why, why_size, "verify: %s",
 				 err && err->msg ? err->msg : "failed");
 			wr_error_free(err);
-			return run_sandbox_alive(run, 125) ? TURN_FAILED
-							   : TURN_DIED;
+			json_decref(result);
+			return run_stop_requested(run) ? TURN_STOPPED
+						       : TURN_FAILED;
 		}
 		attempts++;
 		bool passed = json_is_true(json_object_get(vres, "passed"));
@@ -794,15 +821,17 @@ static enum turn_end verify_and_commit(struct run *run,
 					"attempt", attempts, "verify", vres));
 		if (run_stop_requested(run)) {
 			json_decref(vres);
+			json_decref(result);
 			return TURN_STOPPED;
-		}
-		if (!run_sandbox_alive(run, 0)) {
-			json_decref(vres);
-			snprintf(why, why_size, "sandbox died (its init is gone)");
-			return TURN_DIED;
 		}
 		if (passed || (unsigned)attempts > c->cfg.verify_retries)
 			break;
+		if (!run_sandbox_alive(run, 0)) {
+			json_decref(vres);
+			json_decref(result);
+			snprintf(why, why_size, "sandbox died (its init is gone)");
+			return TURN_DIED;
+		}
 		/* back to the agent with what failed */
 		_cleanup_free_ char *feedback = review_verify_feedback(vres);
 		control_transition(
@@ -818,6 +847,7 @@ static enum turn_end verify_and_commit(struct run *run,
 		    why_size);
 		if (e != TURN_OK) {
 			json_decref(vres);
+			json_decref(result);
 			return e;
 		}
 	}
@@ -835,6 +865,10 @@ static enum turn_end verify_and_commit(struct run *run,
 		else
 			c->m.verify_failed++;
 		pthread_mutex_unlock(&c->metrics_mu);
+	} else {
+		/* no verification of this result: none of an earlier turn's
+		 * may stand beside it */
+		json_object_del(outcome, "verify");
 	}
 	/* the files the spec names as evidence (test reports...) */
 	json_t *collected = work_collect_artifacts(run);
@@ -842,18 +876,6 @@ static enum turn_end verify_and_commit(struct run *run,
 		json_object_set_new(outcome, "artifacts", collected);
 	else
 		json_decref(collected);
-	/* the result: a commit on warren/<id>, its diff as evidence */
-	_cleanup_free_ char *message =
-	    *summary && **summary ? wr_strdup(*summary)
-				  : prompt_message(s, prompt);
-	json_t *result = NULL;
-	struct wr_error *err = NULL;
-	if (!message || work_commit(run, s, message, &result, &err) < 0) {
-		snprintf(why, why_size, "result: %s",
-			 err && err->msg ? err->msg : "failed");
-		wr_error_free(err);
-		return run_sandbox_alive(run, 125) ? TURN_FAILED : TURN_DIED;
-	}
 	json_object_set_new(result, "turn", json_integer(number));
 	if (*summary)
 		json_object_set_new(result, "summary", json_string(*summary));
@@ -1056,6 +1078,10 @@ void *runner_main(void *arg)
 						"snapshot", "ms",
 						mono_ms() - t0));
 		snprintf(run->base, sizeof(run->base), "%s", snap.commit);
+		snprintf(run->snapshot_id, sizeof(run->snapshot_id), "%s",
+			 snap.id);
+		snprintf(run->snapshot_commit, sizeof(run->snapshot_commit),
+			 "%s", snap.commit);
 		if (sandbox_start(run, &s, snap.id, outcome, &err) < 0) {
 			snprintf(why, sizeof(why), "%s",
 				 err && err->msg ? err->msg : "sandbox failed");

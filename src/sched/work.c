@@ -7,7 +7,10 @@
 
 #include "agent/agent.h"
 #include "agent/exec_sandbox.h"
+#include "review/evidence.h"
 #include "review/review.h"
+#include "snapshot/git.h"
+#include "snapshot/store.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
@@ -29,6 +32,8 @@ static double mono_now_ms(void)
 	return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
 }
 #define VERIFY_MAX_OUTPUT (16u << 10)
+/* where the verification sandbox sees the result's bundle */
+#define VERIFY_BUNDLE_DIR "/run/warren-result"
 
 /* How tools and review reach the session's sandbox. */
 struct work_env {
@@ -329,14 +334,175 @@ bool work_has_verify(const struct run *run)
 	return json_array_size(run->verify) > 0;
 }
 
-int work_verify(struct run *run, json_t **out, struct wr_error **err)
+/* Warren's verification sandbox of the session: a fresh one from the
+ * session's snapshot, at the session's base, with exactly commit checked
+ * out from the quarantine's bundle (bound read-only). Nothing the agent
+ * left in its workspace exists there: only the snapshot's own build. */
+static int verify_sandbox_create(struct run *run, const char *name,
+				 const char *upper, const char *bundle_dir,
+				 const char *commit, struct wr_error **err)
 {
+	struct control *c = run->ctl;
+	char mem[32], cpus[32], pids[32], bind[PATH_MAX + 32];
+	char *argv[40];
+	int n = 0;
+	argv[n++] = c->warren_bin;
+	argv[n++] = "sandbox";
+	argv[n++] = "create";
+	argv[n++] = "--name";
+	argv[n++] = (char *)name;
+	argv[n++] = "--snapshot";
+	argv[n++] = run->snapshot_id;
+	argv[n++] = "--data";
+	argv[n++] = c->data_dir;
+	argv[n++] = "--upper";
+	argv[n++] = (char *)upper;
+	argv[n++] = "--json";
+	/* a session that synced past its snapshot: the same base (the
+	 * mirror has it; no fetch) */
+	if (strcmp(run->base, run->snapshot_commit)) {
+		argv[n++] = "--ref";
+		argv[n++] = run->base;
+	}
+	if (strcmp(commit, run->base)) {
+		snprintf(bind, sizeof(bind), "%s:" VERIFY_BUNDLE_DIR ":ro",
+			 bundle_dir);
+		argv[n++] = "--bind";
+		argv[n++] = bind;
+	}
+	if (run->limits.memory_bytes) {
+		snprintf(mem, sizeof(mem), "%llu",
+			 (unsigned long long)run->limits.memory_bytes);
+		argv[n++] = "--memory";
+		argv[n++] = mem;
+	}
+	if (run->limits.millicpus) {
+		snprintf(cpus, sizeof(cpus), "%.3f",
+			 run->limits.millicpus / 1000.0);
+		argv[n++] = "--cpus";
+		argv[n++] = cpus;
+	}
+	if (run->limits.pids) {
+		snprintf(pids, sizeof(pids), "%llu",
+			 (unsigned long long)run->limits.pids);
+		argv[n++] = "--pids";
+		argv[n++] = pids;
+	}
+	argv[n] = NULL;
+	_cleanup_free_ char *output = NULL, *errors = NULL;
+	int status = proc_run_tracked(argv, 1 << 16, -1, &output, &errors,
+				      &run->child, &c->mu, err);
+	if (status < 0)
+		return wr_error_wrap(err, "verification sandbox");
+	if (status != 0) {
+		char why[512] = "";
+		if (errors) {
+			size_t l = strlen(errors);
+			while (l && (errors[l - 1] == '\n' || errors[l - 1] == ' '))
+				errors[--l] = '\0';
+			const char *last = strrchr(errors, '\n');
+			snprintf(why, sizeof(why), "%s", last ? last + 1 : errors);
+		}
+		return wr_error_set(err, EIO,
+				    "verification sandbox: create failed (exit "
+				    "%d): %s",
+				    status, why[0] ? why : "no output");
+	}
+	return 0;
+}
+
+static void verify_sandbox_remove(struct run *run, const char *name,
+				  const char *upper)
+{
+	char *argv[] = {run->ctl->warren_bin, "sandbox", "rm", (char *)name,
+			NULL};
+	struct wr_error *err = NULL;
+	_cleanup_free_ char *errors = NULL;
+	if (proc_run(argv, 4096, -1, NULL, &errors, &err) < 0)
+		fprintf(stderr,
+			"warren serve: session %s: remove %s: %s\n", run->id,
+			name, err && err->msg ? err->msg : "failed");
+	wr_error_free(err);
+	wr_rm_rf(upper);
+}
+
+int work_verify(struct run *run, const char *commit, json_t **out,
+		struct wr_error **err)
+{
+	struct control *c = run->ctl;
+	char name[64];
+	snprintf(name, sizeof(name), "wv-%s", run->id);
+	_cleanup_free_ char *upper = wr_asprintf(
+	    "%s/sessions/%s/evidence/verify-upper", c->data_dir, run->id);
+	_cleanup_free_ char *bundle_dir =
+	    evidence_bundle_dir(c->data_dir, run->id);
+	if (!upper || !bundle_dir)
+		return wr_error_set(err, ENOMEM, "verify");
+	double t0 = mono_now_ms();
+	/* one of an earlier life (a server killed mid-verification) */
+	verify_sandbox_remove(run, name, upper);
+	int r = verify_sandbox_create(run, name, upper, bundle_dir, commit,
+				      err);
+	if (r < 0) {
+		verify_sandbox_remove(run, name, upper);
+		return r;
+	}
 	struct work_env w;
 	env_init(run, &w);
-	int r = review_verify(&w.ex, w.tools.verify_argv, w.tools.n_verify,
-			      VERIFY_MAX_OUTPUT, out, err);
+	w.xs.sandbox = name;
+	/* the result commit, from the bundle; its checkout is checked by the
+	 * snapshot's git, which the agent never touched */
+	static const char checkout_script[] =
+	    "set -e\n"
+	    "cd /workspace\n"
+	    "if [ \"$1\" != \"$(git rev-parse HEAD)\" ]; then\n"
+	    "  git fetch -q " VERIFY_BUNDLE_DIR "/" EVIDENCE_BUNDLE_NAME
+	    " \"refs/heads/warren/$2\"\n"
+	    "  git -c advice.detachedHead=false checkout -q --detach \"$1\" "
+	    "2>/dev/null || git -c advice.detachedHead=false checkout -q -f "
+	    "--detach \"$1\"\n"
+	    "fi\n"
+	    "test \"$(git rev-parse HEAD)\" = \"$1\"\n";
+	char *const cargv[] = {"/bin/sh", "-c", (char *)checkout_script,
+			       "warren-verify", (char *)commit, run->id, NULL};
+	struct tools_exec_result res = {0};
+	r = w.ex.run(w.ex.ctx, cargv, NULL, 0, 5 * 60 * 1000, 4096, &res, err);
+	if (r == 0 && res.status != 0) {
+		const char *text = res.err && res.err_len ? res.err : res.out;
+		r = wr_error_set(err, EIO,
+				 "verification sandbox: check out %s: %.300s",
+				 commit, text ? text : "exit status non-zero");
+	}
+	tools_exec_result_clear(&res);
+	double setup_ms = mono_now_ms() - t0;
+	if (r == 0)
+		r = review_verify(&w.ex, w.tools.verify_argv, w.tools.n_verify,
+				  VERIFY_MAX_OUTPUT, out, err);
 	env_clear(&w);
-	return r;
+	double t1 = mono_now_ms();
+	verify_sandbox_remove(run, name, upper);
+	if (r < 0)
+		return r;
+	json_object_set_new(*out, "commit", json_string(commit));
+	json_object_set_new(*out, "sandbox", json_string("fresh"));
+	json_object_set_new(*out, "setup_ms", json_real(setup_ms));
+	json_object_set_new(*out, "teardown_ms",
+			    json_real(mono_now_ms() - t1));
+	return 0;
+}
+
+/* The manifest's record of what the snapshot build produced. */
+static json_t *snapshot_build_output(struct control *c, const char *snap_id)
+{
+	struct snap_store *store = NULL;
+	struct snap_manifest *m = NULL;
+	json_t *bo = NULL;
+	if (snap_store_open(c->data_dir, &store, NULL) == 0 &&
+	    snap_store_get(store, snap_id, &m, NULL) == 0 && m->extra)
+		bo = json_incref(json_object_get(m->extra, "build_output"));
+	snap_manifest_free(m);
+	snap_store_close(store);
+	return bo;
 }
 
 int work_commit(struct run *run, const struct store_session *s,
@@ -345,9 +511,32 @@ int work_commit(struct run *run, const struct store_session *s,
 	struct control *c = run->ctl;
 	struct work_env w;
 	env_init(run, &w);
-	int r = review_commit(&w.ex, run->id, run->base,
-			      s->user ? s->user : "warren", message,
-			      w.artifact_dir, out, err);
+	struct store_repo repo = {0};
+	int r = c->st->ops->repo_get(c->st, s->repo_id, &repo, err);
+	_cleanup_free_ char *mirror =
+	    r == 0 ? git_mirror_path(c->data_dir, repo.url, err) : NULL;
+	json_t *build_output =
+	    mirror ? snapshot_build_output(c, run->snapshot_id) : NULL;
+	if (mirror) {
+		struct evidence_request q = {
+		    .data_dir = c->data_dir,
+		    .session_id = run->id,
+		    .warren_bin = c->warren_bin,
+		    .sandbox = run->sandbox,
+		    .mirror = mirror,
+		    .base = run->base,
+		    .author = s->user ? s->user : "warren",
+		    .message = message,
+		    .artifact_dir = w.artifact_dir,
+		    .build_output = build_output,
+		    .limits = c->cfg.evidence,
+		};
+		r = evidence_commit(&q, out, err);
+	} else {
+		r = -EIO;
+	}
+	json_decref(build_output);
+	store_repo_clear(&repo);
 	if (r == 0) {
 		char path[PATH_MAX + 32];
 		snprintf(path, sizeof(path), "%s/diff.patch", w.artifact_dir);

@@ -4,6 +4,7 @@
 #include "util/alloc.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
+#include "util/spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,74 +21,112 @@
 #define GIT_MAX_ARGS 32
 #define GIT_ERR_TAIL 2048
 
-/* No prompt may block a build, and no user's configuration applies. */
-static char *const git_env[] = {
+/* The one locked-down environment of every git Warren runs on the host:
+ * no prompt, no system, global or user configuration, no system
+ * attributes, no replace objects (a replacement would let an object stand
+ * for another), and, as command-line configuration (the highest
+ * precedence, above any repository's), no hooks, no fsmonitor program, no
+ * attributes or exclude file, no ext:: transport. Host git never opens a
+ * repository the agent can write, so no configuration, hook or attribute
+ * of the agent's is read; these settings make sure nothing else is
+ * either. */
+static const char *const locked_env[] = {
     "PATH=/usr/local/bin:/usr/bin:/bin",
     "HOME=/nonexistent",
+    "XDG_CONFIG_HOME=/nonexistent",
     "GIT_TERMINAL_PROMPT=0",
     "GIT_CONFIG_NOSYSTEM=1",
     "GIT_CONFIG_GLOBAL=/dev/null",
+    "GIT_ATTR_NOSYSTEM=1",
+    "GIT_NO_REPLACE_OBJECTS=1",
     "GIT_ASKPASS=/bin/false",
     "SSH_ASKPASS=/bin/false",
     "LC_ALL=C",
+    "GIT_CONFIG_KEY_0=core.hooksPath",
+    "GIT_CONFIG_VALUE_0=/dev/null",
+    "GIT_CONFIG_KEY_1=core.fsmonitor",
+    "GIT_CONFIG_VALUE_1=false",
+    "GIT_CONFIG_KEY_2=core.attributesFile",
+    "GIT_CONFIG_VALUE_2=/dev/null",
+    "GIT_CONFIG_KEY_3=core.excludesFile",
+    "GIT_CONFIG_VALUE_3=/dev/null",
+    "GIT_CONFIG_KEY_4=protocol.ext.allow",
+    "GIT_CONFIG_VALUE_4=never",
+    "GIT_CONFIG_KEY_5=gc.auto",
+    "GIT_CONFIG_VALUE_5=0",
+    "GIT_CONFIG_COUNT=" GIT_LOCKED_CONFIG_COUNT_TEXT,
     NULL,
 };
 
-/* Reads both pipes until EOF, keeping up to max_out of stdout and the last
- * GIT_ERR_TAIL bytes of stderr. */
-static int drain(int out_fd, int err_fd, char *out, size_t max_out,
-		 size_t *out_len, char *err_tail, size_t *err_len)
+const char *const *git_locked_env(void)
 {
-	bool out_open = out_fd >= 0, err_open = true;
-	*out_len = 0;
-	*err_len = 0;
-	while (out_open || err_open) {
-		struct pollfd pfd[2] = {{out_open ? out_fd : -1, POLLIN, 0},
-					{err_open ? err_fd : -1, POLLIN, 0}};
-		if (poll(pfd, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
+	return locked_env;
+}
+
+char **git_env_with(const char *const *vars)
+{
+	size_t n = ARRAY_SIZE(locked_env) - 1, nv = 0;
+	while (vars && vars[nv])
+		nv++;
+	char **env = wr_calloc(n + nv + 1, sizeof(char *));
+	if (!env)
+		return NULL;
+	/* the extra variables first: getenv() takes the first match */
+	for (size_t i = 0; i < nv; i++)
+		env[i] = (char *)vars[i];
+	for (size_t i = 0; i < n; i++)
+		env[nv + i] = (char *)locked_env[i];
+	return env;
+}
+
+int git_exec(const struct git_exec *g, struct wr_error **err)
+{
+	const char *full[GIT_MAX_ARGS + 2];
+	size_t n = 0;
+	full[n++] = "git";
+	for (size_t i = 0; g->argv[i]; i++) {
+		if (n >= GIT_MAX_ARGS)
+			return wr_error_set(err, E2BIG,
+					    "git: too many arguments");
+		full[n++] = g->argv[i];
+	}
+	full[n] = NULL;
+	_cleanup_free_ char **env = g->vars ? git_env_with(g->vars) : NULL;
+	if (g->vars && !env)
+		return wr_error_set(err, ENOMEM, "git %s", g->argv[0]);
+	struct spawn_call c = {
+	    .argv = full,
+	    .envp = env ? (const char *const *)env : locked_env,
+	    .in_fd = g->in_fd,
+	    .out_fd = g->out_fd,
+	    .out = g->out,
+	    .out_len = g->out_len,
+	    .out_max = g->out_max,
+	    .timeout_ms = g->timeout_ms,
+	};
+	/* the verb, for messages: the first argument after -C DIR */
+	const char *verb = full[1];
+	for (size_t i = 1; full[i]; i++) {
+		if (!strcmp(full[i], "-C") && full[i + 1]) {
+			i++;
+			continue;
 		}
-		char buf[8192];
-		if (pfd[0].revents) {
-			ssize_t n = read(out_fd, buf, sizeof(buf));
-			if (n <= 0) {
-				out_open = false;
-			} else if (out) {
-				size_t take = (size_t)n;
-				if (*out_len + take > max_out)
-					return -EFBIG;
-				memcpy(out + *out_len, buf, take);
-				*out_len += take;
-			}
+		if (full[i][0] != '-') {
+			verb = full[i];
+			break;
 		}
-		if (pfd[1].revents) {
-			ssize_t n = read(err_fd, buf, sizeof(buf));
-			if (n <= 0) {
-				err_open = false;
-			} else {
-				size_t take = (size_t)n;
-				if (take >= GIT_ERR_TAIL) {
-					memcpy(err_tail,
-					       buf + take - GIT_ERR_TAIL + 1,
-					       GIT_ERR_TAIL - 1);
-					*err_len = GIT_ERR_TAIL - 1;
-				} else {
-					if (*err_len + take >= GIT_ERR_TAIL) {
-						size_t drop =
-						    *err_len + take -
-						    (GIT_ERR_TAIL - 1);
-						memmove(err_tail,
-							err_tail + drop,
-							*err_len - drop);
-						*err_len -= drop;
-					}
-					memcpy(err_tail + *err_len, buf, take);
-					*err_len += take;
-				}
-			}
+	}
+	int status = spawn_run(&c, err);
+	if (status < 0)
+		return wr_error_wrap(err, "git %s", verb);
+	if (status != 0) {
+		if (c.out && *c.out) {
+			free(*c.out);
+			*c.out = NULL;
 		}
+		wr_error_set(err, 0, "git %s failed: %s", verb,
+			     c.err_tail[0] ? c.err_tail : "(no message)");
+		return -EIO;
 	}
 	return 0;
 }
@@ -104,76 +143,19 @@ int git_run(const char *const argv[], char **out, size_t max_out,
 static int git_run_len(const char *const argv[], char **out, size_t *len_out,
 		       size_t max_out, struct wr_error **err)
 {
-	const char *full[GIT_MAX_ARGS + 2];
-	size_t n = 0;
-	full[n++] = "git";
-	for (size_t i = 0; argv[i]; i++) {
-		if (n >= GIT_MAX_ARGS)
-			return wr_error_set(err, E2BIG,
-					    "git: too many arguments");
-		full[n++] = argv[i];
-	}
-	full[n] = NULL;
-	int op[2] = {-1, -1}, ep[2];
-	if (pipe2(ep, O_CLOEXEC) < 0)
-		return wr_error_set(err, errno, "git: pipe");
-	if (out && pipe2(op, O_CLOEXEC) < 0) {
-		int r = wr_error_set(err, errno, "git: pipe");
-		close(ep[0]);
-		close(ep[1]);
-		return r;
-	}
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	if (out)
-		posix_spawn_file_actions_adddup2(&fa, op[1], 1);
-	else
-		posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY,
-						 0);
-	posix_spawn_file_actions_adddup2(&fa, ep[1], 2);
-	pid_t pid;
-	int r =
-	    posix_spawnp(&pid, "git", &fa, NULL, (char *const *)full, git_env);
-	posix_spawn_file_actions_destroy(&fa);
-	close(ep[1]);
-	if (out)
-		close(op[1]);
-	if (r != 0) {
-		close(ep[0]);
-		if (out)
-			close(op[0]);
-		return wr_error_set(err, r, "run git (is git installed?)");
-	}
-	_cleanup_free_ char *buf = out ? wr_malloc(max_out + 1) : NULL;
-	char tail[GIT_ERR_TAIL];
-	size_t out_len = 0, err_len = 0;
-	int dr = (out && !buf) ? -ENOMEM
-			       : drain(out ? op[0] : -1, ep[0], buf, max_out,
-				       &out_len, tail, &err_len);
-	close(ep[0]);
-	if (out)
-		close(op[0]);
-	int status;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (dr < 0)
-		return wr_error_set(err, -dr, "git %s: output", full[1]);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		tail[err_len] = '\0';
-		while (err_len && (tail[err_len - 1] == '\n'))
-			tail[--err_len] = '\0';
-		wr_error_set(err, 0, "git %s failed: %s", full[1],
-			     err_len ? tail : "(no message)");
-		return -EIO;
-	}
-	if (out) {
-		buf[out_len] = '\0';
-		*out = TAKE_PTR(buf);
-		if (len_out)
-			*len_out = out_len;
-	}
-	return 0;
+	size_t len = 0;
+	struct git_exec g = {
+	    .argv = argv,
+	    .in_fd = -1,
+	    .out_fd = -1,
+	    .out = out,
+	    .out_len = &len,
+	    .out_max = out ? max_out : 0,
+	};
+	int r = git_exec(&g, err);
+	if (r == 0 && len_out)
+		*len_out = len;
+	return r;
 }
 
 static void hex_sha256(const void *data, size_t len, char hex[65])

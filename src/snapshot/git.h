@@ -10,6 +10,38 @@
 #include "util/error.h"
 
 #include <stddef.h>
+#include <stdint.h>
+
+/* Every git Warren runs on the host runs in one locked-down environment
+ * (git.c says what it holds): no configuration but the repository's own
+ * and the lock-down's, no hooks, fsmonitor, attributes or replace
+ * objects. The lock-down's configuration is GIT_CONFIG_KEY_0.. up to
+ * GIT_LOCKED_CONFIG_COUNT - 1; a caller that adds its own keys numbers
+ * them from there and replaces GIT_CONFIG_COUNT. */
+#define GIT_LOCKED_CONFIG_COUNT 6
+#define GIT_LOCKED_CONFIG_COUNT_TEXT "6"
+const char *const *git_locked_env(void);
+/* The locked environment with vars ("NAME=value", NULL-terminated) in
+ * front (they win over the lock-down's): an array of borrowed strings,
+ * the caller frees the array only. */
+char **git_env_with(const char *const *vars);
+
+/* One host git: argv without "git"; vars added to the locked environment
+ * (GIT_DIR, GIT_INDEX_FILE, the author...); stdin from in_fd (-1:
+ * /dev/null); stdout into out_fd, or captured into *out (NUL-ended), or
+ * dropped; out_max caps it (0: 1 MiB; more is -EFBIG). Returns 0, or
+ * -errno; a non-zero exit is -EIO with git's last words in err. */
+struct git_exec {
+	const char *const *argv;
+	const char *const *vars;
+	int in_fd;
+	int out_fd;
+	char **out;
+	size_t *out_len;
+	uint64_t out_max;
+	uint64_t timeout_ms;
+};
+int git_exec(const struct git_exec *g, struct wr_error **err);
 
 /* Runs git with argv (without "git"), stdin from /dev/null, a clean
  * environment (no prompts, no user config). Captures up to max_out bytes

@@ -161,6 +161,23 @@ static double phase_ms(const struct marks *mk, const char *name)
 	return 0;
 }
 
+/* Is ref a full commit id that the repository's mirror holds? */
+static bool mirror_has_commit(const char *data_dir, const char *repo,
+			      const char *ref)
+{
+	if (strlen(ref) != 40 || strspn(ref, "0123456789abcdef") != 40)
+		return false;
+	_cleanup_free_ char *mirror = git_mirror_path(data_dir, repo, NULL);
+	_cleanup_free_ char *spec = wr_asprintf("%s^{commit}", ref);
+	if (!mirror || !spec)
+		return false;
+	const char *argv[] = {"-C", mirror, "cat-file", "-e", spec, NULL};
+	struct wr_error *ignored = NULL;
+	int r = git_run(argv, NULL, 0, &ignored);
+	wr_error_free(ignored);
+	return r == 0;
+}
+
 int snap_session_start(const char *data_dir, const char *sandbox_name,
 		       const struct snap_manifest *m, const char *ref,
 		       struct snap_session *out, struct wr_error **err)
@@ -177,8 +194,11 @@ int snap_session_start(const char *data_dir, const char *sandbox_name,
 		out->total_ms = wall_ms() - t0;
 		return 0;
 	}
+	/* a commit id the mirror holds already needs no fetch (Warren's
+	 * verification sandbox starts at the session's base that way) */
 	_cleanup_free_ char *mirror =
-	    ref ? git_mirror_update(data_dir, m->repo, err)
+	    ref && !mirror_has_commit(data_dir, m->repo, ref)
+		? git_mirror_update(data_dir, m->repo, err)
 		: git_mirror_path(data_dir, m->repo, err);
 	if (!mirror)
 		return -EIO;

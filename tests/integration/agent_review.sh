@@ -71,8 +71,14 @@ api GET "/api/v1/sessions/$S1/artifacts"
 echo "$BODY" | jq -e '[.artifacts[].name] | index("diff.patch") != null' >/dev/null && pass "artifacts list the diff" || fail "artifacts list the diff" "$BODY"
 rep="$(curl -s -H "Authorization: Bearer $TOKEN" "$URL/api/v1/sessions/$S1/artifacts/spec-report.txt")"
 [ "$rep" = "checked: hello and goodbye" ] && pass "files the spec names as artifacts are collected after verify" || fail "files the spec names as artifacts are collected after verify" "$rep"
-commit_msg="$(sandbox_exec_in "$S1" git -C /workspace log -1 --format='%an|%s' "warren/$S1")"
-[ "$commit_msg" = "admin|Greet with hello and goodbye" ] && pass "committed as the prompting user, with the agent's summary" || fail "committed as the prompting user, with the agent's summary" "$commit_msg"
+# Warren writes the result commit itself, on the host, in the session's
+# quarantine repository
+api GET "/api/v1/sessions/$S1"
+rc1="$(jget .outcome.result.commit)"
+commit_msg="$(git --git-dir="$D/sessions/$S1/evidence/result.git" log -1 --format='%an|%cn|%s|%P' "$rc1")"
+[ "$commit_msg" = "admin|Warren|Greet with hello and goodbye|$main_before" ] && pass "committed by Warren on the host as the prompting user, with the agent's summary, on the base" || fail "committed by Warren on the host as the prompting user, with the agent's summary, on the base" "$commit_msg"
+[ "$(jget .outcome.verify.commit)" = "$rc1" ] && [ "$(jget .outcome.verify.sandbox)" = fresh ] &&
+	pass "the verification names the result commit, verified in a fresh sandbox" || fail "the verification names the result commit, verified in a fresh sandbox" "$(jget .outcome.verify)"
 
 # --- approve: the branch goes to the remote, and nothing else ------------------
 refs_before="$(git -C "$REMOTE" for-each-ref --format='%(refname)')"
@@ -80,6 +86,7 @@ api POST "/api/v1/sessions/$S1/approve"
 [ "$CODE" = 200 ] && [ "$(jget .state)" = pushed ] && pass "approve: pushed" || fail "approve: pushed" "$CODE $BODY"
 pushed="$(git -C "$REMOTE" rev-parse "refs/heads/warren/$S1" 2>/dev/null)"
 [ -n "$pushed" ] && [ "$pushed" = "$(jget .outcome.push.commit)" ] && pass "warren/<id> is on the bare remote" || fail "warren/<id> is on the bare remote" "$pushed vs $(jget .outcome.push)"
+[ "$pushed" = "$rc1" ] && pass "the pushed commit is the reviewed and verified one" || fail "the pushed commit is the reviewed and verified one" "$pushed vs $rc1"
 [ "$(git -C "$REMOTE" show "refs/heads/warren/$S1:greeting.txt")" = "hello and goodbye" ] && pass "the pushed branch holds the change" || fail "the pushed branch holds the change" "$(git -C "$REMOTE" show "refs/heads/warren/$S1:greeting.txt" 2>&1)"
 [ "$(git -C "$REMOTE" rev-parse main)" = "$main_before" ] && pass "main on the remote is untouched" || fail "main on the remote is untouched" "moved"
 refs_after="$(git -C "$REMOTE" for-each-ref --format='%(refname)')"

@@ -647,6 +647,43 @@ static int load_model(const char *path, json_t *o, struct serve_config *cfg,
 	return 0;
 }
 
+/* "review": the limits of a change (review/evidence.h). */
+static int load_review(const char *path, json_t *v,
+		       struct evidence_limits *lim, struct wr_error **err)
+{
+	if (!json_is_object(v))
+		return bad(err, path, "review",
+			   "{\"max_objects\": SIZE, \"max_files\": N, "
+			   "\"max_diff\": SIZE}");
+	const char *key;
+	json_t *x;
+	json_object_foreach(v, key, x)
+	{
+		uint64_t n;
+		if (!strcmp(key, "max_objects")) {
+			if (get_size(path, "review.max_objects", x,
+				     &lim->max_object_bytes, err) < 0)
+				return -EINVAL;
+		} else if (!strcmp(key, "max_diff")) {
+			if (get_size(path, "review.max_diff", x,
+				     &lim->max_diff_bytes, err) < 0)
+				return -EINVAL;
+		} else if (!strcmp(key, "max_files")) {
+			if (get_uint(path, key, x, 10000000, &n) < 0 || n == 0)
+				return bad(err, path, "review.max_files",
+					   "an integer 1..10000000");
+			lim->max_files = n;
+		} else {
+			return wr_error_input(
+			    err, EINVAL,
+			    "%s: review: unknown key '%s' (max_objects, "
+			    "max_files, max_diff)",
+			    path, key);
+		}
+	}
+	return 0;
+}
+
 int serve_config_load(const char *path, struct serve_config *cfg,
 		      struct wr_error **err)
 {
@@ -714,6 +751,8 @@ int serve_config_load(const char *path, struct serve_config *cfg,
 				goto out;
 			}
 			cfg->control.verify_retries = (unsigned)x;
+		} else if (!strcmp(key, "review")) {
+			r = load_review(path, v, &cfg->control.evidence, err);
 		} else if (!strcmp(key, "egress")) {
 			/* checked here, where the file is named; the proxy
 			 * takes it again when the control plane starts */
