@@ -115,6 +115,55 @@ static char *script_deps(const struct spec *spec, const char *commit,
 	return sh_script(script_deps_body, &a);
 }
 
+/* What the hooks left in /workspace, against the snapshot's commit, as
+ * "@@warren-built LINE" markers: git status's "?? PATH" lines (untracked
+ * files; a wholly untracked directory as "DIR/") and git diff-index's raw
+ * lines for the tracked files changed (":MODE MODE OLD NEW M|T|D\tPATH",
+ * NEW the blob the build left). Paths stay C-quoted by git (quotePath),
+ * so each record is one line; the builder unquotes them.
+ *
+ * The repository's index is not touched: a copy under /tmp (a tmpfs, not
+ * part of the layer) is reset to the commit with read-tree -m, which keeps
+ * the copy's stat data so unchanged files are not hashed again. status
+ * reads the untracked files against it; add -u then stages the changed
+ * tracked files (their blobs go to .git/objects, so a session can read
+ * the build's version) and diff-index lists them. Untracked files are not
+ * added: hashing node_modules or a build tree would cost time and write
+ * every file's blob into the layer. The changed tracked files come
+ * first: under the cap they are the records that matter most. At most
+ * BUILT_MAX + 1 records of each kind reach the builder. */
+#define BUILT_MAX 10000
+#define BUILT_HEAD_TEXT "10001" /* BUILT_MAX + 1: enough to see a cut */
+
+static void script_outputs(FILE *f, const char *commit)
+{
+	fprintf(
+	    f,
+	    "( cd /workspace || exit 1\n"
+	    "unset GIT_DIR GIT_WORK_TREE GIT_COMMON_DIR GIT_OBJECT_DIRECTORY "
+	    "GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_INDEX_FILE\n"
+	    "w=/tmp/warren-built.$$\n"
+	    "cp \"$(git rev-parse --git-path index)\" $w.index 2>/dev/null\n"
+	    "export GIT_INDEX_FILE=$w.index\n"
+	    "g='git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c "
+	    "core.quotePath=true'\n"
+	    "{ $g read-tree -m %s 2>/dev/null || $g read-tree %s; } &&\n"
+	    "$g status --porcelain=v1 --untracked-files=normal --no-renames "
+	    "--ignore-submodules=all >$w.status &&\n"
+	    "$g add -u &&\n"
+	    "$g diff-index --cached --no-renames --ignore-submodules=all %s "
+	    ">$w.diff\n"
+	    "rc=$?\n"
+	    "if [ $rc = 0 ]; then\n"
+	    "head -n " BUILT_HEAD_TEXT " $w.diff | sed 's/^/@@warren-built /'\n"
+	    "grep '^?? ' $w.status | head -n " BUILT_HEAD_TEXT
+	    " | sed 's/^/@@warren-built /'\n"
+	    "fi\n"
+	    "rm -f $w.index $w.index.lock $w.status $w.diff\n"
+	    "exit $rc ) || { echo \"@@warren-failed outputs 1\"; exit 1; }\n",
+	    commit, commit, commit);
+}
+
 static void script_repo_body(FILE *f, const void *arg)
 {
 	const struct script_args *a = arg;
@@ -139,6 +188,8 @@ static void script_repo_body(FILE *f, const void *arg)
 	sh_phase(f, "services");
 	sh_services_start(f, spec);
 	sh_services_stop(f, spec);
+	sh_phase(f, "outputs");
+	script_outputs(f, commit);
 	/* in a session, git reaches the remote through the credential
 	 * broker (security/broker.h): origin points there, set once here
 	 * rather than at every session start (the build's own hooks, above,
@@ -164,6 +215,19 @@ struct phase_times {
 	long long start_ns;
 };
 
+/* What the build left in /workspace: the build step's @@warren-built
+ * records, as the manifest's extra.build_output keeps them. */
+struct built_output {
+	json_t *untracked; /* paths; a wholly untracked directory ends in / */
+	json_t *modified;  /* {"path", "blob"}: the blob the build left */
+	size_t n;	   /* records kept, at most BUILT_MAX */
+	size_t bytes;	   /* about their size in the manifest's JSON */
+	bool truncated;	   /* some were left out */
+};
+
+/* The manifest is at most 1 MiB (store.c): the records get half. */
+#define BUILT_MAX_BYTES (512 * 1024)
+
 struct step_result {
 	int exit_code;
 	char failed_hook[128];
@@ -172,6 +236,7 @@ struct step_result {
 	size_t n_tail;
 	struct phase_times marks[16];
 	size_t n_marks;
+	struct built_output built;
 };
 
 static void step_result_clear(struct step_result *r)
@@ -179,6 +244,135 @@ static void step_result_clear(struct step_result *r)
 	for (size_t i = 0; i < r->n_tail; i++)
 		free(r->tail[i]);
 	r->n_tail = 0;
+	json_decref(r->built.untracked);
+	json_decref(r->built.modified);
+	memset(&r->built, 0, sizeof(r->built));
+}
+
+/* A path as git prints it with core.quotePath, unquoted: "..." with \a
+ * \b \t \n \v \f \r \" \\ and \ooo (one byte, octal) escapes; a path
+ * without quotes is as it is. NULL when malformed (or a NUL inside), or
+ * out of memory. */
+static char *git_unquote(const char *text)
+{
+	size_t len = strlen(text);
+	if (text[0] != '"')
+		return wr_strdup(text);
+	if (len < 2 || text[len - 1] != '"')
+		return NULL;
+	char *out = wr_malloc(len); /* never longer than the quoted form */
+	if (!out)
+		return NULL;
+	char *o = out;
+	const char *end = text + len - 1; /* the closing quote */
+	for (const char *p = text + 1; p < end; p++) {
+		if (*p == '"')
+			goto bad;
+		if (*p != '\\') {
+			*o++ = *p;
+			continue;
+		}
+		if (++p >= end)
+			goto bad;
+		switch (*p) {
+		case 'a': *o++ = '\a'; break;
+		case 'b': *o++ = '\b'; break;
+		case 't': *o++ = '\t'; break;
+		case 'n': *o++ = '\n'; break;
+		case 'v': *o++ = '\v'; break;
+		case 'f': *o++ = '\f'; break;
+		case 'r': *o++ = '\r'; break;
+		case '"':
+		case '\\': *o++ = *p; break;
+		case '0':
+		case '1':
+		case '2':
+		case '3': {
+			if (end - p < 3 || p[1] < '0' || p[1] > '7' ||
+			    p[2] < '0' || p[2] > '7')
+				goto bad;
+			int v =
+			    (p[0] - '0') * 64 + (p[1] - '0') * 8 + (p[2] - '0');
+			if (v == 0)
+				goto bad;
+			*o++ = (char)v;
+			p += 2;
+			break;
+		}
+		default: goto bad;
+		}
+	}
+	*o = '\0';
+	return out;
+bad:
+	free(out);
+	return NULL;
+}
+
+static bool is_hex40(const char *s)
+{
+	size_t i = 0;
+	for (; s[i]; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		      (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return i == 40;
+}
+
+/* About the room a string takes in the manifest (quoted, escaped). */
+static size_t json_text_len(const char *s)
+{
+	size_t n = 4; /* quotes, comma, newline */
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		n += *p < 0x20 ? 6 : (*p == '"' || *p == '\\') ? 2 : 1;
+	return n;
+}
+
+/* One record: "?? PATH" (git status) or ":MODE MODE OLD NEW X\tPATH" (git
+ * diff-index, raw). One that cannot be kept (the caps, a malformed line,
+ * a path that is not UTF-8 and so no JSON string) sets truncated: the
+ * lists are then known to be incomplete. */
+static void built_add(struct built_output *b, const char *rec)
+{
+	_cleanup_free_ char *path = NULL;
+	char blob[65] = "";
+	const char *quoted = NULL;
+	if (!strncmp(rec, "?? ", 3)) {
+		quoted = rec + 3;
+	} else if (rec[0] == ':') {
+		const char *tab = strchr(rec, '\t');
+		char status = 0;
+		if (tab &&
+		    sscanf(rec, ":%*o %*o %*64s %64s %c", blob, &status) == 2 &&
+		    is_hex40(blob) &&
+		    (status == 'M' || status == 'T' || status == 'D'))
+			quoted = tab + 1;
+	}
+	if (b->n >= BUILT_MAX || !quoted || !(path = git_unquote(quoted)) ||
+	    !path[0]) {
+		b->truncated = true;
+		return;
+	}
+	size_t bytes = json_text_len(path) + (blob[0] ? 64 : 0);
+	if (b->bytes + bytes > BUILT_MAX_BYTES) {
+		b->truncated = true;
+		return;
+	}
+	if (!b->untracked)
+		b->untracked = json_array();
+	if (!b->modified)
+		b->modified = json_array();
+	json_t *rec_json =
+	    blob[0] ? json_pack("{s:s, s:s}", "path", path, "blob", blob)
+		    : json_string(path);
+	if (!rec_json || !b->untracked || !b->modified ||
+	    json_array_append_new(blob[0] ? b->modified : b->untracked,
+				  rec_json) < 0) {
+		b->truncated = true;
+		return;
+	}
+	b->n++;
+	b->bytes += bytes;
 }
 
 static void keep_tail(struct step_result *r, const char *line)
@@ -216,6 +410,13 @@ static void handle_line(const struct snap_build_opts *o, const char *label,
 	if (!strncmp(line, "@@warren-failed ", 16)) {
 		sscanf(line + 16, "%127s %d", r->failed_hook,
 		       &r->failed_status);
+		return;
+	}
+	if (!strncmp(line, "@@warren-built ", 15)) {
+		/* the script's records come once its outputs phase began */
+		if (r->n_marks &&
+		    !strcmp(r->marks[r->n_marks - 1].name, "outputs"))
+			built_add(&r->built, line + 15);
 		return;
 	}
 	if (!strncmp(line, "@@warren-hook ", 14)) {
@@ -559,6 +760,70 @@ static void add_marked_timings(struct snap_manifest *m,
 	}
 }
 
+/* extra.build_output: {"untracked": [...], "modified": [{"path", "blob"}],
+ * "truncated": bool}; NULL when out of memory. */
+static json_t *built_json(const struct built_output *b)
+{
+	json_t *untracked =
+	    b->untracked ? json_incref(b->untracked) : json_array();
+	json_t *modified =
+	    b->modified ? json_incref(b->modified) : json_array();
+	return json_pack("{s:o, s:o, s:b}", "untracked", untracked, "modified",
+			 modified, "truncated", b->truncated);
+}
+
+#define BUILT_WARN_NAMES 10
+
+static const char built_truncated[] =
+    "warning: the build's outputs are recorded in part (more than 10000 "
+    "paths, more than 512 KiB of them, or a path that is not UTF-8); "
+    "sessions may count the rest as their own change";
+
+/* The warning for the tracked files the build changed; NULL when it
+ * changed none (or out of memory). A control character in a name is
+ * written as '?': the warning is one line. */
+static char *built_warning(const struct built_output *b)
+{
+	size_t n = json_array_size(b->modified);
+	if (n == 0)
+		return NULL;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (!f)
+		return NULL;
+	bool npm = false;
+	fputs("warning: the build's hooks modified tracked files: ", f);
+	for (size_t i = 0; i < n; i++) {
+		const char *path = json_string_value(
+		    json_object_get(json_array_get(b->modified, i), "path"));
+		if (!path)
+			continue;
+		const char *base = strrchr(path, '/');
+		if (!strcmp(base ? base + 1 : path, "package-lock.json"))
+			npm = true;
+		if (i >= BUILT_WARN_NAMES)
+			continue;
+		if (i)
+			fputs(", ", f);
+		for (const unsigned char *p = (const unsigned char *)path; *p;
+		     p++)
+			fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, f);
+	}
+	if (n > BUILT_WARN_NAMES)
+		fprintf(f, " and %zu more", n - BUILT_WARN_NAMES);
+	fputs("; sessions leave these changes out of their result", f);
+	if (npm)
+		fputs(" (for npm, `npm ci` installs without rewriting the "
+		      "lockfile)",
+		      f);
+	if (fclose(f) != 0) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
 /* ---- lockfiles and the dependencies key ---------------------------------- */
 
 static void hex_digest(const unsigned char *digest, char hex[65])
@@ -739,6 +1004,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	char *mirror = NULL, *deps_stage = NULL, *repo_stage = NULL;
 	char *deps_script = NULL, *repo_script = NULL, *log_path = NULL;
 	char *deps_path = NULL, *bind = NULL, *logs = NULL, *layer = NULL;
+	char *warning = NULL;
 	int log_fd = -1;
 	struct step_result step = {0};
 	struct secret_set secrets = {0};
@@ -924,6 +1190,15 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 		goto out;
 	}
 	add_marked_timings(m, &step);
+	warning = built_warning(&step.built);
+	if (warning) {
+		dprintf(log_fd, "%s\n", warning);
+		progress(o, "%s\n", warning);
+	}
+	if (step.built.truncated) {
+		dprintf(log_fd, "%s\n", built_truncated);
+		progress(o, "%s\n", built_truncated);
+	}
 	layer = wr_asprintf("%s/upper", repo_stage);
 	char repo_id[65];
 	uint64_t repo_bytes = 0;
@@ -992,6 +1267,24 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 				    names, json_string(secrets.v[i].name));
 			json_object_set_new(m->extra, "secrets", names);
 		}
+		/* what the build itself produced in /workspace: sessions
+		 * leave it out of their change */
+		json_t *built = built_json(&step.built);
+		if (!built ||
+		    json_object_set_new(m->extra, "build_output", built) < 0) {
+			r = wr_error_set(err, ENOMEM, "build");
+			goto out;
+		}
+		json_t *warnings = json_array();
+		if (warning)
+			json_array_append_new(warnings, json_string(warning));
+		if (step.built.truncated)
+			json_array_append_new(warnings,
+					      json_string(built_truncated));
+		if (json_array_size(warnings))
+			json_object_set_new(m->extra, "warnings", warnings);
+		else
+			json_decref(warnings);
 	}
 	add_timing(m, "publish", now_ms() - t);
 	add_timing(m, "total", now_ms() - t_start);
@@ -1021,6 +1314,7 @@ out:
 	free(bind);
 	free(logs);
 	free(layer);
+	free(warning);
 	free(mirror);
 	snap_manifest_free(m);
 	spec_free(spec);

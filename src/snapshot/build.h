@@ -10,6 +10,9 @@
  *             commit and runs updateContentCommand
  *   services  the declared services are started, probed until ready and
  *             stopped, so their data directories are initialised in the layer
+ *   outputs   what the hooks left in /workspace against the commit (files
+ *             created, tracked files changed) is recorded in the manifest's
+ *             extra.build_output, for sessions to leave out of their change
  *   publish   both layers and the manifest are published atomically; a
  *             failing step publishes nothing
  *
