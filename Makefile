@@ -18,7 +18,7 @@ DEBIAN_PACKAGES := gcc make pkg-config libseccomp-dev libjansson-dev \
 
 # what the tests use besides the build (script, setpriv, pgrep, PostgreSQL
 # for the service fixture)
-TEST_PACKAGES := bsdutils util-linux procps git postgresql curl wrk sqlite3 python3 jq chromium nodejs
+TEST_PACKAGES := bsdutils util-linux procps git postgresql curl wrk sqlite3 python3 jq chromium nodejs cmake
 
 CFLAGS_COMMON := -std=c17 -D_GNU_SOURCE -Isrc -g -O2 -Wall -Wextra \
   -Werror=implicit-function-declaration -Werror=return-type \
