@@ -161,40 +161,71 @@ static int remote_git(const char *const argv[], char *const envp[], char **out,
 	return 0;
 }
 
+/* The commit the remote's ref names now ("" if none). */
+static int remote_ref(const char *quarantine, const char *remote_url,
+		      const char *ref, char *const remote_env[], char id[41],
+		      struct wr_error **err)
+{
+	_cleanup_free_ char *listed = NULL;
+	const char *argv[] = {"git",	 "-C", quarantine, "ls-remote",
+			      "--refs",	 "--", remote_url, ref,
+			      NULL};
+	int r = remote_git(argv, remote_env, &listed, err);
+	if (r < 0)
+		return r;
+	id[0] = '\0';
+	if (listed && strlen(listed) >= 40)
+		snprintf(id, 41, "%.40s", listed);
+	return 0;
+}
+
 int review_push(const char *quarantine, const char *session_id,
 		const char *commit, const char *remote_url,
 		char *const remote_env[], json_t **out, struct wr_error **err)
 {
 	char ref[160];
 	snprintf(ref, sizeof(ref), "refs/heads/warren/%s", session_id);
-	/* exactly the reviewed commit id, to the session's branch only: an
-	 * explicit refspec, never forced */
-	_cleanup_free_ char *push_spec = wr_asprintf("%s:%s", commit, ref);
-	if (!push_spec)
-		return wr_error_set(err, ENOMEM, "push");
-	const char *pargv[] = {"git",	       "-C", quarantine, "push",
-			       "-q",	       "--", remote_url, push_spec,
-			       NULL};
-	int r = remote_git(pargv, remote_env, NULL, err);
+	/* what the branch holds before: nothing, unless the agent pushed
+	 * it through the broker during the session (unreviewed) */
+	char before[41];
+	int r = remote_ref(quarantine, remote_url, ref, remote_env, before,
+			   err);
 	if (r < 0)
-		return wr_error_wrap(err, "push");
+		return wr_error_wrap(err, "push: read the branch");
+	/* exactly the reviewed commit id, to the session's branch only. Not
+	 * forced; over what the agent pushed there itself, with a lease on
+	 * exactly that value, so nothing else is ever overwritten */
+	_cleanup_free_ char *push_spec = wr_asprintf("%s:%s", commit, ref);
+	_cleanup_free_ char *lease =
+	    wr_asprintf("--force-with-lease=%s:%s", ref, before);
+	if (!push_spec || !lease)
+		return wr_error_set(err, ENOMEM, "push");
+	if (strcmp(before, commit)) {
+		const char *plain[] = {"git",	      "-C", quarantine, "push",
+				       "-q",	      "--", remote_url, push_spec,
+				       NULL};
+		const char *leased[] = {"git",	    "-C",	quarantine,
+					"push",	    "-q",	lease,
+					"--",	    remote_url, push_spec,
+					NULL};
+		r = remote_git(before[0] ? leased : plain, remote_env, NULL,
+			       err);
+		if (r < 0)
+			return wr_error_wrap(err, "push");
+	}
 	/* what the remote now says the branch is: the push names it */
-	_cleanup_free_ char *listed = NULL;
-	const char *largv[] = {"git",	    "-C", quarantine, "ls-remote",
-			       "--refs",    "--", remote_url, ref,
-			       NULL};
-	r = remote_git(largv, remote_env, &listed, err);
+	char after[41];
+	r = remote_ref(quarantine, remote_url, ref, remote_env, after, err);
 	if (r < 0)
 		return wr_error_wrap(err, "push: read the branch back");
-	char remote_commit[41] = "";
-	if (listed)
-		snprintf(remote_commit, sizeof(remote_commit), "%.40s", listed);
-	if (strcmp(remote_commit, commit))
+	if (strcmp(after, commit))
 		return wr_error_set(err, EIO,
 				    "push: the remote's %s is '%s', not the "
 				    "reviewed commit %s",
-				    ref, remote_commit, commit);
+				    ref, after, commit);
 	*out = json_pack("{s:s, s:s, s:s}", "remote", remote_url, "ref", ref,
-			 "commit", remote_commit);
+			 "commit", after);
+	if (*out && before[0] && strcmp(before, commit))
+		json_object_set_new(*out, "replaced", json_string(before));
 	return 0;
 }

@@ -4,6 +4,7 @@
  * update of a push. broker.c owns the sockets, threads and sessions. */
 #include "security/broker_internal.h"
 
+#include "snapshot/git.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
@@ -103,18 +104,6 @@ static void redact_userinfo(char *text)
 /* ---- the environment of host git ------------------------------------------
  */
 
-/* No prompt, no user's or system's configuration. */
-static const char *const base_env[] = {
-    "PATH=/usr/local/bin:/usr/bin:/bin",
-    "HOME=/nonexistent",
-    "GIT_TERMINAL_PROMPT=0",
-    "GIT_CONFIG_NOSYSTEM=1",
-    "GIT_CONFIG_GLOBAL=/dev/null",
-    "GIT_ASKPASS=/bin/false",
-    "SSH_ASKPASS=/bin/false",
-    "LC_ALL=C",
-};
-
 void broker_envv_clear(struct envv *e)
 {
 	for (size_t i = 0; i < e->n; i++)
@@ -157,24 +146,33 @@ static char *url_authority(const char *url)
 int broker_env_build(const struct remote *r, bool creds, struct envv *e)
 {
 	memset(e, 0, sizeof(*e));
-	for (size_t i = 0; i < ARRAY_SIZE(base_env); i++)
-		if (envv_add(e, wr_strdup(base_env[i])) < 0)
+	/* the one locked-down environment of host git (snapshot/git.h);
+	 * its GIT_CONFIG_COUNT last, so a credential key can extend it */
+	_cleanup_free_ char *auth =
+	    creds && r->username && r->password && r->url
+		? url_authority(r->url)
+		: NULL;
+	for (const char *const *v = git_locked_env(); *v; v++) {
+		if (auth && !strncmp(*v, "GIT_CONFIG_COUNT=", 17))
+			continue;
+		if (envv_add(e, wr_strdup(*v)) < 0)
 			goto oom;
+	}
 	if (!creds)
 		return 0;
-	if (r->username && r->password && r->url) {
-		_cleanup_free_ char *auth = url_authority(r->url);
-		if (!auth)
-			return 0; /* a local path or scp-like URL: no https */
-		if (envv_add(e, wr_strdup("GIT_CONFIG_COUNT=1")) < 0 ||
-		    envv_add(e, wr_asprintf("GIT_CONFIG_KEY_0=credential.%s."
+	if (auth) {
+		if (envv_add(e, wr_asprintf("GIT_CONFIG_COUNT=%d",
+					    GIT_LOCKED_CONFIG_COUNT + 1)) < 0 ||
+		    envv_add(e, wr_asprintf("GIT_CONFIG_KEY_%d=credential.%s."
 					    "helper",
-					    auth)) < 0 ||
-		    envv_add(e, wr_strdup(
-				    "GIT_CONFIG_VALUE_0=!f() { test \"$1\" = "
-				    "get && printf 'username=%s\\npassword="
-				    "%s\\n' \"$WARREN_BROKER_USERNAME\" "
-				    "\"$WARREN_BROKER_PASSWORD\"; }; f")) < 0 ||
+					    GIT_LOCKED_CONFIG_COUNT, auth)) <
+			0 ||
+		    envv_add(e, wr_asprintf(
+				    "GIT_CONFIG_VALUE_%d=!f() { test \"$1\" = "
+				    "get && printf 'username=%%s\\npassword="
+				    "%%s\\n' \"$WARREN_BROKER_USERNAME\" "
+				    "\"$WARREN_BROKER_PASSWORD\"; }; f",
+				    GIT_LOCKED_CONFIG_COUNT)) < 0 ||
 		    envv_add(e, wr_asprintf("WARREN_BROKER_USERNAME=%s",
 					    r->username)) < 0 ||
 		    envv_add(e, wr_asprintf("WARREN_BROKER_PASSWORD=%s",

@@ -18,7 +18,7 @@
 #define ERR_TAIL 1024
 #define REASON_MAX 512
 #define EXPIRED_MAX 256 /* expired tokens remembered, for the record */
-#define ENV_MAX 24
+#define ENV_MAX 48
 
 struct broker_session;
 
