@@ -174,6 +174,8 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 
 /* runner.c */
 bool run_stop_requested(struct run *run);
+/* The session's bytes on disk: workspace, evidence, artifacts. */
+uint64_t run_disk_used(const struct run *run);
 /* Is the sandbox's init alive (after an exec that ended with status)? */
 bool run_sandbox_alive(struct run *run, int status);
 

@@ -114,6 +114,17 @@ static uint64_t workspace_bytes(const char *dir)
 	return usage_sum;
 }
 
+uint64_t run_disk_used(const struct run *run)
+{
+	struct control *c = run->ctl;
+	_cleanup_free_ char *sess =
+	    wr_asprintf("%s/sessions/%s", c->data_dir, run->id);
+	_cleanup_free_ char *art =
+	    wr_asprintf("%s/artifacts/%s", c->data_dir, run->id);
+	uint64_t used = sess ? workspace_bytes(sess) : 0;
+	return used + (art ? workspace_bytes(art) : 0);
+}
+
 /* ---- the sandbox ----------------------------------------------------------
  */
 
@@ -469,15 +480,13 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 	struct line_buf out = {.stream = "stdout"}, errb = {.stream = "stderr"};
 	bool exited = false;
 	double stop_at = 0, disk_checked = mono_ms();
-	_cleanup_free_ char *upper =
-	    run->limits.disk_bytes
-		? wr_asprintf("%s/sessions/%s/upper", c->data_dir, s->id)
-		: NULL;
 	while (!exited || p.out_fd >= 0 || p.err_fd >= 0) {
-		if (upper && !exited && !t->disk_used &&
+		/* the workspace, the evidence and the artifacts: all of the
+		 * session's bytes on disk */
+		if (run->limits.disk_bytes && !exited && !t->disk_used &&
 		    mono_ms() - disk_checked > DISK_CHECK_MS) {
 			disk_checked = mono_ms();
-			uint64_t used = workspace_bytes(upper);
+			uint64_t used = run_disk_used(run);
 			if (used > run->limits.disk_bytes) {
 				t->disk_used = used;
 				kill(p.pid, SIGTERM);

@@ -517,6 +517,37 @@ int work_commit(struct run *run, const struct store_session *s,
 	    r == 0 ? git_mirror_path(c->data_dir, repo.url, err) : NULL;
 	json_t *build_output =
 	    mirror ? snapshot_build_output(c, run->snapshot_id) : NULL;
+	/* the change's objects, diff and bundle count against the
+	 * session's disk limit: what is left of it caps them */
+	struct evidence_limits lim = c->cfg.evidence;
+	if (mirror && run->limits.disk_bytes) {
+		uint64_t used = run_disk_used(run);
+		if (used >= run->limits.disk_bytes) {
+			r = wr_error_input(err, ENOSPC,
+					   "the session's disk limit (%llu "
+					   "bytes) is used up: no room for the "
+					   "result's evidence",
+					   (unsigned long long)
+					       run->limits.disk_bytes);
+			free(mirror);
+			mirror = NULL;
+		} else {
+			uint64_t left = run->limits.disk_bytes - used;
+			uint64_t obj = lim.max_object_bytes
+					   ? lim.max_object_bytes
+					   : EVIDENCE_MAX_OBJECT_BYTES;
+			uint64_t diff = lim.max_diff_bytes
+					    ? lim.max_diff_bytes
+					    : EVIDENCE_MAX_DIFF_BYTES;
+			/* the pack, then the bundle of the same objects */
+			lim.max_object_bytes = obj < left / 2 ? obj : left / 2;
+			lim.max_diff_bytes = diff < left / 2 ? diff : left / 2;
+			if (!lim.max_object_bytes)
+				lim.max_object_bytes = 1;
+			if (!lim.max_diff_bytes)
+				lim.max_diff_bytes = 1;
+		}
+	}
 	if (mirror) {
 		struct evidence_request q = {
 		    .data_dir = c->data_dir,
@@ -529,10 +560,10 @@ int work_commit(struct run *run, const struct store_session *s,
 		    .message = message,
 		    .artifact_dir = w.artifact_dir,
 		    .build_output = build_output,
-		    .limits = c->cfg.evidence,
+		    .limits = lim,
 		};
 		r = evidence_commit(&q, out, err);
-	} else {
+	} else if (r == 0) {
 		r = -EIO;
 	}
 	json_decref(build_output);
