@@ -24,19 +24,32 @@
 #define SYMLINK_MAX 4096
 #define ZERO_ID "0000000000000000000000000000000000000000"
 
-/* Staged in a scratch index (the agent's own index is copied for its stat
- * cache, never written), the work tree becomes a tree; its objects that
- * the base's tree does not hold leave as a pack on stdout, the tree's id
- * as the last line of stderr. Whatever runs here is the agent's: the
- * output is only bytes for the host to check. */
+/* The work tree becomes a tree through a scratch git directory in /tmp
+ * (no configuration, no info/exclude, no hooks: the workspace's .git/config
+ * and its filter, textconv or fsmonitor programs are never read; its
+ * objects are borrowed read-only, new ones are written to the scratch
+ * directory, and the index is a copy of the workspace's for its stat
+ * cache). The objects the base's tree does not hold leave as a pack on
+ * stdout, the tree's id as the last line of stderr. This still runs
+ * inside the agent's sandbox, where every binary is the agent's to
+ * replace: the output is only bytes for the host to check. */
 static const char export_script[] =
     "set -e\n"
     "cd /workspace\n"
-    "idx=$(mktemp /tmp/.warren-index.XXXXXX)\n"
-    "trap 'rm -f \"$idx\"' EXIT\n"
-    "cp .git/index \"$idx\" 2>/dev/null || git read-tree --index-output=\"$idx\" \"$1\"\n"
-    "export GIT_INDEX_FILE=\"$idx\"\n"
-    "git add -A .\n"
+    "g=$(mktemp -d /tmp/.warren-export.XXXXXX)\n"
+    "trap 'rm -rf \"$g\"' EXIT\n"
+    "mkdir -p \"$g/objects/info\" \"$g/refs\"\n"
+    "echo 'ref: refs/heads/none' >\"$g/HEAD\"\n"
+    "echo /workspace/.git/objects >\"$g/objects/info/alternates\"\n"
+    "export GIT_DIR=\"$g\" GIT_WORK_TREE=/workspace "
+    "GIT_INDEX_FILE=\"$g/index\" GIT_CONFIG_NOSYSTEM=1 "
+    "GIT_CONFIG_GLOBAL=/dev/null HOME=/nonexistent "
+    "XDG_CONFIG_HOME=/nonexistent GIT_ATTR_NOSYSTEM=1 "
+    "GIT_NO_REPLACE_OBJECTS=1\n"
+    "{ cp .git/index \"$g/index\" && git ls-files -s >/dev/null; } "
+    "2>/dev/null || { rm -f \"$g/index\"; git read-tree \"$1\"; }\n"
+    "git -c core.hooksPath=/dev/null -c core.fsmonitor=false "
+    "-c core.excludesFile=/dev/null add -A .\n"
     "t=$(git write-tree)\n"
     "printf '%s\\n--not\\n%s^{tree}\\n' \"$t\" \"$1\" | "
     "git pack-objects --revs --stdout -q\n"
