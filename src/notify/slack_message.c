@@ -256,15 +256,26 @@ static void put_diff(struct slack_buf *b, const json_t *outcome)
 		slack_buf_puts(b, "\n*Diff:* no changes");
 		return;
 	}
-	size_t files = json_array_size(json_object_get(result, "files"));
+	const json_t *total = json_object_get(result, "files_total");
+	size_t files = total ? (size_t)json_integer_value(total)
+			     : json_array_size(json_object_get(result, "files"));
+	const char *commit =
+	    json_string_value(json_object_get(result, "commit"));
 	slack_buf_printf(
 	    b, "\n*Diff:* %zu file%s changed, +%lld -%lld", files,
 	    files == 1 ? "" : "s",
 	    (long long)json_integer_value(json_object_get(result, "additions")),
 	    (long long)json_integer_value(
 		json_object_get(result, "deletions")));
+	if (commit)
+		slack_buf_printf(b, " at commit `%.12s`", commit);
 	if (json_is_true(json_object_get(result, "diff_truncated")))
 		slack_buf_puts(b, " (the diff is cut short)");
+	json_int_t left = json_integer_value(json_object_get(
+	    json_object_get(result, "build_output"), "count"));
+	if (left > 0)
+		slack_buf_printf(b, "; %lld build output%s left out",
+				 (long long)left, left == 1 ? "" : "s");
 }
 
 /* Who decided and why; the push and the pull request. */

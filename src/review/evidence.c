@@ -21,6 +21,7 @@
 #define EXPORT_TIMEOUT_MS (5ull * 60 * 1000)
 #define GIT_HOST_TIMEOUT_MS (5ull * 60 * 1000)
 #define LEFT_OUT_SHOWN 20
+#define FILES_SHOWN 200
 #define SYMLINK_MAX 4096
 #define ZERO_ID "0000000000000000000000000000000000000000"
 
@@ -750,6 +751,14 @@ int evidence_commit(const struct evidence_request *q, json_t **out,
 		}
 	}
 
+	/* the record keeps the first files (files.json has them all): a
+	 * large change must not make every read of the session large */
+	size_t n_files = json_array_size(files);
+	json_t *shown = json_array();
+	for (size_t i = 0; shown && i < n_files && i < FILES_SHOWN; i++)
+		json_array_append(shown, json_array_get(files, i));
+	json_decref(files);
+	files = shown;
 	size_t n_left = json_array_size(left_out);
 	while (json_array_size(left_out) > LEFT_OUT_SHOWN)
 		json_array_remove(left_out, LEFT_OUT_SHOWN);
@@ -762,6 +771,9 @@ int evidence_commit(const struct evidence_request *q, json_t **out,
 	    changed, "diff_truncated", truncated, "diff_bytes",
 	    (json_int_t)diff_bytes, "object_bytes", (json_int_t)object_bytes,
 	    "build_output", "count", (json_int_t)n_left, "paths", left_out);
+	if (result && n_files > FILES_SHOWN)
+		json_object_set_new(result, "files_total",
+				    json_integer((json_int_t)n_files));
 	if (!result)
 		return wr_error_set(err, ENOMEM, "result");
 	*out = result;

@@ -40,9 +40,22 @@ export function summaryCards(s, artifacts, onDownload) {
                 h('span', { class: 'add' }, `+${num(r.additions)}`),
                 ' ',
                 h('span', { class: 'del' }, `−${num(r.deletions)}`),
-                ` in ${plural((r.files || []).length, 'file')}`,
+                ` in ${plural(r.files_total ?? (r.files || []).length, 'file')}`,
               ]
             : 'none',
+        ],
+        // what the snapshot's build produced is never part of the change
+        [
+          'Left out',
+          r.build_output && r.build_output.count
+            ? h(
+                'span',
+                { title: (r.build_output.paths || []).join('\n') },
+                `${plural(r.build_output.count, 'build output')} (${(r.build_output.paths || []).slice(0, 3).join(', ')}${
+                  r.build_output.count > 3 ? ', …' : ''
+                })`,
+              )
+            : null,
         ],
       ]),
     );
@@ -59,8 +72,19 @@ export function summaryCards(s, artifacts, onDownload) {
         ),
         ' ',
         h('span', { class: 'muted' }, v.attempts > 1 ? `after ${v.attempts} attempts` : 'on the first attempt'),
+        v.commit ? h('span', { class: 'muted' }, ' on commit ', h('code', null, shortSha(v.commit))) : null,
       ),
     );
+    // the verified commit must be the reviewed one: a mismatch is shown, never hidden
+    if (r && v.commit && r.commit && v.commit !== r.commit)
+      outcome.push(
+        h(
+          'div',
+          { class: 'callout callout-error' },
+          h('strong', null, 'Mismatch: '),
+          `the checks ran on ${shortSha(v.commit)}, the change is ${shortSha(r.commit)}`,
+        ),
+      );
   }
   if (d) {
     outcome.push(
