@@ -193,8 +193,6 @@ static int export_tree(const struct evidence_request *q, const char *pack_path,
 		return wr_error_wrap(err, "read the work tree");
 	const char *mark = strstr(c.err_tail, "@@warren-tree ");
 	if (status != 0 || !mark) {
-		char *nl = strchr(c.err_tail, '\n');
-		(void)nl;
 		return wr_error_set(err, EIO,
 				    "read the work tree: exit status %d: %s",
 				    status,
@@ -268,7 +266,7 @@ static int parse_raw(char *raw, size_t len, struct entry **out, size_t *n_out,
 
 /* Any component ".git", in any case (a checkout on a case-insensitive
  * filesystem would write into the repository's own metadata). */
-static bool has_dotgit(const char *path)
+bool evidence_path_has_dotgit(const char *path)
 {
 	for (const char *p = path; *p;) {
 		size_t l = strcspn(p, "/");
@@ -283,7 +281,7 @@ static bool has_dotgit(const char *path)
 
 /* Does a symlink at path with target stay inside the tree and out of
  * .git? */
-static bool symlink_ok(const char *path, const char *target)
+bool evidence_symlink_inside(const char *path, const char *target)
 {
 	if (!target[0] || target[0] == '/')
 		return false;
@@ -292,8 +290,6 @@ static bool symlink_ok(const char *path, const char *target)
 	for (const char *p = path; *p; p++)
 		if (*p == '/')
 			depth++;
-	int first = -1; /* depth-0 component index where we re-enter */
-	(void)first;
 	for (const char *p = target; *p;) {
 		size_t l = strcspn(p, "/");
 		if (l == 2 && !strncmp(p, "..", 2)) {
@@ -318,7 +314,7 @@ static int judge(const char *repo, const struct entry *v, size_t n,
 		const struct entry *e = &v[i];
 		if (e->status == 'D')
 			continue;
-		if (has_dotgit(e->path))
+		if (evidence_path_has_dotgit(e->path))
 			return wr_error_input(err, EPERM,
 					      "the change was refused: path "
 					      "'%s' has a .git component",
@@ -340,7 +336,7 @@ static int judge(const char *repo, const struct entry *v, size_t n,
 			if (r < 0)
 				return wr_error_wrap(err, "symlink '%s'",
 						     e->path);
-			if (strlen(target) != tl || !symlink_ok(e->path, target))
+			if (strlen(target) != tl || !evidence_symlink_inside(e->path, target))
 				return wr_error_input(
 				    err, EPERM,
 				    "the change was refused: symlink '%s' "

@@ -31,6 +31,7 @@
 #include "util/error.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Defaults of the limits of a change (configurable: "review" in the
@@ -79,5 +80,11 @@ int evidence_commit(const struct evidence_request *req, json_t **out,
 /* Does the quarantine hold commit as refs/heads/warren/<session_id>? */
 int evidence_check_commit(const char *data_dir, const char *session_id,
 			  const char *commit, struct wr_error **err);
+
+/* The judging rules, on their own (unit-tested): a path with a ".git"
+ * component in any case; a symlink at path whose target stays inside the
+ * tree (relative, never above the root) and out of any .git. */
+bool evidence_path_has_dotgit(const char *path);
+bool evidence_symlink_inside(const char *path, const char *target);
 
 #endif
