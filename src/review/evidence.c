@@ -16,6 +16,7 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define EXPORT_TIMEOUT_MS (5ull * 60 * 1000)
@@ -66,6 +67,13 @@ char *evidence_bundle_dir(const char *data_dir, const char *session_id)
 {
 	return wr_asprintf("%s/sessions/%s/evidence/verify", data_dir,
 			   session_id);
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static bool is_hex40(const char *s)
@@ -468,6 +476,7 @@ int evidence_commit(const struct evidence_request *q, json_t **out,
 {
 	if (!is_hex40(q->base))
 		return wr_error_set(err, EINVAL, "evidence: no base commit");
+	uint64_t t0 = mono_ms();
 	uint64_t max_objects =
 	    or_default(q->limits.max_object_bytes, EVIDENCE_MAX_OBJECT_BYTES);
 	uint64_t max_files =
@@ -767,6 +776,9 @@ int evidence_commit(const struct evidence_request *q, json_t **out,
 	    changed, "diff_truncated", truncated, "diff_bytes",
 	    (json_int_t)diff_bytes, "object_bytes", (json_int_t)object_bytes,
 	    "build_output", "count", (json_int_t)n_left, "paths", left_out);
+	if (result)
+		json_object_set_new(result, "ms",
+				    json_integer((json_int_t)(mono_ms() - t0)));
 	if (result && n_files > FILES_SHOWN)
 		json_object_set_new(result, "files_total",
 				    json_integer((json_int_t)n_files));
