@@ -174,6 +174,13 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 
 /* runner.c */
 bool run_stop_requested(struct run *run);
+/* Appends the run's --memory, --cpus and --pids (their text in *b) to
+ * argv at n (6 slots at most); returns the new count. */
+struct limit_bufs {
+	char mem[32], cpus[32], pids[32];
+};
+int run_limit_argv(const struct run *run, struct limit_bufs *b, char **argv,
+		   int n);
 /* The session's bytes on disk: workspace, evidence, artifacts. */
 uint64_t run_disk_used(const struct run *run);
 /* Is the sandbox's init alive (after an exec that ended with status)? */

@@ -125,6 +125,30 @@ uint64_t run_disk_used(const struct run *run)
 	return used + (art ? workspace_bytes(art) : 0);
 }
 
+int run_limit_argv(const struct run *run, struct limit_bufs *b, char **argv,
+		   int n)
+{
+	if (run->limits.memory_bytes) {
+		snprintf(b->mem, sizeof(b->mem), "%llu",
+			 (unsigned long long)run->limits.memory_bytes);
+		argv[n++] = "--memory";
+		argv[n++] = b->mem;
+	}
+	if (run->limits.millicpus) {
+		snprintf(b->cpus, sizeof(b->cpus), "%.3f",
+			 run->limits.millicpus / 1000.0);
+		argv[n++] = "--cpus";
+		argv[n++] = b->cpus;
+	}
+	if (run->limits.pids) {
+		snprintf(b->pids, sizeof(b->pids), "%llu",
+			 (unsigned long long)run->limits.pids);
+		argv[n++] = "--pids";
+		argv[n++] = b->pids;
+	}
+	return n;
+}
+
 /* ---- the sandbox ----------------------------------------------------------
  */
 
@@ -209,7 +233,7 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	er = control_broker_prepare(run, s, &broker, err);
 	if (er < 0)
 		return er;
-	char mem[32], cpus[32], pids[32];
+	struct limit_bufs lb;
 	char *argv[64];
 	int n = 0;
 	argv[n++] = c->warren_bin;
@@ -228,24 +252,7 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 		argv[n++] = "--ref";
 		argv[n++] = s->ref;
 	}
-	if (run->limits.memory_bytes) {
-		snprintf(mem, sizeof(mem), "%llu",
-			 (unsigned long long)run->limits.memory_bytes);
-		argv[n++] = "--memory";
-		argv[n++] = mem;
-	}
-	if (run->limits.millicpus) {
-		snprintf(cpus, sizeof(cpus), "%.3f",
-			 run->limits.millicpus / 1000.0);
-		argv[n++] = "--cpus";
-		argv[n++] = cpus;
-	}
-	if (run->limits.pids) {
-		snprintf(pids, sizeof(pids), "%llu",
-			 (unsigned long long)run->limits.pids);
-		argv[n++] = "--pids";
-		argv[n++] = pids;
-	}
+	n = run_limit_argv(run, &lb, argv, n);
 	n = control_egress_argv(&egress, argv, n);
 	n = control_broker_argv(&broker, argv, n);
 	argv[n] = NULL;

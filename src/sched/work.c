@@ -343,7 +343,8 @@ static int verify_sandbox_create(struct run *run, const char *name,
 				 const char *commit, struct wr_error **err)
 {
 	struct control *c = run->ctl;
-	char mem[32], cpus[32], pids[32], bind[PATH_MAX + 32];
+	struct limit_bufs lb;
+	char bind[PATH_MAX + 32];
 	char *argv[40];
 	int n = 0;
 	argv[n++] = c->warren_bin;
@@ -370,24 +371,7 @@ static int verify_sandbox_create(struct run *run, const char *name,
 		argv[n++] = "--bind";
 		argv[n++] = bind;
 	}
-	if (run->limits.memory_bytes) {
-		snprintf(mem, sizeof(mem), "%llu",
-			 (unsigned long long)run->limits.memory_bytes);
-		argv[n++] = "--memory";
-		argv[n++] = mem;
-	}
-	if (run->limits.millicpus) {
-		snprintf(cpus, sizeof(cpus), "%.3f",
-			 run->limits.millicpus / 1000.0);
-		argv[n++] = "--cpus";
-		argv[n++] = cpus;
-	}
-	if (run->limits.pids) {
-		snprintf(pids, sizeof(pids), "%llu",
-			 (unsigned long long)run->limits.pids);
-		argv[n++] = "--pids";
-		argv[n++] = pids;
-	}
+	n = run_limit_argv(run, &lb, argv, n);
 	argv[n] = NULL;
 	_cleanup_free_ char *output = NULL, *errors = NULL;
 	int status = proc_run_tracked(argv, 1 << 16, -1, &output, &errors,

@@ -356,3 +356,63 @@ int git_count_between(const char *mirror, const char *old_commit,
 		return r;
 	return atoi(out);
 }
+
+/* A path as git prints it with core.quotePath, unquoted: "..." with \a
+ * \b \t \n \v \f \r \" \\ and \ooo (one byte, octal) escapes; a path
+ * without quotes is as it is. NULL when malformed (or a NUL inside), or
+ * out of memory. */
+char *git_unquote_path(const char *text)
+{
+	size_t len = strlen(text);
+	if (text[0] != '"')
+		return wr_strdup(text);
+	if (len < 2 || text[len - 1] != '"')
+		return NULL;
+	char *out = wr_malloc(len); /* never longer than the quoted form */
+	if (!out)
+		return NULL;
+	char *o = out;
+	const char *end = text + len - 1; /* the closing quote */
+	for (const char *p = text + 1; p < end; p++) {
+		if (*p == '"')
+			goto bad;
+		if (*p != '\\') {
+			*o++ = *p;
+			continue;
+		}
+		if (++p >= end)
+			goto bad;
+		switch (*p) {
+		case 'a': *o++ = '\a'; break;
+		case 'b': *o++ = '\b'; break;
+		case 't': *o++ = '\t'; break;
+		case 'n': *o++ = '\n'; break;
+		case 'v': *o++ = '\v'; break;
+		case 'f': *o++ = '\f'; break;
+		case 'r': *o++ = '\r'; break;
+		case '"':
+		case '\\': *o++ = *p; break;
+		case '0':
+		case '1':
+		case '2':
+		case '3': {
+			if (end - p < 3 || p[1] < '0' || p[1] > '7' ||
+			    p[2] < '0' || p[2] > '7')
+				goto bad;
+			int v =
+			    (p[0] - '0') * 64 + (p[1] - '0') * 8 + (p[2] - '0');
+			if (v == 0)
+				goto bad;
+			*o++ = (char)v;
+			p += 2;
+			break;
+		}
+		default: goto bad;
+		}
+	}
+	*o = '\0';
+	return out;
+bad:
+	free(out);
+	return NULL;
+}

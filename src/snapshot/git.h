@@ -75,4 +75,10 @@ void git_free_list(char **list);
 int git_count_between(const char *mirror, const char *old_commit,
 		      const char *new_commit, struct wr_error **err);
 
+/* A path as git prints it with core.quotePath (on by default: every
+ * record one line), unquoted: "..." with \a \b \t \n \v \f \r \" \\ and
+ * \ooo (one byte, octal) escapes; a path without quotes is as it is.
+ * NULL when malformed (or a NUL inside), or out of memory. Caller frees. */
+char *git_unquote_path(const char *text);
+
 #endif

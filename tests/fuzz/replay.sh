@@ -25,6 +25,7 @@ target_sources() {
 		  -lmicrohttpd -lsqlite3 -lcurl -ljansson -lsodium -lseccomp -lpthread ;;
 	egress) echo src/util/*.c src/security/egress_policy.c -ljansson -lsodium ;;
 	broker) echo src/util/*.c src/security/broker_policy.c -ljansson -lsodium ;;
+	gitpath) echo src/util/*.c src/snapshot/git.c -ljansson -lsodium ;;
 	slack) echo src/util/*.c src/notify/slack_request.c src/notify/slack_message.c \
 		    -ljansson -lsodium ;;
 	*) echo src/util/*.c src/sandbox/proto.c src/snapshot/spec.c \

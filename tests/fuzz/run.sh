@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build}"
 SECONDS_EACH="${FUZZ_SECONDS:-60}"
-TARGETS="${FUZZ_TARGETS:-parse proto spec api egress broker slack}"
+TARGETS="${FUZZ_TARGETS:-parse proto spec api egress broker slack gitpath}"
 JOBS="${FUZZ_JOBS:-1}"
 OUT="$BUILD/fuzz"
 
@@ -41,6 +41,7 @@ target_sources() {
 		  -lmicrohttpd -lsqlite3 -lcurl -ljansson -lsodium -lseccomp -lpthread ;;
 	egress) echo src/util/*.c src/security/egress_policy.c -ljansson -lsodium ;;
 	broker) echo src/util/*.c src/security/broker_policy.c -ljansson -lsodium ;;
+	gitpath) echo src/util/*.c src/snapshot/git.c -ljansson -lsodium ;;
 	slack) echo src/util/*.c src/notify/slack_request.c src/notify/slack_message.c \
 		    -ljansson -lsodium ;;
 	*) echo src/util/*.c src/sandbox/proto.c src/snapshot/spec.c \
