@@ -191,8 +191,7 @@ static int export_tree(const struct evidence_request *q, const char *pack_path,
 	int status = spawn_run(&c, err);
 	if (status == -EFBIG) {
 		wr_error_freep(err);
-		return wr_error_input(
-		    err, EFBIG,
+		return wr_error_input(err, 0,
 		    "the change's new objects are over the limit of %llu "
 		    "bytes",
 		    (unsigned long long)max);
@@ -208,7 +207,7 @@ static int export_tree(const struct evidence_request *q, const char *pack_path,
 	}
 	snprintf(tree, 41, "%.40s", mark + 14);
 	if (!is_hex40(tree))
-		return wr_error_input(err, EPROTO,
+		return wr_error_input(err, 0,
 				      "read the work tree: no tree id");
 	*bytes = len;
 	return 0;
@@ -242,8 +241,7 @@ static int parse_raw(char *raw, size_t len, struct entry **out, size_t *n_out,
 		off += strnlen(path, len - off) + 1;
 		if (n == cap) {
 			free(v);
-			return wr_error_input(
-			    err, E2BIG,
+			return wr_error_input(err, 0,
 			    "the change touches more than %zu files (the "
 			    "limit)",
 			    cap);
@@ -323,13 +321,12 @@ static int judge(const char *repo, const struct entry *v, size_t n,
 		if (e->status == 'D')
 			continue;
 		if (evidence_path_has_dotgit(e->path))
-			return wr_error_input(err, EPERM,
+			return wr_error_input(err, 0,
 					      "the change was refused: path "
 					      "'%s' has a .git component",
 					      e->path);
 		if (!strcmp(e->new_mode, "160000"))
-			return wr_error_input(
-			    err, EPERM,
+			return wr_error_input(err, 0,
 			    "the change was refused: '%s' is a gitlink "
 			    "(a submodule commit); changes to submodules "
 			    "are not accepted",
@@ -345,8 +342,7 @@ static int judge(const char *repo, const struct entry *v, size_t n,
 				return wr_error_wrap(err, "symlink '%s'",
 						     e->path);
 			if (strlen(target) != tl || !evidence_symlink_inside(e->path, target))
-				return wr_error_input(
-				    err, EPERM,
+				return wr_error_input(err, 0,
 				    "the change was refused: symlink '%s' "
 				    "points outside the repository or into "
 				    ".git ('%s')",
@@ -528,7 +524,7 @@ int evidence_commit(const struct evidence_request *q, json_t **out,
 		r = qgit(repo, argv, NULL, -1, &type, NULL, 64, err);
 		if (r < 0 || strncmp(type, "tree\n", 5)) {
 			wr_error_freep(err);
-			return wr_error_input(err, EPROTO,
+			return wr_error_input(err, 0,
 					      "the change was refused: %s is "
 					      "not a tree",
 					      tree);

@@ -507,7 +507,7 @@ int work_commit(struct run *run, const struct store_session *s,
 	if (mirror && run->limits.disk_bytes) {
 		uint64_t used = run_disk_used(run);
 		if (used >= run->limits.disk_bytes) {
-			r = wr_error_input(err, ENOSPC,
+			r = wr_error_input(err, 0,
 					   "the session's disk limit (%llu "
 					   "bytes) is used up: no room for the "
 					   "result's evidence",
