@@ -194,9 +194,9 @@ enum turn_end work_agent_turn(struct run *run, const struct store_session *s,
 			      int number, const char *prompt, bool follow_on,
 			      char **summary, char *why, size_t why_size);
 bool work_has_verify(const struct run *run);
-/* Warren's verification of commit (the session's result) in a fresh
- * sandbox from the session's snapshot; *out names the commit. */
-int work_verify(struct run *run, const char *commit, json_t **out,
+/* Warren's verification of result (outcome.result: its commit) in a
+ * fresh sandbox from the session's snapshot; *out names the commit. */
+int work_verify(struct run *run, const json_t *result, json_t **out,
 		struct wr_error **err);
 int work_commit(struct run *run, const struct store_session *s,
 		const char *message, json_t **out, struct wr_error **err);

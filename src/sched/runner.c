@@ -814,13 +814,11 @@ static enum turn_end verify_and_commit(struct run *run,
 		}
 		if (!work_has_verify(run))
 			break;
-		const char *commit =
-		    json_string_value(json_object_get(result, "commit"));
 		control_transition(c, run->id, SESSION_RUNNING,
 				   SESSION_VERIFYING, NULL, NULL, NULL);
 		json_decref(vres);
 		vres = NULL;
-		if (work_verify(run, commit, &vres, &err) < 0) {
+		if (work_verify(run, result, &vres, &err) < 0) {
 			snprintf(why, why_size, "verify: %s",
 				 err && err->msg ? err->msg : "failed");
 			wr_error_free(err);

@@ -10,6 +10,9 @@
 #include "review/evidence.h"
 #include "review/review.h"
 #include "snapshot/git.h"
+#include "snapshot/build.h"
+#include "snapshot/session.h"
+#include "snapshot/spec.h"
 #include "snapshot/store.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
@@ -410,10 +413,88 @@ static void verify_sandbox_remove(struct run *run, const char *name,
 	wr_rm_rf(upper);
 }
 
-int work_verify(struct run *run, const char *commit, json_t **out,
+/* Does the result change one of the snapshot's lockfiles? (Its
+ * dependencies then need installing again, as a session started at that
+ * commit would: updateContentCommand re-runs.) */
+static bool result_touches_lockfile(struct control *c, const char *snap_id,
+				    const json_t *result)
+{
+	struct snap_store *store = NULL;
+	struct snap_manifest *m = NULL;
+	bool touched = false;
+	if (snap_store_open(c->data_dir, &store, NULL) == 0 &&
+	    snap_store_get(store, snap_id, &m, NULL) == 0) {
+		size_t i;
+		json_t *f;
+		json_array_foreach(json_object_get(result, "files"), i, f)
+		{
+			const char *path =
+			    json_string_value(json_object_get(f, "path"));
+			for (size_t k = 0; path && k < m->n_lockfiles; k++)
+				if (!strcmp(path, m->lockfiles[k].path))
+					touched = true;
+		}
+		/* more files than the record keeps: assume one is */
+		if (json_object_get(result, "files_total"))
+			touched = m->n_lockfiles > 0;
+	}
+	snap_manifest_free(m);
+	snap_store_close(store);
+	return touched;
+}
+
+/* updateContentCommand of the spec at base, in the verification sandbox;
+ * *out is a failed verification when the hook fails. */
+static int verify_reinstall(struct run *run, const struct tools_exec *ex,
+			    const char *mirror, json_t **out,
+			    struct wr_error **err)
+{
+	struct spec *spec = NULL;
+	int r = snap_load_spec(mirror, run->base, &spec, err);
+	if (r < 0)
+		return wr_error_wrap(err, "verify: the spec");
+	_cleanup_free_ char *script = snap_update_content_script(spec);
+	spec_free(spec);
+	if (!script)
+		return 0;
+	char *const argv[] = {"/bin/sh", "-c", script, NULL};
+	struct tools_exec_result res = {0};
+	double t0 = mono_now_ms();
+	r = ex->run(ex->ctx, argv, NULL, 0, 30ull * 60 * 1000, 4u << 20, &res,
+		    err);
+	if (r < 0)
+		return wr_error_wrap(err, "verify: updateContentCommand");
+	if (res.status != 0) {
+		size_t ol = res.out_len + res.err_len;
+		_cleanup_free_ char *text = wr_malloc(ol + 1);
+		if (text) {
+			memcpy(text, res.out ? res.out : "", res.out_len);
+			memcpy(text + res.out_len, res.err ? res.err : "",
+			       res.err_len);
+			text[ol] = '\0';
+		}
+		const char *tail = text && ol > VERIFY_MAX_OUTPUT
+				       ? text + ol - VERIFY_MAX_OUTPUT
+				       : text;
+		*out = json_pack(
+		    "{s:b, s:[{s:s, s:i, s:f, s:s?}]}", "passed", 0, "results",
+		    "command",
+		    "updateContentCommand (the change modifies a lockfile)",
+		    "status", res.status, "ms", mono_now_ms() - t0, "output",
+		    tail);
+	}
+	tools_exec_result_clear(&res);
+	return 0;
+}
+
+int work_verify(struct run *run, const json_t *result, json_t **out,
 		struct wr_error **err)
 {
 	struct control *c = run->ctl;
+	const char *commit =
+	    json_string_value(json_object_get(result, "commit"));
+	if (!commit)
+		return wr_error_set(err, EPROTO, "verify: no result commit");
 	char name[64];
 	snprintf(name, sizeof(name), "wv-%s", run->id);
 	_cleanup_free_ char *upper = wr_asprintf(
@@ -458,8 +539,26 @@ int work_verify(struct run *run, const char *commit, json_t **out,
 				 commit, text ? text : "exit status non-zero");
 	}
 	tools_exec_result_clear(&res);
+	/* dependencies again when the change modified a lockfile */
+	bool reinstalled = false;
+	json_t *failed = NULL;
+	if (r == 0 && result_touches_lockfile(c, run->snapshot_id, result)) {
+		struct store_session s = {0};
+		struct store_repo repo = {0};
+		_cleanup_free_ char *mirror = NULL;
+		if (c->st->ops->session_get(c->st, run->id, &s, err) == 0 &&
+		    c->st->ops->repo_get(c->st, s.repo_id, &repo, err) == 0)
+			mirror = git_mirror_path(c->data_dir, repo.url, err);
+		r = mirror ? verify_reinstall(run, &w.ex, mirror, &failed, err)
+			   : -EIO;
+		reinstalled = r == 0;
+		store_repo_clear(&repo);
+		store_session_clear(&s);
+	}
 	double setup_ms = mono_now_ms() - t0;
-	if (r == 0)
+	if (r == 0 && failed)
+		*out = failed;
+	else if (r == 0)
 		r = review_verify(&w.ex, w.tools.verify_argv, w.tools.n_verify,
 				  VERIFY_MAX_OUTPUT, out, err);
 	env_clear(&w);
@@ -468,6 +567,8 @@ int work_verify(struct run *run, const char *commit, json_t **out,
 	if (r < 0)
 		return r;
 	json_object_set_new(*out, "commit", json_string(commit));
+	if (reinstalled)
+		json_object_set_new(*out, "hooks_rerun", json_true());
 	json_object_set_new(*out, "sandbox", json_string("fresh"));
 	json_object_set_new(*out, "setup_ms", json_real(setup_ms));
 	json_object_set_new(*out, "teardown_ms",

@@ -299,3 +299,18 @@ json_t *snap_session_to_json(const struct snap_session *s,
 	    s->hooks_rerun, "sync_ms", s->sync_ms, "hooks_ms", s->hooks_ms,
 	    "services_ms", s->services_ms, "total_ms", s->total_ms);
 }
+
+static void update_content_body(FILE *f, const void *arg)
+{
+	const struct spec *spec = arg;
+	fputs("set -u\ncd /workspace || exit 1\n", f);
+	sh_env(f, spec);
+	sh_hook(f, "updateContentCommand", &spec->update_content);
+}
+
+char *snap_update_content_script(const struct spec *spec)
+{
+	if (spec->update_content.kind == SPEC_HOOK_NONE)
+		return NULL;
+	return sh_script(update_content_body, spec);
+}

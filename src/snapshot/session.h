@@ -35,6 +35,11 @@ char *snap_session_mirror(const char *data_dir, const struct snap_manifest *m);
 int snap_session_start(const char *data_dir, const char *sandbox_name,
 		       const struct snap_manifest *m, const char *ref,
 		       struct snap_session *out, struct wr_error **err);
+/* The script that runs spec's updateContentCommand in /workspace with its
+ * containerEnv (NULL: the spec has none, or out of memory): what a change
+ * of a lockfile needs before it is verified. */
+struct spec;
+char *snap_update_content_script(const struct spec *spec);
 json_t *snap_session_to_json(const struct snap_session *s,
 			     const struct snap_manifest *m);
 

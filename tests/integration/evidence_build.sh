@@ -93,6 +93,15 @@ session c-hello 'true'
 session c-hello 'echo notes >NOTES.md'
 [ "$(files)" = NOTES.md ] && pass "a file the agent creates is in the change" || fail "a file the agent creates is in the change" "$(files)"
 
+# a change to a lockfile (c-hello declares `configure` one): the verification
+# sandbox re-runs updateContentCommand first, as a session at that commit would
+session c-hello 'echo "# reviewed" >>configure'
+[ "$(files)" = configure ] && [ "$(jraw .outcome.verify.hooks_rerun)" = true ] && [ "$(jraw .outcome.verify.passed)" = true ] &&
+	pass "a changed lockfile: updateContentCommand re-runs before verification" || fail "a changed lockfile: updateContentCommand re-runs before verification" "$(files) $(jget .outcome.verify | head -c 400)"
+session c-hello 'echo "# notes" >>README.md'
+[ "$(jraw '.outcome.verify.hooks_rerun // false')" = false ] &&
+	pass "no lockfile changed: no re-install" || fail "no lockfile changed: no re-install" "$(jget .outcome.verify | head -c 300)"
+
 # --- CMake, built out of tree into build/ ------------------------------------
 session cmake-hello 'sed -i "s/hello/hello, cmake/" src/main.c && cmake --build build'
 [ "$STATE" = review ] && [ "$(files)" = src/main.c ] &&
