@@ -200,7 +200,7 @@ static int export_tree(const struct evidence_request *q, const char *pack_path,
 		return wr_error_wrap(err, "read the work tree");
 	const char *mark = strstr(c.err_tail, "@@warren-tree ");
 	if (status != 0 || !mark) {
-		return wr_error_set(err, EIO,
+		return wr_error_set(err, 0,
 				    "read the work tree: exit status %d: %s",
 				    status,
 				    c.err_tail[0] ? c.err_tail : "(no output)");
