@@ -420,13 +420,11 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 		json_decref(agent);
 		return wr_error_set(err, EINVAL, "no agent command");
 	}
-	_cleanup_free_ char *env_prompt =
-	    wr_asprintf("WARREN_PROMPT=%s", prompt);
 	_cleanup_free_ char *env_session =
 	    wr_asprintf("WARREN_SESSION=%s", s->id);
 	_cleanup_free_ char *env_turn = wr_asprintf("WARREN_TURN=%d", number);
 	char **argv = wr_calloc(32 + na, sizeof(char *));
-	if (!env_prompt || !env_session || !env_turn || !argv) {
+	if (!env_session || !env_turn || !argv) {
 		free(argv);
 		json_decref(agent);
 		return wr_error_set(err, ENOMEM, "turn");
@@ -439,48 +437,57 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 	argv[n++] = "--cwd";
 	argv[n++] = "/workspace";
 	argv[n++] = "--env";
-	argv[n++] = env_prompt;
-	argv[n++] = "--env";
 	argv[n++] = "WARREN_PROMPT_FILE=" PROMPT_FILE;
 	argv[n++] = "--env";
 	argv[n++] = env_session;
 	argv[n++] = "--env";
 	argv[n++] = env_turn;
 	argv[n++] = "--";
-	/* the prompt also as a file; then the agent's own argv, untouched */
+	/* The prompt never is on a command line or in a host process's
+	 * environment (any host user reads those in ps): it comes on stdin,
+	 * into the file inside the sandbox, and from there into
+	 * $WARREN_PROMPT and each "{prompt}" of the agent's command
+	 * template, replaced inside; then the agent's own argv runs, its
+	 * stdin /dev/null. */
 	argv[n++] = "/bin/sh";
 	argv[n++] = "-c";
 	argv[n++] =
-	    "printf '%s\\n' \"$WARREN_PROMPT\" >\"$WARREN_PROMPT_FILE\" "
-	    "|| exit 125; exec \"$@\"";
+	    "cat >\"$WARREN_PROMPT_FILE\" || exit 125\n"
+	    "WARREN_PROMPT=$(cat \"$WARREN_PROMPT_FILE\")\n"
+	    "export WARREN_PROMPT\n"
+	    "for a; do\n"
+	    "  shift\n"
+	    "  case $a in *'{prompt}'*) "
+	    "a=${a%%\\{prompt\\}*}$WARREN_PROMPT${a#*\\{prompt\\}} ;; esac\n"
+	    "  set -- \"$@\" \"$a\"\n"
+	    "done\n"
+	    "exec \"$@\" </dev/null\n";
 	argv[n++] = "warren-agent";
-	/* a CLI agent's command template may name the prompt: "{prompt}"
-	 * in an argument is replaced by it (it is also in $WARREN_PROMPT
-	 * and the file) */
-	char **expanded = wr_calloc(na + 1, sizeof(char *));
-	if (!expanded) {
-		free(argv);
-		json_decref(agent);
-		return wr_error_set(err, ENOMEM, "turn");
-	}
-	for (size_t i = 0; i < na; i++) {
-		const char *a = json_string_value(json_array_get(agent, i));
-		const char *at = strstr(a, "{prompt}");
-		if (at)
-			expanded[i] = wr_asprintf("%.*s%s%s", (int)(at - a), a,
-						  prompt, at + 8);
-		argv[n++] = expanded[i] ? expanded[i] : (char *)a;
-	}
+	for (size_t i = 0; i < na; i++)
+		argv[n++] = (char *)json_string_value(json_array_get(agent, i));
 	argv[n] = NULL;
 
 	struct proc p;
 	t->spawned_ms = mono_ms();
-	int r = proc_spawn(argv, -1, &p, err);
+	int in_fd = -1;
+	int r = proc_spawn_stdin(argv, &in_fd, &p, err);
 	free(argv);
-	for (size_t i = 0; i < na; i++)
-		free(expanded[i]);
-	free(expanded);
 	json_decref(agent);
+	if (r == 0) {
+		/* the wrapper reads all of it before anything else; a child
+		 * gone early is EPIPE (SIGPIPE is ignored by the server) */
+		_cleanup_free_ char *text = wr_asprintf("%s\n", prompt);
+		size_t len = text ? strlen(text) : 0;
+		for (size_t done = 0; done < len;) {
+			ssize_t w = write(in_fd, text + done, len - done);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				break;
+			done += (size_t)w;
+		}
+		close(in_fd);
+	}
 	if (r < 0)
 		return r;
 	set_child(run, p.pid);
