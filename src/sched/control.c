@@ -14,6 +14,8 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <sys/statvfs.h>
+#include <sys/sysinfo.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +208,23 @@ int control_limits_from_json(const char *what, const void *json_obj,
 	}
 	*out = l;
 	return 0;
+}
+
+void control_builtin_maximums(const char *data_dir, struct control_limits *mx)
+{
+	struct sysinfo si;
+	if (!mx->memory_bytes && sysinfo(&si) == 0)
+		mx->memory_bytes = (uint64_t)si.totalram * si.mem_unit / 2;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (!mx->millicpus)
+		mx->millicpus = ncpu > 1 ? (uint64_t)ncpu * 750 : 1000;
+	if (!mx->pids)
+		mx->pids = CONTROL_BUILTIN_MAX_PIDS;
+	if (!mx->lifetime_ms)
+		mx->lifetime_ms = CONTROL_BUILTIN_MAX_LIFETIME_MS;
+	struct statvfs fs;
+	if (!mx->disk_bytes && data_dir && statvfs(data_dir, &fs) == 0)
+		mx->disk_bytes = (uint64_t)fs.f_blocks * fs.f_frsize / 4;
 }
 
 /* The limits a session asks for must stay within the server's maximums. */
@@ -1200,6 +1219,7 @@ int control_start(const struct control_config *cfg, struct store *st,
 	c->cfg.default_agent_json = c->default_agent_json;
 	if (!c->cfg.max_sandboxes)
 		c->cfg.max_sandboxes = 8;
+	control_builtin_maximums(c->data_dir, &c->cfg.maximums);
 	if (!c->cfg.refresh_check_ms)
 		c->cfg.refresh_check_ms = 60 * 1000;
 	if (!c->cfg.retry_backoff_ms)

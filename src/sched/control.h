@@ -197,4 +197,15 @@ void control_limits_resolve(const struct control *c,
 int control_limits_from_json(const char *what, const void *json_obj,
 			     struct control_limits *out, struct wr_error **err);
 
+/* The built-in maximums of a session's limits, for each that the
+ * configuration leaves unset (a submitter cannot lift its own limits past
+ * the host; only an admin's limits.max raises them): memory, half the
+ * host's; CPUs, three quarters of the host's (at least one); pids
+ * CONTROL_BUILTIN_MAX_PIDS; lifetime CONTROL_BUILTIN_MAX_LIFETIME_MS;
+ * disk, a quarter of the data directory's filesystem. */
+#define CONTROL_BUILTIN_MAX_PIDS 16384
+#define CONTROL_BUILTIN_MAX_LIFETIME_MS (24ull * 3600 * 1000)
+void control_builtin_maximums(const char *data_dir,
+			      struct control_limits *mx);
+
 #endif
