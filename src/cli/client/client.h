@@ -164,7 +164,8 @@ static inline const char *client_or(const char *s, const char *dflt)
 const char *client_json_str(const json_t *obj, const char *key);
 /* An integer (or a real, truncated) member; dflt if missing or null. */
 int64_t client_json_int(const json_t *obj, const char *key, int64_t dflt);
-/* JSON on stdout: one indented document / one compact line (flushed).
+/* JSON on stdout: one indented document / one compact line (flushed),
+ * with DEL, C1 controls and bidi overrides written as \u escapes.
  * 0 or -errno (-EPIPE when stdout is gone). */
 int client_print_json(const json_t *j);
 int client_print_json_line(const json_t *j);
@@ -175,16 +176,28 @@ void client_format_age(int64_t ms, char *buf, size_t size);
 void client_format_duration(int64_t ms, char *buf, size_t size);
 /* Local time "2025-03-01 14:02:11", or "-" for 0. */
 void client_format_time(int64_t epoch_ms, char *buf, size_t size);
-/* A copy safe to print on one line of a terminal: control characters
- * (newlines, escapes) become spaces. */
+/* Text from the server made safe to show on a terminal (docs/cli.md,
+ * "What reaches the terminal"): text[0..len) with control characters in
+ * caret notation (^[ ESC, ^M CR, ^G BEL, ^? DEL, ^@ NUL), C1 controls
+ * (U+0080..U+009F) and bidi overrides and isolates as \u009b, \u202e,
+ * and bytes that are not UTF-8 as \xff. Newline and tab stay, or with
+ * one_line become spaces. NUL-terminated; its length in *len_out (if
+ * len_out). NULL on ENOMEM. */
+char *client_visible(const char *text, size_t len, bool one_line,
+		     size_t *len_out);
+/* client_visible(text, one_line): a copy safe to print on one line of a
+ * terminal (NULL text: ""). */
 char *client_clean(const char *text);
+/* U+202A..U+202E, U+2066..U+2069: the bidi overrides and isolates. */
+bool client_bidi_control(unsigned cp);
 /* An argv array as a shell command line ("sh -c 'make test'"). */
 char *client_argv_string(const json_t *argv);
 /* review or a terminal state: the event stream ends there. */
 bool client_state_rests(const char *state);
-/* How `logs` shows an event: output lines to stdout or stderr, the rest
- * as "-- " lines on stdout. 0 or -errno. */
-int client_print_event(const json_t *event);
+/* How `logs` shows an event: output lines to stdout or stderr (through
+ * client_visible when that stream is a terminal, unless raw), the rest
+ * as "-- " lines on stdout (always cleaned). 0 or -errno. */
+int client_print_event(const json_t *event, bool raw);
 /* Turns a local path argument ("./repo", "../x", "dir/sub") into an
  * absolute one when it names a local directory, since the server resolves
  * paths from its own working directory. NULL on ENOMEM; text otherwise. */

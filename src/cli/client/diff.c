@@ -1,6 +1,8 @@
 /* diff.c - `warren diff ID`: a session's change, as the reviewer sees it.
  *
- *   GET /sessions/{id}/diff -> the diff (text/x-diff), printed as it is
+ *   GET /sessions/{id}/diff -> the diff (text/x-diff): on a terminal with
+ *                              its controls made visible, else (and with
+ *                              --raw) as it is
  *   GET /sessions/{id}      -> outcome.result, for --stat and --json */
 #include "cli/client/client.h"
 
@@ -10,16 +12,21 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char diff_usage[] =
-    "usage: warren diff ID [--stat] [--json]\n"
+    "usage: warren diff ID [--stat] [--raw] [--json]\n"
     "\n"
     "Prints the change session ID made (the diff of its branch against the\n"
-    "commit it started from), as it is. There is one once the session has\n"
-    "reached review.\n"
+    "commit it started from). There is one once the session has reached\n"
+    "review. On a terminal, control characters in it are shown visibly\n"
+    "(^[ for ESC, ^M for CR, \\u202e for a bidi override, \\xff for a\n"
+    "byte that is not UTF-8); into a pipe or a file it is printed as it\n"
+    "is, a patch `git apply` takes.\n"
     "\n"
     "  --stat         the changed files with their added and deleted "
     "lines\n"
+    "  --raw          the diff as it is, on a terminal too\n"
     "  --json         the session's outcome.result: {\"branch\", "
     "\"commit\",\n"
     "                 \"base\", \"files\", \"additions\", \"deletions\"}\n"
@@ -30,25 +37,35 @@ static const char diff_usage[] =
 
 enum {
 	OPT_STAT = 0x100,
+	OPT_RAW,
 };
 
 static const struct option diff_options[] = {
     {"stat", no_argument, NULL, OPT_STAT},
+    {"raw", no_argument, NULL, OPT_RAW},
     {NULL, 0, NULL, 0},
+};
+
+struct diff_opts {
+	bool stat, raw;
 };
 
 static int on_option(struct client *c, void *ctx, int opt, const char *arg)
 {
+	struct diff_opts *o = ctx;
 	(void)c;
 	(void)arg;
-	if (opt != OPT_STAT)
-		return -1;
-	*(bool *)ctx = true;
-	return 0;
+	switch (opt) {
+	case OPT_STAT: o->stat = true; return 0;
+	case OPT_RAW: o->raw = true; return 0;
+	}
+	return -1;
 }
 
-/* The diff as the server sends it: bytes, to stdout. */
-static int print_diff(struct client *c, const char *id)
+/* The diff as the server sends it, to stdout: the agent wrote every byte
+ * of it, so a terminal gets it through client_visible. A pipe or a file
+ * gets the bytes, since `warren diff ID > x.patch` must apply. */
+static int print_diff(struct client *c, const char *id, bool raw)
 {
 	_cleanup_free_ char *path = wr_asprintf("/sessions/%s/diff", id);
 	if (!path)
@@ -59,6 +76,13 @@ static int print_diff(struct client *c, const char *id)
 	int r = client_get_bytes(c, path, "text/x-diff", &text, &len, &err);
 	if (r < 0)
 		return client_exit(c, r, err);
+	if (!raw && isatty(STDOUT_FILENO)) {
+		char *shown = client_visible(text, len, false, &len);
+		if (!shown)
+			return client_exit(c, -ENOMEM, NULL);
+		free(text);
+		text = shown;
+	}
 	if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0)
 		return client_exit(c, errno ? -errno : -EIO, NULL);
 	return CLIENT_EXIT_OK;
@@ -73,7 +97,8 @@ static int print_stat(const json_t *result)
 	json_t *f;
 	json_array_foreach(files, i, f)
 	{
-		const char *path = client_json_str(f, "path");
+		_cleanup_free_ char *path =
+		    client_clean(client_or(client_json_str(f, "path"), "?"));
 		size_t w = path ? strlen(path) : 1;
 		if (w > width)
 			width = w;
@@ -145,8 +170,8 @@ int client_cmd_diff(struct client *c, int argc, char **argv)
 	    .options = diff_options,
 	    .on_option = on_option,
 	};
-	bool show_stat = false;
-	int code = client_parse(c, &verb, &show_stat, argc, argv);
+	struct diff_opts o = {0};
+	int code = client_parse(c, &verb, &o, argc, argv);
 	if (code != CLIENT_CONTINUE)
 		return code;
 	code = client_check_args(c, 1, 1, "session ID");
@@ -156,7 +181,7 @@ int client_cmd_diff(struct client *c, int argc, char **argv)
 	_cleanup_free_ char *id = client_escape(c->args[0]);
 	if (!id)
 		return client_exit(c, -ENOMEM, NULL);
-	if (show_stat || c->json)
-		return print_result(c, id, show_stat);
-	return print_diff(c, id);
+	if (o.stat || c->json)
+		return print_result(c, id, o.stat);
+	return print_diff(c, id, o.raw);
 }

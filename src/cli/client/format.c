@@ -1,9 +1,12 @@
 /* format.c - how the client prints: JSON, tables, ages and times, events.
  *
- * Everything shown in a table or a key: value line comes from the server
- * (and, through it, from other users): control characters are replaced
- * before it reaches the terminal. Agent output lines are the exception:
- * they are the agent's own terminal output and are printed as they are. */
+ * Text from the server is other people's text (an agent's output, diff,
+ * file names; a prompt, a reason): it must not drive the reviewer's
+ * terminal. client_visible() is the one sanitizer: control characters,
+ * C1 controls and bidi overrides are shown as visible text. Tables and
+ * "key: value" lines always go through it (client_clean); agent output
+ * lines and diffs do when they go to a terminal, unless --raw. JSON is
+ * printed with those characters as \u escapes (the same JSON). */
 #include "cli/client/client.h"
 
 #include "util/alloc.h"
@@ -40,20 +43,57 @@ static int stdout_status(void)
 	return 0;
 }
 
-int client_print_json(const json_t *j)
+/* Writes JSON text with DEL, C1 controls and bidi overrides as \u
+ * escapes: the same JSON, nothing a terminal acts on. jansson already
+ * escapes C0 controls, and its output is valid UTF-8, so these sequences
+ * can only be whole characters inside strings. */
+static int print_json_text(const char *text)
 {
-	if (json_dumpf(j, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10)) < 0)
+	const unsigned char *s = (const unsigned char *)text, *from = s;
+	for (; *s; s++) {
+		unsigned cp = 0;
+		size_t n = 0;
+		if (s[0] == 0x7f) {
+			cp = 0x7f, n = 1;
+		} else if (s[0] == 0xc2 && s[1] >= 0x80 && s[1] <= 0x9f) {
+			cp = s[1], n = 2;
+		} else if (s[0] == 0xe2 && s[1] && s[2]) {
+			unsigned c =
+			    0x2000 | (s[1] & 0x3f) << 6 | (s[2] & 0x3f);
+			if ((s[1] == 0x80 || s[1] == 0x81) &&
+			    client_bidi_control(c))
+				cp = c, n = 3;
+		}
+		if (!n)
+			continue;
+		fwrite(from, 1, (size_t)(s - from), stdout);
+		printf("\\u%04x", cp);
+		s += n - 1;
+		from = s + 1;
+	}
+	fputs((const char *)from, stdout);
+	return 0;
+}
+
+static int print_json(const json_t *j, size_t flags)
+{
+	char *text = json_dumps(j, flags | JSON_REAL_PRECISION(10));
+	if (!text)
 		return -ENOMEM;
+	print_json_text(text);
+	free(text);
 	putchar('\n');
 	return stdout_status();
 }
 
+int client_print_json(const json_t *j)
+{
+	return print_json(j, JSON_INDENT(2));
+}
+
 int client_print_json_line(const json_t *j)
 {
-	if (json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(10)) < 0)
-		return -ENOMEM;
-	putchar('\n');
-	return stdout_status();
+	return print_json(j, JSON_COMPACT);
 }
 
 int64_t client_now_ms(void)
@@ -118,15 +158,96 @@ void client_format_time(int64_t epoch_ms, char *buf, size_t size)
 		snprintf(buf, size, "%lld", (long long)epoch_ms);
 }
 
+bool client_bidi_control(unsigned cp)
+{
+	/* LRE RLE PDF LRO RLO, LRI RLI FSI PDI: they reorder what follows
+	 * ("Trojan Source", CVE-2021-42574) */
+	return (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* The length of the UTF-8 character at s[0..len) (RFC 3629: no overlong
+ * forms, no surrogates, nothing above U+10FFFF) with its code point in
+ * *cp, or 0 if the bytes there are not one. */
+static size_t utf8_char(const unsigned char *s, size_t len, unsigned *cp)
+{
+	unsigned c = s[0], lo = 0x80, hi = 0xbf;
+	size_t n;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2, c &= 0x1f;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3, c &= 0x0f;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4, c &= 0x07;
+	else
+		return 0;
+	if (s[0] == 0xe0)
+		lo = 0xa0; /* overlong */
+	else if (s[0] == 0xed)
+		hi = 0x9f; /* surrogates */
+	else if (s[0] == 0xf0)
+		lo = 0x90; /* overlong */
+	else if (s[0] == 0xf4)
+		hi = 0x8f; /* above U+10FFFF */
+	if (len < n || s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		c = c << 6 | (s[i] & 0x3f);
+	}
+	*cp = c;
+	return n;
+}
+
+char *client_visible(const char *text, size_t len, bool one_line,
+		     size_t *len_out)
+{
+	/* the longest form is 6 bytes ("\u009b") for 2 ("\xc2\x9b") */
+	if (len > (SIZE_MAX - 1) / 4)
+		return NULL;
+	char *out = wr_malloc(len * 4 + 1);
+	if (!out)
+		return NULL;
+	const unsigned char *s = (const unsigned char *)text;
+	char *o = out;
+	for (size_t i = 0; i < len;) {
+		unsigned c = s[i], cp;
+		size_t n;
+		if (c == '\n' || c == '\t') {
+			*o++ = one_line ? ' ' : (char)c;
+			i++;
+		} else if (c < 0x20 || c == 0x7f) {
+			/* caret notation, as `cat -v`: ^[ ESC, ^M CR, ^? DEL */
+			*o++ = '^';
+			*o++ = (char)(c ^ 0x40);
+			i++;
+		} else if (c < 0x80) {
+			*o++ = (char)c;
+			i++;
+		} else if (!(n = utf8_char(s + i, len - i, &cp))) {
+			/* not UTF-8: a terminal might take 0x9b as CSI */
+			o += sprintf(o, "\\x%02x", c);
+			i++;
+		} else if ((cp >= 0x80 && cp <= 0x9f) ||
+			   client_bidi_control(cp)) {
+			o += sprintf(o, "\\u%04x", cp);
+			i += n;
+		} else {
+			memcpy(o, s + i, n);
+			o += n;
+			i += n;
+		}
+	}
+	*o = '\0';
+	if (len_out)
+		*len_out = (size_t)(o - out);
+	return out;
+}
+
 char *client_clean(const char *text)
 {
-	char *copy = wr_strdup(text ? text : "");
-	if (!copy)
-		return NULL;
-	for (unsigned char *p = (unsigned char *)copy; *p; p++)
-		if (*p < ' ' || *p == 0x7f)
-			*p = ' ';
-	return copy;
+	text = text ? text : "";
+	return client_visible(text, strlen(text), true, NULL);
 }
 
 /* Characters a shell takes literally outside quotes. */
@@ -206,7 +327,23 @@ bool client_state_rests(const char *state)
 	return false;
 }
 
-int client_print_event(const json_t *event)
+/* One agent output line to out: as it is with raw or when out is not a
+ * terminal, else with its controls made visible. */
+static int print_output_line(FILE *out, const char *line, bool raw)
+{
+	if (raw || !isatty(fileno(out))) {
+		fprintf(out, "%s\n", line);
+		return 0;
+	}
+	_cleanup_free_ char *shown =
+	    client_visible(line, strlen(line), false, NULL);
+	if (!shown)
+		return -ENOMEM;
+	fprintf(out, "%s\n", shown);
+	return 0;
+}
+
+int client_print_event(const json_t *event, bool raw)
 {
 	const char *kind = client_json_str(event, "kind");
 	json_t *data = json_object_get(event, "data");
@@ -222,10 +359,11 @@ int client_print_event(const json_t *event)
 			return 0;
 		if (err) {
 			fflush(stdout); /* keep the two streams in order */
-			fprintf(stderr, "%s\n", line);
-			return 0;
+			return print_output_line(stderr, line, raw);
 		}
-		printf("%s\n", line);
+		int r = print_output_line(stdout, line, raw);
+		if (r < 0)
+			return r;
 	} else if (!strcmp(kind, "state")) {
 		a = client_clean(client_json_str(data, "state"));
 		const char *reason = client_json_str(data, "reason");

@@ -12,15 +12,20 @@
 #include <string.h>
 
 static const char logs_usage[] =
-    "usage: warren logs ID [-f] [--json]\n"
+    "usage: warren logs ID [-f] [--raw] [--json]\n"
     "\n"
     "Prints a session's events: the agent's output lines (its stdout on\n"
     "stdout, its stderr on stderr), state changes as \"-- state: running\",\n"
-    "follow-up messages, turn ends and errors as \"-- \" lines.\n"
+    "follow-up messages, turn ends and errors as \"-- \" lines. Output\n"
+    "lines going to a terminal have their control characters shown\n"
+    "visibly (^[ for ESC, ^M for CR, \\u202e for a bidi override); into a\n"
+    "pipe or a file they are printed as the agent wrote them.\n"
     "\n"
     "  -f, --follow   keep printing new events until the session rests\n"
     "                 (review or a final state), reconnecting if the\n"
     "                 connection drops\n"
+    "  --raw          output lines as the agent wrote them, on a terminal\n"
+    "                 too (colours, and any escape sequence)\n"
     "  --json         each event as one JSON line: {\"seq\", \"time_ms\",\n"
     "                 \"kind\", \"data\"}\n"
     "  --server URL   Warren server (default $WARREN_SERVER, else\n"
@@ -28,32 +33,45 @@ static const char logs_usage[] =
     "  --token T      API token (default $WARREN_TOKEN, else\n"
     "                 $WARREN_HOME/admin.token, ./.warren/admin.token)\n";
 
+enum {
+	OPT_RAW = 0x100,
+};
+
 static const struct option logs_options[] = {
     {"follow", no_argument, NULL, 'f'},
+    {"raw", no_argument, NULL, OPT_RAW},
     {NULL, 0, NULL, 0},
+};
+
+struct logs {
+	struct client *c;
+	bool follow, raw;
 };
 
 static int on_option(struct client *c, void *ctx, int opt, const char *arg)
 {
+	struct logs *l = ctx;
 	(void)c;
 	(void)arg;
-	if (opt != 'f')
-		return -1;
-	*(bool *)ctx = true;
-	return 0;
+	switch (opt) {
+	case 'f': l->follow = true; return 0;
+	case OPT_RAW: l->raw = true; return 0;
+	}
+	return -1;
 }
 
 static int print_one(void *ctx, json_t *event)
 {
-	struct client *c = ctx;
-	return c->json ? client_print_json_line(event)
-		       : client_print_event(event);
+	struct logs *l = ctx;
+	return l->c->json ? client_print_json_line(event)
+			  : client_print_event(event, l->raw);
 }
 
 /* ?format=json answers in pages ({"events": [...], "next_after": N or
  * null}): fetch them all, in order. */
-static int print_pages(struct client *c, const char *session_id)
+static int print_pages(struct logs *l, const char *session_id)
 {
+	struct client *c = l->c;
 	_cleanup_free_ char *id = client_escape(session_id);
 	if (!id)
 		return client_exit(c, -ENOMEM, NULL);
@@ -82,7 +100,7 @@ static int print_pages(struct client *c, const char *session_id)
 		json_t *event;
 		json_array_foreach(events, i, event)
 		{
-			r = print_one(c, event);
+			r = print_one(l, event);
 			if (r < 0)
 				break;
 		}
@@ -107,8 +125,8 @@ int client_cmd_logs(struct client *c, int argc, char **argv)
 	    .options = logs_options,
 	    .on_option = on_option,
 	};
-	bool follow = false;
-	int code = client_parse(c, &verb, &follow, argc, argv);
+	struct logs l = {.c = c};
+	int code = client_parse(c, &verb, &l, argc, argv);
 	if (code != CLIENT_CONTINUE)
 		return code;
 	code = client_check_args(c, 1, 1, "session ID");
@@ -117,15 +135,15 @@ int client_cmd_logs(struct client *c, int argc, char **argv)
 
 	struct wr_error *err = NULL;
 	int r;
-	if (follow) {
+	if (l.follow) {
 		struct client_follow f = {
 		    .session_id = c->args[0],
 		    .on_event = print_one,
-		    .ctx = c,
+		    .ctx = &l,
 		};
 		r = client_follow(c, &f, &err);
 		return r < 0 ? client_exit(c, r, err) : CLIENT_EXIT_OK;
 	}
 
-	return print_pages(c, c->args[0]);
+	return print_pages(&l, c->args[0]);
 }

@@ -32,6 +32,12 @@ static const char run_usage[] =
     "the\n"
     "                      session rests; exit 0 if it reached review, "
     "else 1\n"
+    "  --raw               with --follow: the agent's output lines as it "
+    "wrote\n"
+    "                      them, on a terminal too (by default a terminal "
+    "gets\n"
+    "                      their control characters shown visibly: ^[ for "
+    "ESC)\n"
     "  -w, --wait          wait like --follow, printing only the result\n"
     "  --json              the session as JSON (--follow: JSON lines)\n"
     "  --server URL        Warren server (default $WARREN_SERVER, else\n"
@@ -48,6 +54,7 @@ enum {
 	OPT_REF,
 	OPT_AGENT,
 	OPT_LIMIT,
+	OPT_RAW,
 };
 
 static const struct option run_options[] = {
@@ -57,12 +64,13 @@ static const struct option run_options[] = {
     {"limit", required_argument, NULL, OPT_LIMIT},
     {"follow", no_argument, NULL, 'f'},
     {"wait", no_argument, NULL, 'w'},
+    {"raw", no_argument, NULL, OPT_RAW},
     {NULL, 0, NULL, 0},
 };
 
 struct run_opts {
 	const char *repo, *ref, *agent;
-	bool follow, wait;
+	bool follow, wait, raw;
 	json_t *limits; /* object, or NULL */
 };
 
@@ -126,6 +134,7 @@ static int on_option(struct client *c, void *ctx, int opt, const char *arg)
 	case OPT_LIMIT: return parse_limit(c, o, arg);
 	case 'f': o->follow = true; return 0;
 	case 'w': o->wait = true; return 0;
+	case OPT_RAW: o->raw = true; return 0;
 	}
 	return -1;
 }
@@ -134,10 +143,12 @@ static int on_option(struct client *c, void *ctx, int opt, const char *arg)
 
 struct progress {
 	int64_t created_ms; /* elapsed times count from here */
+	bool raw;	    /* --raw: output lines as they are */
 };
 
-/* Human --follow: the agent's output as it is, on its own stream, and the
- * lifecycle as "[  0.3s] provisioning" lines on stderr. */
+/* Human --follow: the agent's output on its own stream (as it is, or
+ * made visible on a terminal: client_print_event), and the lifecycle as
+ * "[  0.3s] provisioning" lines on stderr. */
 static int show_progress(void *ctx, json_t *event)
 {
 	struct progress *p = ctx;
@@ -146,7 +157,7 @@ static int show_progress(void *ctx, json_t *event)
 	if (!kind)
 		return 0;
 	if (!strcmp(kind, "output"))
-		return client_print_event(event);
+		return client_print_event(event, p->raw);
 	int64_t t = client_json_int(event, "time_ms", 0) - p->created_ms;
 	double elapsed = (double)(t < 0 ? 0 : t) / 1000.0;
 	_cleanup_free_ char *what = NULL;
@@ -211,7 +222,7 @@ static int quiet_event(void *ctx, json_t *event)
 static int follow(struct client *c, struct run_opts *o, json_t *session)
 {
 	const char *id = client_json_str(session, "id");
-	struct progress p = {client_json_int(session, "created_ms", 0)};
+	struct progress p = {client_json_int(session, "created_ms", 0), o->raw};
 	struct client_follow f = {.session_id = id, .ctx = &p};
 	if (c->json)
 		f.on_event = o->wait ? quiet_event : json_event;
@@ -304,6 +315,10 @@ int client_cmd_run(struct client *c, int argc, char **argv)
 	}
 	if (o.follow && o.wait) {
 		client_usage_error(c, "--follow and --wait exclude each other");
+		goto out;
+	}
+	if (o.raw && !o.follow) {
+		client_usage_error(c, "--raw goes with --follow");
 		goto out;
 	}
 
