@@ -3,8 +3,9 @@
 # cannot signal one (nor another sandbox's); it has new namespaces of every
 # kind and an unprivileged uid range of its own; its network is a lone
 # loopback - no route out, no host service (TCP on the host's loopback or
-# address, abstract unix sockets), no raw sockets; SysV IPC, POSIX shm and
-# the hostname are its own.
+# address, abstract unix sockets), no raw sockets, no socket family beyond
+# unix, inet, inet6 and NETLINK_ROUTE (vsock would reach the VM host); SysV
+# IPC, POSIX shm and the hostname are its own.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/sec_lib.sh"
 
@@ -95,6 +96,10 @@ gateway="$(ip route 2>/dev/null | awk '/^default/{print $3; exit}')"
 expect_probe "net: only lo; no route to internet, host or gateway; no raw/packet sockets; no ifconfig" \
 	sbp -- /probe net $host_addrs $gateway
 expect_probe_sees "probe sees host interfaces and routes (host)" "$HOSTPROBE" net
+expect_probe "socket families: unix, inet, inet6, NETLINK_ROUTE only; vsock, packet, other netlink, alg, xdp... EAFNOSUPPORT (also with high bits)" \
+	sbp -- /probe families
+expect_probe_sees "probe sees socket families the filter refuses (host, uid 65534)" \
+	as_nobody "$HOSTPROBE" families
 
 listening=0
 for _ in 1 2 3; do

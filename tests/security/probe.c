@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <ifaddrs.h>
 #include <limits.h>
 #include <linux/capability.h>
 #include <net/if.h>
@@ -1270,6 +1271,165 @@ static int check_net(int argc, char **argv)
 	return finish();
 }
 
+/* -------------------------------------------------------------- families */
+
+#ifndef AF_VSOCK
+#define AF_VSOCK 40
+#endif
+#ifndef AF_KCM
+#define AF_KCM 41
+#endif
+#ifndef AF_QIPCRTR
+#define AF_QIPCRTR 42
+#endif
+#ifndef AF_SMC
+#define AF_SMC 43
+#endif
+#ifndef AF_XDP
+#define AF_XDP 44
+#endif
+#ifndef AF_MCTP
+#define AF_MCTP 45
+#endif
+
+struct family_case {
+	const char *name;
+	long family; /* long: some cases put garbage in the high bits */
+	int type;
+	long protocol;
+	bool pair; /* socketpair() instead of socket() */
+};
+
+/* What the sandbox needs (security.c): unix, IPv4/IPv6 (loopback, the
+ * egress proxy on 127.0.0.1) and NETLINK_ROUTE (getifaddrs: Node's
+ * os.networkInterfaces(), hostname -I, ip addr). */
+static const struct family_case families_allowed[] = {
+	{ "unix stream", AF_UNIX, SOCK_STREAM, 0, false },
+	{ "unix dgram", AF_UNIX, SOCK_DGRAM, 0, false },
+	{ "unix seqpacket", AF_UNIX, SOCK_SEQPACKET, 0, false },
+	{ "inet stream", AF_INET, SOCK_STREAM, 0, false },
+	{ "inet dgram", AF_INET, SOCK_DGRAM, 0, false },
+	{ "inet6 stream", AF_INET6, SOCK_STREAM, 0, false },
+	{ "inet6 dgram", AF_INET6, SOCK_DGRAM, 0, false },
+	{ "netlink route", AF_NETLINK, SOCK_RAW, 0 /* NETLINK_ROUTE */, false },
+	{ "socketpair unix stream", AF_UNIX, SOCK_STREAM, 0, true },
+	{ "socketpair unix dgram", AF_UNIX, SOCK_DGRAM, 0, true },
+};
+
+/* Everything else: each must get the filter's EAFNOSUPPORT. The types and
+ * protocols are ones the kernel accepts, so that without the filter the
+ * call succeeds or fails differently (EPERM from a capability check,
+ * EPROTONOSUPPORT, ...). */
+static const struct family_case families_denied[] = {
+	{ "vsock stream", AF_VSOCK, SOCK_STREAM, 0, false },
+	{ "vsock dgram", AF_VSOCK, SOCK_DGRAM, 0, false },
+	{ "vsock seqpacket", AF_VSOCK, SOCK_SEQPACKET, 0, false },
+	{ "vsock, high bits (1<<32|40)", (1L << 32) | AF_VSOCK, SOCK_STREAM, 0,
+	  false },
+	{ "vsock, negative high bits", (long)(~0UL << 32) | AF_VSOCK,
+	  SOCK_STREAM, 0, false },
+	{ "packet dgram", AF_PACKET, SOCK_DGRAM, 0, false },
+	{ "netlink sock_diag", AF_NETLINK, SOCK_RAW, 4, false },
+	{ "netlink audit", AF_NETLINK, SOCK_RAW, 9, false },
+	{ "netlink kobject_uevent", AF_NETLINK, SOCK_RAW, 15, false },
+	{ "netlink generic", AF_NETLINK, SOCK_RAW, 16, false },
+	{ "netlink crypto", AF_NETLINK, SOCK_RAW, 21, false },
+	{ "netlink netfilter", AF_NETLINK, SOCK_RAW, 12, false },
+	{ "netlink xfrm", AF_NETLINK, SOCK_RAW, 6, false },
+	{ "netlink generic, high bits (1<<32|16)", AF_NETLINK, SOCK_RAW,
+	  (1L << 32) | 16, false },
+	{ "alg seqpacket", AF_ALG, SOCK_SEQPACKET, 0, false },
+	{ "key raw (PF_KEY_V2)", AF_KEY, SOCK_RAW, 2, false },
+	{ "bluetooth raw (HCI)", AF_BLUETOOTH, SOCK_RAW, 1, false },
+	{ "xdp raw", AF_XDP, SOCK_RAW, 0, false },
+	{ "tipc rdm", AF_TIPC, SOCK_RDM, 0, false },
+	{ "rds seqpacket", AF_RDS, SOCK_SEQPACKET, 0, false },
+	{ "can raw", AF_CAN, SOCK_RAW, 1, false },
+	{ "nfc raw", AF_NFC, SOCK_RAW, 1, false },
+	{ "llc dgram", AF_LLC, SOCK_DGRAM, 0, false },
+	{ "appletalk dgram", AF_APPLETALK, SOCK_DGRAM, 0, false },
+	{ "ax25 seqpacket", AF_AX25, SOCK_SEQPACKET, 0, false },
+	{ "x25 seqpacket", AF_X25, SOCK_SEQPACKET, 0, false },
+	{ "ipx dgram", AF_IPX, SOCK_DGRAM, 0, false },
+	{ "atmpvc dgram", AF_ATMPVC, SOCK_DGRAM, 0, false },
+	{ "pppox stream", AF_PPPOX, SOCK_STREAM, 0, false },
+	{ "phonet dgram", AF_PHONET, SOCK_DGRAM, 0, false },
+	{ "ieee802154 dgram", AF_IEEE802154, SOCK_DGRAM, 0, false },
+	{ "caif seqpacket", AF_CAIF, SOCK_SEQPACKET, 0, false },
+	{ "rxrpc dgram", AF_RXRPC, SOCK_DGRAM, 2 /* PF_INET */, false },
+	{ "kcm dgram", AF_KCM, SOCK_DGRAM, 0, false },
+	{ "qipcrtr dgram", AF_QIPCRTR, SOCK_DGRAM, 0, false },
+	{ "smc stream", AF_SMC, SOCK_STREAM, 0, false },
+	{ "mctp dgram", AF_MCTP, SOCK_DGRAM, 0, false },
+	{ "socketpair vsock stream", AF_VSOCK, SOCK_STREAM, 0, true },
+	{ "socketpair tipc dgram", AF_TIPC, SOCK_DGRAM, 0, true },
+	{ "socketpair netlink generic", AF_NETLINK, SOCK_RAW, 16, true },
+	{ "socketpair alg seqpacket", AF_ALG, SOCK_SEQPACKET, 0, true },
+};
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof(*(a)))
+
+/* The raw syscalls: the family goes to the kernel as the full register. */
+static long family_try(const struct family_case *c, int *err)
+{
+	long r;
+	int sv[2] = { -1, -1 };
+	if (c->pair)
+		r = syscall(SYS_socketpair, c->family, c->type | SOCK_CLOEXEC,
+			    c->protocol, sv);
+	else
+		r = syscall(SYS_socket, c->family, c->type | SOCK_CLOEXEC,
+			    c->protocol);
+	*err = r < 0 ? errno : 0;
+	if (r >= 0 && !c->pair)
+		close((int)r);
+	if (sv[0] >= 0)
+		close(sv[0]);
+	if (sv[1] >= 0)
+		close(sv[1]);
+	return r;
+}
+
+/* Proves: socket() and socketpair() create only the address families a
+ * sandbox needs; every other family (vsock - not namespaced, the VM host's
+ * port space -, packet, every netlink protocol but NETLINK_ROUTE, alg, key,
+ * bluetooth, ...) is answered by the filter's EAFNOSUPPORT, also with
+ * garbage in the high bits of the family or protocol. A different errno
+ * means the call reached the kernel's family code: a hole. */
+static int check_families(void)
+{
+	for (size_t i = 0; i < ARRAY_LEN(families_allowed); i++) {
+		const struct family_case *c = &families_allowed[i];
+		int e;
+		if (family_try(c, &e) < 0)
+			error_("%-40s %s: a family the sandbox needs", c->name,
+			       errname(e));
+		else
+			say("%-40s allowed", c->name);
+	}
+	for (size_t i = 0; i < ARRAY_LEN(families_denied); i++) {
+		const struct family_case *c = &families_denied[i];
+		int e;
+		if (family_try(c, &e) >= 0)
+			escape("%-40s created", c->name);
+		else if (e != EAFNOSUPPORT)
+			escape("%-40s %s: reached the kernel (want EAFNOSUPPORT "
+			       "from the filter)",
+			       c->name, errname(e));
+		else
+			say("%-40s EAFNOSUPPORT", c->name);
+	}
+	/* what NETLINK_ROUTE is kept for */
+	struct ifaddrs *ifa;
+	if (getifaddrs(&ifa) < 0) {
+		error_("getifaddrs: %s", errname(errno));
+	} else {
+		say("getifaddrs works");
+		freeifaddrs(ifa);
+	}
+	return finish();
+}
+
 static int tcp_connect_timeout(const char *addr, int port, int ms, int *err)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -2222,7 +2382,8 @@ static void usage(void)
 		"checks (inside a sandbox; exit 0 held, 1 escape, 2 error):\n"
 		"  caps seccomp syscalls [--userns-allowed] module mknod\n"
 		"  opendev PATH... tiocsti tiocsti-fd0 ns [NAME:INODE...] [max=N]\n"
-		"  idmap net [ADDR...] connect ADDR PORT abstract NAME ipc KEY\n"
+		"  idmap net [ADDR...] families connect ADDR PORT abstract NAME\n"
+		"  ipc KEY\n"
 		"  fds mounts [FORBIDDEN...] ptrace1 setuid [DIR] fcaps [DIR]\n"
 		"  chroot procfs badarch forkbomb LIMIT cpu SECS MAX alloc MB\n"
 		"  env NAME...\n"
@@ -2265,6 +2426,8 @@ int main(int argc, char **argv)
 		return check_idmap();
 	if (!strcmp(c, "net"))
 		return check_net(ac, av);
+	if (!strcmp(c, "families"))
+		return check_families();
 	if (!strcmp(c, "connect"))
 		return check_connect(ac, av);
 	if (!strcmp(c, "abstract"))
