@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/filter.h>
+#include <linux/netlink.h>
 #include <linux/seccomp.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -25,6 +26,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -172,6 +174,65 @@ static const struct seccomp_rule seccomp_rules[] = {
     {"clone3", ENOSYS, -1, 0, 0, true},
 };
 
+/* The address families socket() and socketpair() may create, ascending.
+ * Every other family is kernel code a coding sandbox never needs, some of
+ * it not namespaced at all (vsock shares the host's - or the VM host's -
+ * port space), and creating its first socket autoloads its module: the
+ * filter answers EAFNOSUPPORT, what a kernel built without the family
+ * says. IPv4/IPv6 are for loopback and the egress proxy on 127.0.0.1.
+ * Netlink is kept for NETLINK_ROUTE only: getifaddrs needs it (Node's
+ * os.networkInterfaces() throws without it, hostname -I and ip fail), and
+ * without CAP_NET_ADMIN it can only read the sandbox's own lone loopback. */
+struct socket_family {
+	int family;
+	int protocol; /* -1: any; else the only protocol allowed */
+};
+
+static const struct socket_family socket_families[] = {
+    {AF_UNIX, -1},
+    {AF_INET, -1},
+    {AF_INET6, -1},
+    {AF_NETLINK, NETLINK_ROUTE},
+};
+
+static const char *const socket_calls[] = {"socket", "socketpair"};
+
+/* Refuses every family but socket_families on the call nr. A rule holds one
+ * comparison per argument, so the complement is written as blocks: each gap
+ * between two allowed families as aligned power-of-two ranges (a masked
+ * compare each), everything above the last as one "greater than". The
+ * comparisons are on all 64 bits: a family with garbage in the high bits,
+ * which the kernel truncates to an int (AF_VSOCK, say), is above the last
+ * allowed one, so refused; the same for a netlink protocol. */
+static int add_family_rules(scmp_filter_ctx ctx, int nr)
+{
+	const uint32_t action = SCMP_ACT_ERRNO(EAFNOSUPPORT);
+	uint64_t lo = 0;
+	int r = 0;
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(socket_families); i++) {
+		uint64_t next = (uint64_t)socket_families[i].family;
+		while (r == 0 && lo < next) {
+			uint64_t size = lo ? lo & -lo : 1ULL << 32;
+			while (lo + size > next)
+				size >>= 1;
+			r = seccomp_rule_add(
+			    ctx, action, nr, 1,
+			    SCMP_A0(SCMP_CMP_MASKED_EQ, ~(size - 1), lo));
+			lo += size;
+		}
+		lo = next + 1;
+		if (r == 0 && socket_families[i].protocol >= 0)
+			r = seccomp_rule_add(
+			    ctx, action, nr, 2, SCMP_A0(SCMP_CMP_EQ, next),
+			    SCMP_A2(SCMP_CMP_NE,
+				    (uint64_t)socket_families[i].protocol));
+	}
+	if (r == 0)
+		r = seccomp_rule_add(ctx, action, nr, 1,
+				     SCMP_A0(SCMP_CMP_GT, lo - 1));
+	return r;
+}
+
 /* Attributes, described for the cache key. Foreign-ABI calls (int 0x80,
  * x32) would bypass every rule: a bad architecture kills the process. A
  * binary tree of syscall numbers means fewer instructions per syscall,
@@ -179,7 +240,8 @@ static const struct seccomp_rule seccomp_rules[] = {
  * builds its action cache at load time (half the load cost). */
 #define FILTER_ATTRS "default=allow badarch=kill_process nnp=0 optimize=2"
 
-/* The cache key covers seccomp_rules and FILTER_ATTRS, not this code:
+/* The cache key covers seccomp_rules, socket_families, socket_calls and
+ * FILTER_ATTRS, not this code:
  * a change here that alters the program must change FILTER_ATTRS too. */
 static scmp_filter_ctx build_filter(bool allow_userns)
 {
@@ -207,6 +269,11 @@ static scmp_filter_ctx build_filter(bool allow_userns)
 		};
 		r = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(rule->errnum),
 					   nr, rule->arg < 0 ? 0 : 1, &cmp);
+	}
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(socket_calls); i++) {
+		int nr = seccomp_syscall_resolve_name(socket_calls[i]);
+		if (nr != __NR_SCMP_ERROR)
+			r = add_family_rules(ctx, nr);
 	}
 	if (r < 0) {
 		seccomp_release(ctx);
@@ -243,6 +310,13 @@ static uint64_t filter_key(bool allow_userns)
 				      rule->value, rule->unless_userns};
 		fnv(&h, fields, sizeof(fields));
 	}
+	for (size_t i = 0; i < ARRAY_SIZE(socket_families); i++) {
+		int64_t fields[2] = {socket_families[i].family,
+				     socket_families[i].protocol};
+		fnv(&h, fields, sizeof(fields));
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(socket_calls); i++)
+		fnv(&h, socket_calls[i], strlen(socket_calls[i]) + 1);
 	return h;
 }
 
