@@ -49,7 +49,17 @@ struct api_config {
 	/* Slack's slash command and events (POST /slack/commands,
 	 * /slack/events; docs/slack.md). NULL: not configured (404). */
 	const struct slack_config *slack;
+	/* What one client may hold (docs/operations.md, "api"): connections
+	 * from one address (0: API_MAX_PER_CLIENT_DEFAULT), the time from a
+	 * connection's start (or its previous answer plus the keep-alive
+	 * idle time) to a request's complete headers, and from the headers
+	 * to its complete body (0: the defaults). */
+	unsigned max_per_client;
+	uint64_t header_timeout_ms, body_timeout_ms;
 };
+#define API_MAX_PER_CLIENT_DEFAULT 64u
+#define API_HEADER_TIMEOUT_MS_DEFAULT 10000u
+#define API_BODY_TIMEOUT_MS_DEFAULT 60000u
 
 struct api;
 

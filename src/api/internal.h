@@ -55,12 +55,34 @@ struct api {
 	int keepalive_ms;
 	atomic_bool stopping;
 	struct MHD_Daemon *daemon; /* NULL for api_new */
+	struct api_deadlines *deadlines; /* NULL for api_new */
 	uint16_t port;
 	pthread_mutex_t cache_lock; /* tokens[], token_gen and repos[] */
 	uint64_t token_gen;	    /* +1 at every revocation */
 	struct api_token_slot tokens[API_TOKEN_CACHE_SLOTS];
 	struct api_repo_slot repos[API_REPO_CACHE_SLOTS];
 };
+
+/* deadline.c: every connection's deadline for its headers, then its
+ * body; none while its answer is written; a watchdog shuts down the
+ * socket of one past it. */
+struct api_deadlines;
+struct api_conn_deadline;
+enum api_deadline_phase {
+	API_DEADLINE_BODY,   /* the headers are in: the body's deadline */
+	API_DEADLINE_ANSWER, /* the request is in: no deadline */
+	API_DEADLINE_IDLE,   /* answered: the next request's headers */
+	API_DEADLINE_PHASE_MAX,
+};
+int api_deadlines_start(uint64_t header_ms, uint64_t body_ms, uint64_t idle_ms,
+			struct api_deadlines **out);
+void api_deadlines_stop(struct api_deadlines *d);
+struct api_conn_deadline *api_deadline_open(struct api_deadlines *d, int fd);
+void api_deadline_close(struct api_deadlines *d, struct api_conn_deadline *c);
+void api_deadline_phase(struct api_deadlines *d, struct api_conn_deadline *c,
+			enum api_deadline_phase phase);
+/* Connections cut at their deadline so far. */
+uint64_t api_deadlines_cut(struct api_deadlines *d);
 
 /* Who is asking (from the bearer token). */
 struct api_principal {

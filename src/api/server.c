@@ -3,7 +3,10 @@
  *
  * libmicrohttpd runs one thread per connection (MHD_USE_THREAD_PER_CONNECTION
  * with an internal polling thread that accepts), so a handler and an event
- * stream may block without holding up other clients.
+ * stream may block without holding up other clients. So that no client can
+ * hold them all: at most max_per_client connections per address
+ * (libmicrohttpd's own limit), and a deadline for each request's headers
+ * and body (deadline.c).
  *
  * The path goes to api_handle raw: libmicrohttpd's own URL argument is
  * already percent-decoded (a "%2e%2e" would arrive as ".."), so the request
@@ -39,6 +42,32 @@ struct conn_request {
 	bool too_large; /* the body went past max_body: 413 at the end */
 };
 
+/* The connection's deadline record (MHD_OPTION_NOTIFY_CONNECTION). */
+static struct api_conn_deadline *conn_deadline(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *info =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return info ? info->socket_context : NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn,
+			  void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct api *a = cls;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *info = MHD_get_connection_info(
+		    conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		/* no record (out of memory): no deadline, as before */
+		*socket_context =
+		    info ? api_deadline_open(a->deadlines, info->connect_fd)
+			 : NULL;
+	} else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		api_deadline_close(a->deadlines, *socket_context);
+		*socket_context = NULL;
+	}
+}
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
 	(void)cls;
@@ -57,9 +86,11 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
-	(void)cls;
-	(void)conn;
+	struct api *a = cls;
 	(void)toe;
+	if (a->deadlines)
+		api_deadline_phase(a->deadlines, conn_deadline(conn),
+				   API_DEADLINE_IDLE);
 	struct conn_request *cr = *con_cls;
 	if (cr) {
 		/* a body may carry a secret's value (PUT /secrets/NAME) */
@@ -233,6 +264,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 
 	if (!cr->started) {
 		cr->started = true;
+		/* the headers are in; now the body has its deadline */
+		if (a->deadlines)
+			api_deadline_phase(a->deadlines, conn_deadline(conn),
+					   API_DEADLINE_BODY);
 		/* A declared length past the cap is refused before the body
 		 * is read (libmicrohttpd then closes the connection). */
 		const char *len = header(conn, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -250,6 +285,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
+	if (a->deadlines)
+		api_deadline_phase(a->deadlines, conn_deadline(conn),
+				   API_DEADLINE_ANSWER);
 	if (cr->too_large)
 		return reply_too_large(conn, a);
 
@@ -373,6 +411,19 @@ int api_start(const struct api_config *cfg, struct api **out,
 		api_stop(a);
 		return fd;
 	}
+	r = api_deadlines_start(
+	    cfg->header_timeout_ms ? cfg->header_timeout_ms
+				   : API_HEADER_TIMEOUT_MS_DEFAULT,
+	    cfg->body_timeout_ms ? cfg->body_timeout_ms
+				 : API_BODY_TIMEOUT_MS_DEFAULT,
+	    CONNECTION_TIMEOUT_S * 1000ull, &a->deadlines);
+	if (r < 0) {
+		close(fd);
+		api_stop(a);
+		return wr_error_set(err, -r, "api: deadline watchdog");
+	}
+	unsigned per_client = cfg->max_per_client ? cfg->max_per_client
+						  : API_MAX_PER_CLIENT_DEFAULT;
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION |
 			 MHD_USE_INTERNAL_POLLING_THREAD |
 			 /* poll, not select: descriptors past FD_SETSIZE */
@@ -380,7 +431,9 @@ int api_start(const struct api_config *cfg, struct api **out,
 	a->daemon = MHD_start_daemon(
 	    flags, 0, NULL, NULL, on_request, a, MHD_OPTION_LISTEN_SOCKET, fd,
 	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, a, MHD_OPTION_NOTIFY_COMPLETED,
-	    on_completed, a, MHD_OPTION_CONNECTION_LIMIT, CONNECTION_LIMIT,
+	    on_completed, a, MHD_OPTION_NOTIFY_CONNECTION, on_connection, a,
+	    MHD_OPTION_CONNECTION_LIMIT, CONNECTION_LIMIT,
+	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_client,
 	    MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
 	    MHD_OPTION_END);
@@ -412,6 +465,7 @@ void api_stop(struct api *a)
 	atomic_store(&a->stopping, true);
 	if (a->daemon)
 		MHD_stop_daemon(a->daemon);
+	api_deadlines_stop(a->deadlines);
 	api_cache_clear(a);
 	pthread_mutex_destroy(&a->cache_lock);
 	if (a->web_dir_fd >= 0)

@@ -647,6 +647,49 @@ static int load_model(const char *path, json_t *o, struct serve_config *cfg,
 	return 0;
 }
 
+/* "api": what one client may hold (api/api.h). */
+static int load_api(const char *path, json_t *v, struct serve_config *cfg,
+		    struct wr_error **err)
+{
+	if (!json_is_object(v))
+		return bad(err, path, "api",
+			   "{\"max_per_client\": N, \"header_timeout\": "
+			   "DURATION, \"body_timeout\": DURATION}");
+	const char *key;
+	json_t *x;
+	json_object_foreach(v, key, x)
+	{
+		uint64_t n;
+		if (!strcmp(key, "max_per_client")) {
+			if (get_uint(path, key, x, 100000, &n) < 0 || n == 0)
+				return bad(err, path, "api.max_per_client",
+					   "an integer 1..100000");
+			cfg->api_max_per_client = (unsigned)n;
+		} else if (!strcmp(key, "header_timeout") ||
+			   !strcmp(key, "body_timeout")) {
+			bool header = key[0] == 'h';
+			if (get_duration(path,
+					 header ? "api.header_timeout"
+						: "api.body_timeout",
+					 x, &n, err) < 0)
+				return -EINVAL;
+			if (n == 0)
+				return bad(err, path, key, "a duration above 0");
+			if (header)
+				cfg->api_header_timeout_ms = n;
+			else
+				cfg->api_body_timeout_ms = n;
+		} else {
+			return wr_error_input(
+			    err, EINVAL,
+			    "%s: api: unknown key '%s' (max_per_client, "
+			    "header_timeout, body_timeout)",
+			    path, key);
+		}
+	}
+	return 0;
+}
+
 /* "review": the limits of a change (review/evidence.h). */
 static int load_review(const char *path, json_t *v,
 		       struct evidence_limits *lim, struct wr_error **err)
@@ -751,6 +794,8 @@ int serve_config_load(const char *path, struct serve_config *cfg,
 				goto out;
 			}
 			cfg->control.verify_retries = (unsigned)x;
+		} else if (!strcmp(key, "api")) {
+			r = load_api(path, v, cfg, err);
 		} else if (!strcmp(key, "review")) {
 			r = load_review(path, v, &cfg->control.evidence, err);
 		} else if (!strcmp(key, "egress")) {

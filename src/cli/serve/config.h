@@ -96,6 +96,9 @@ struct serve_config {
 	/* "slack": the slash command, mentions and outcome posts */
 	bool has_slack;
 	struct slack_config slack;
+	/* "api": what one client may hold (0: the API's defaults) */
+	unsigned api_max_per_client;
+	uint64_t api_header_timeout_ms, api_body_timeout_ms;
 };
 
 /* Defaults for everything (no file). */

@@ -380,7 +380,10 @@ int main(int argc, char **argv)
 				  .port = port,
 				  .data_dir = data,
 				  .web_dir = web_dir,
-				  .slack = cfg.has_slack ? &cfg.slack : NULL};
+				  .slack = cfg.has_slack ? &cfg.slack : NULL,
+				  .max_per_client = cfg.api_max_per_client,
+				  .header_timeout_ms = cfg.api_header_timeout_ms,
+				  .body_timeout_ms = cfg.api_body_timeout_ms};
 	if (api_start(&acfg, &api, &err) < 0) {
 		fail("api", err);
 		goto out;
