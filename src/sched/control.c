@@ -1220,6 +1220,8 @@ int control_start(const struct control_config *cfg, struct store *st,
 	if (!c->cfg.max_sandboxes)
 		c->cfg.max_sandboxes = 8;
 	control_builtin_maximums(c->data_dir, &c->cfg.maximums);
+	if (!c->cfg.max_output_bytes)
+		c->cfg.max_output_bytes = CONTROL_MAX_OUTPUT_DEFAULT;
 	if (!c->cfg.refresh_check_ms)
 		c->cfg.refresh_check_ms = 60 * 1000;
 	if (!c->cfg.retry_backoff_ms)

@@ -66,6 +66,8 @@ struct control_config {
 	unsigned max_sandboxes;	  /* global cap on concurrent sandboxes */
 	unsigned max_per_user;	  /* one user's share of the cap, 0: cap/2+1 */
 	uint64_t min_free_memory; /* admit only while MemAvailable exceeds */
+	/* the agent output a session keeps, all turns (0: 64 MiB) */
+	uint64_t max_output_bytes;
 	struct control_limits defaults; /* applied where a session sets none */
 	struct control_limits maximums; /* a session may not ask for more */
 	unsigned retry_max;	   /* re-provisioning attempts after death */
@@ -204,6 +206,7 @@ int control_limits_from_json(const char *what, const void *json_obj,
  * CONTROL_BUILTIN_MAX_PIDS; lifetime CONTROL_BUILTIN_MAX_LIFETIME_MS;
  * disk, a quarter of the data directory's filesystem. */
 #define CONTROL_BUILTIN_MAX_PIDS 16384
+#define CONTROL_MAX_OUTPUT_DEFAULT (64ull << 20)
 #define CONTROL_BUILTIN_MAX_LIFETIME_MS (24ull * 3600 * 1000)
 void control_builtin_maximums(const char *data_dir,
 			      struct control_limits *mx);

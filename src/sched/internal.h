@@ -71,6 +71,8 @@ struct run {
 	char base[41];
 	char snapshot_id[72];	  /* the snapshot the sandbox came from */
 	char snapshot_commit[41]; /* its commit */
+	uint64_t output_bytes;	  /* the agent's output stored, all turns */
+	bool output_capped;	  /* the session's output cap was reached */
 	struct agent_usage usage;
 	struct provider *provider; /* the built-in agent's, made at first use */
 };

@@ -335,17 +335,31 @@ static void emit_line(struct turn *t, const char *stream, const char *line,
 {
 	if (t->first_line_ms == 0)
 		t->first_line_ms = mono_ms();
-	if (t->lines >= TURN_MAX_LINES) {
-		if (!t->truncated)
+	/* a turn keeps TURN_MAX_LINES lines; the session, limits.max_output
+	 * bytes of output across all its turns (the store is shared by every
+	 * session: one agent printing without end must not fill it) */
+	struct run *run = t->run;
+	uint64_t cap = run->ctl->cfg.max_output_bytes;
+	bool session_full = run->output_bytes + len > cap;
+	if (t->lines >= TURN_MAX_LINES || session_full) {
+		if (!t->truncated && !(session_full && run->output_capped))
 			control_event(
-			    t->run->ctl, t->run->id, "output",
+			    run->ctl, run->id, "output",
 			    json_pack("{s:s, s:s, s:i, s:b}", "stream", stream,
-				      "line", "[warren: output truncated]",
+				      "line",
+				      session_full
+					  ? "[warren: output truncated: the "
+					    "session's output reached "
+					    "limits.max_output]"
+					  : "[warren: output truncated]",
 				      "turn", t->number, "truncated", 1));
 		t->truncated = true;
+		if (session_full)
+			run->output_capped = true;
 		return;
 	}
 	t->lines++;
+	run->output_bytes += len;
 	json_t *data = json_object();
 	json_object_set_new(data, "stream", json_string(stream));
 	/* the agent's bytes may not be UTF-8: keep them readable */
@@ -722,6 +736,10 @@ static enum turn_end agent_once(struct run *run, struct store_session *s,
 	struct wr_error *err = NULL;
 	struct turn t = {.run = run, .number = number};
 	int status = turn_run(run, s, number, prompt, &t, &err);
+	json_object_set_new(outcome, "output_bytes",
+			    json_integer((json_int_t)run->output_bytes));
+	if (run->output_capped)
+		json_object_set_new(outcome, "output_truncated", json_true());
 	control_audit_exec(c, s, run->sandbox, number, status, t.lines,
 			   t.truncated);
 	if (*first_turn && t.first_line_ms > 0) {
@@ -1038,6 +1056,11 @@ void *runner_main(void *arg)
 	json_object_set_new(outcome, "start_ms",
 			    json_pack("{s:I}", "queue",
 				      (json_int_t)run->queued_ms));
+	/* what earlier turns printed counts against the session's cap */
+	run->output_bytes = (uint64_t)json_integer_value(
+	    json_object_get(outcome, "output_bytes"));
+	run->output_capped =
+	    json_is_true(json_object_get(outcome, "output_truncated"));
 	struct control_limits asked = {0};
 	if (s.limits_json) {
 		json_t *lj = json_loads(s.limits_json, 0, NULL);

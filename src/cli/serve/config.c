@@ -228,6 +228,12 @@ static int load_limits(const char *path, json_t *o, struct serve_config *cfg,
 		} else if (!strcmp(key, "min_free_memory")) {
 			r = get_size(path, "limits.min_free_memory", v,
 				     &cfg->control.min_free_memory, err);
+		} else if (!strcmp(key, "max_output")) {
+			r = get_size(path, "limits.max_output", v,
+				     &cfg->control.max_output_bytes, err);
+			if (r == 0 && cfg->control.max_output_bytes < 1024)
+				r = bad(err, path, "limits.max_output",
+					"a size of at least 1K");
 		} else if (!strcmp(key, "default") || !strcmp(key, "max")) {
 			/* the keys given replace the built-in values; the
 			 * others stay */
