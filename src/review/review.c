@@ -102,16 +102,20 @@ int review_verify(const struct tools_exec *ex, char ***argvs, size_t n,
 	return 0;
 }
 
-char *review_verify_feedback(const json_t *verify)
+char *review_verify_feedback(const json_t *verify, int attempt, int attempts,
+			     bool builtin)
 {
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&text, &len);
 	if (!f)
 		return NULL;
-	fputs("Warren ran the project's verification and it failed. Fix the "
-	      "cause, then call finish again.\n",
-	      f);
+	fprintf(f,
+		"Warren ran the project's verification on your change and it "
+		"failed (attempt %d of %d). Fix the cause, then %s.\n",
+		attempt, attempts,
+		builtin ? "call finish again"
+			: "exit with status 0: Warren verifies again");
 	size_t i;
 	json_t *r;
 	json_array_foreach(json_object_get(verify, "results"), i, r)

@@ -19,6 +19,7 @@
 #include "util/error.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Runs every verify command (argv arrays) in /workspace. *out:
@@ -27,9 +28,12 @@
 int review_verify(const struct tools_exec *ex, char ***argvs, size_t n,
 		  size_t max_output, json_t **out, struct wr_error **err);
 
-/* Text for the agent after a failed verification: which commands failed
- * and the tail of their output. */
-char *review_verify_feedback(const json_t *verify);
+/* Text for the agent after a failed verification: the attempt of how
+ * many, which commands failed and the tail of their output; how to hand
+ * the change back (builtin: the built-in agent's finish tool; else a
+ * command agent's exit). */
+char *review_verify_feedback(const json_t *verify, int attempt, int attempts,
+			     bool builtin);
 
 /* Pushes commit (the reviewed one, held by the session's quarantine
  * repository: evidence.h) to remote_url as refs/heads/warren/<session_id>,

@@ -872,7 +872,9 @@ static enum turn_end verify_and_commit(struct run *run,
 			return TURN_DIED;
 		}
 		/* back to the agent with what failed */
-		_cleanup_free_ char *feedback = review_verify_feedback(vres);
+		_cleanup_free_ char *feedback = review_verify_feedback(
+		    vres, attempts, (int)c->cfg.verify_retries + 1,
+		    control_agent_is_builtin(s->agent_json));
 		control_transition(
 		    c, run->id, SESSION_VERIFYING, SESSION_RUNNING, NULL,
 		    json_pack("{s:s, s:i}", "why", "verification failed",

@@ -25,6 +25,7 @@
 #define CLIENT_EXIT_FAILED 1 /* API error; run --follow: not in review */
 #define CLIENT_EXIT_USAGE 2
 #define CLIENT_EXIT_UNREACHABLE 3
+#define CLIENT_EXIT_VERIFY_FAILED 4 /* run --follow|--wait: review, checks failed */
 /* client_parse(): go on with the verb (anything else is an exit code). */
 #define CLIENT_CONTINUE (-1)
 
@@ -198,6 +199,12 @@ bool client_state_rests(const char *state);
  * client_visible when that stream is a terminal, unless raw), the rest
  * as "-- " lines on stdout (always cleaned). 0 or -errno. */
 int client_print_event(const json_t *event, bool raw);
+/* What a verify, result or (built-in agent) transcript event says, as
+ * lines of text for people (NULL: nothing to say for that kind). Caller
+ * frees. */
+char *client_event_summary(const json_t *event);
+/* Each line of text behind prefix, control characters made visible. */
+int client_print_lines(FILE *out, const char *prefix, const char *text);
 /* Turns a local path argument ("./repo", "../x", "dir/sub") into an
  * absolute one when it names a local directory, since the server resolves
  * paths from its own working directory. NULL on ENOMEM; text otherwise. */

@@ -343,6 +343,164 @@ static int print_output_line(FILE *out, const char *line, bool raw)
 	return 0;
 }
 
+/* The first line of text, at most max bytes (a UTF-8 sequence may be cut:
+ * client_visible shows it). */
+static void first_line_into(FILE *f, const char *text, size_t max)
+{
+	if (!text)
+		return;
+	size_t n = strcspn(text, "\n");
+	/* more than the line (past a trailing newline): say so */
+	bool more = n > max || (text[n] && text[n + 1]);
+	fprintf(f, "%.*s%s", (int)(n > max ? max : n), text, more ? " …" : "");
+}
+
+/* A tool call's arguments, short: the "command" or "path" the model gave,
+ * else the JSON as it came. */
+static void tool_args_into(FILE *f, const char *arguments)
+{
+	json_t *args = arguments ? json_loads(arguments, 0, NULL) : NULL;
+	const char *keys[] = {"command", "path", "summary", NULL};
+	const char *v = NULL;
+	for (size_t i = 0; !v && keys[i]; i++)
+		v = json_string_value(json_object_get(args, keys[i]));
+	first_line_into(f, v ? v : arguments, 120);
+	json_decref(args);
+}
+
+char *client_event_summary(const json_t *event)
+{
+	const char *kind = client_json_str(event, "kind");
+	json_t *data = json_object_get(event, "data");
+	if (!kind)
+		return NULL;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (!f)
+		return NULL;
+	bool said = false;
+	if (!strcmp(kind, "verify")) {
+		json_t *v = json_object_get(data, "verify");
+		bool passed = json_is_true(json_object_get(v, "passed"));
+		const char *commit = client_json_str(v, "commit");
+		fprintf(f, "verify attempt %lld: %s",
+			(long long)client_json_int(data, "attempt", 0),
+			passed ? "passed" : "failed");
+		if (commit)
+			fprintf(f, " on commit %.12s", commit);
+		size_t i;
+		json_t *r;
+		json_array_foreach(json_object_get(v, "results"), i, r)
+		{
+			int64_t st = client_json_int(r, "status", 0);
+			fprintf(f, "\n  $ %s: %s",
+				client_or(client_json_str(r, "command"), "?"),
+				st == 0 ? "ok" : "failed");
+			if (st != 0)
+				fprintf(f, " (exit status %lld)", (long long)st);
+			if (st == 0)
+				continue;
+			/* the tail of what it printed: where failures are */
+			const char *out = client_json_str(r, "output");
+			size_t ol = out ? strlen(out) : 0;
+			while (ol && out[ol - 1] == '\n')
+				ol--;
+			size_t start = ol, lines = 0;
+			while (start > 0 && lines < 8) {
+				start--;
+				if (out[start] == '\n')
+					lines++;
+			}
+			if (start > 0 || (out && out[0] == '\n'))
+				start++;
+			for (size_t k = start; out && k < ol;) {
+				size_t e = k;
+				while (e < ol && out[e] != '\n')
+					e++;
+				fprintf(f, "\n    | %.*s", (int)(e - k), out + k);
+				k = e + 1;
+			}
+		}
+		said = true;
+	} else if (!strcmp(kind, "result")) {
+		const char *error = client_json_str(data, "error");
+		const char *commit = client_json_str(data, "commit");
+		if (error) {
+			fprintf(f, "result refused: %s", error);
+		} else if (!json_is_true(json_object_get(data, "changed"))) {
+			fprintf(f, "result: no change");
+		} else {
+			json_t *total = json_object_get(data, "files_total");
+			long long files =
+			    total ? (long long)json_integer_value(total)
+				  : (long long)json_array_size(
+					json_object_get(data, "files"));
+			fprintf(f, "result: commit %.12s, %lld file%s +%lld -%lld",
+				commit ? commit : "?", files,
+				files == 1 ? "" : "s",
+				(long long)client_json_int(data, "additions", 0),
+				(long long)client_json_int(data, "deletions", 0));
+		}
+		int64_t left = client_json_int(
+		    json_object_get(data, "build_output"), "count", 0);
+		if (!error && left > 0)
+			fprintf(f, " (%lld build output%s left out)",
+				(long long)left, left == 1 ? "" : "s");
+		said = true;
+	} else if (!strcmp(kind, "transcript")) {
+		/* the built-in agent: its words and each tool call */
+		json_t *m = json_object_get(data, "message");
+		const char *role = client_json_str(m, "role");
+		json_t *calls = json_object_get(m, "tool_calls");
+		const char *content = client_json_str(m, "content");
+		if (role && !strcmp(role, "assistant")) {
+			if (content && *content) {
+				fputs("agent: ", f);
+				first_line_into(f, content, 200);
+				said = true;
+			}
+			size_t i;
+			json_t *call;
+			json_array_foreach(calls, i, call)
+			{
+				json_t *fn = json_object_get(call, "function");
+				fprintf(f, "%stool %s: ", said ? "\n" : "",
+					client_or(client_json_str(fn, "name"),
+						  "?"));
+				tool_args_into(f, client_json_str(fn, "arguments"));
+				said = true;
+			}
+		} else if (role && !strcmp(role, "tool")) {
+			fputs("  -> ", f);
+			first_line_into(f, content ? content : "", 120);
+			said = true;
+		}
+	}
+	if (fclose(f) != 0 || !said) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+/* Prints each line of text, made safe, behind prefix. */
+int client_print_lines(FILE *out, const char *prefix, const char *text)
+{
+	for (const char *p = text; p && *p;) {
+		size_t n = strcspn(p, "\n");
+		_cleanup_free_ char *one = wr_strndup(p, n);
+		_cleanup_free_ char *clean = one ? client_clean(one) : NULL;
+		if (!clean)
+			return -ENOMEM;
+		fprintf(out, "%s%s\n", prefix, clean);
+		p += n;
+		if (*p == '\n')
+			p++;
+	}
+	return 0;
+}
+
 int client_print_event(const json_t *event, bool raw)
 {
 	const char *kind = client_json_str(event, "kind");
@@ -393,6 +551,11 @@ int client_print_event(const json_t *event, bool raw)
 		if (!a)
 			return -ENOMEM;
 		printf("-- error: %s\n", a);
+	} else {
+		/* verification, the result, the built-in agent's steps */
+		_cleanup_free_ char *summary = client_event_summary(event);
+		if (summary && client_print_lines(stdout, "-- ", summary) < 0)
+			return -ENOMEM;
 	}
 	/* phase events are timings: `logs --json` and `run --follow` */
 	return stdout_status();

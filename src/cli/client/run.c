@@ -31,7 +31,8 @@ static const char run_usage[] =
     "  -f, --follow        show the progress and the agent's output until "
     "the\n"
     "                      session rests; exit 0 if it reached review, "
-    "else 1\n"
+    "4 if its\n"
+    "                      verification failed there, else 1\n"
     "  --raw               with --follow: the agent's output lines as it "
     "wrote\n"
     "                      them, on a terminal too (by default a terminal "
@@ -45,9 +46,11 @@ static const char run_usage[] =
     "  --token T           API token (default $WARREN_TOKEN, else\n"
     "                      $WARREN_HOME/admin.token, ./.warren/admin.token)\n"
     "\n"
-    "Exit status: 0 session started (--follow/--wait: it reached review),\n"
-    "1 API error (--follow/--wait: it rested in another state), 2 usage\n"
-    "error, 3 server unreachable.\n";
+    "Exit status: 0 session started (--follow/--wait: it reached review,\n"
+    "its verification passed or there was none), 1 API error\n"
+    "(--follow/--wait: it rested in another state), 2 usage error, 3\n"
+    "server unreachable, 4 (--follow/--wait) it rests in review with its\n"
+    "verification failed.\n";
 
 enum {
 	OPT_REPO = 0x100,
@@ -194,7 +197,14 @@ static int show_progress(void *ctx, json_t *event)
 		    "error: %s",
 		    client_or(client_json_str(data, "message"), "?"));
 	} else {
-		return 0;
+		/* verification, the result, the built-in agent's steps */
+		_cleanup_free_ char *summary = client_event_summary(event);
+		if (!summary)
+			return 0;
+		char prefix[32];
+		snprintf(prefix, sizeof(prefix), "[%5.1fs] ", elapsed);
+		fflush(stdout);
+		return client_print_lines(stderr, prefix, summary);
 	}
 	_cleanup_free_ char *clean = what ? client_clean(what) : NULL;
 	if (!clean)
@@ -218,7 +228,7 @@ static int quiet_event(void *ctx, json_t *event)
 }
 
 /* Follows the session until it rests; prints the result; the exit code:
- * 0 review, 1 any other state. */
+ * 0 review, 4 review with failed verification, 1 any other state. */
 static int follow(struct client *c, struct run_opts *o, json_t *session)
 {
 	const char *id = client_json_str(session, "id");
@@ -256,15 +266,29 @@ static int follow(struct client *c, struct run_opts *o, json_t *session)
 		return client_exit(c, r, err);
 	const char *state = client_json_str(final, "state");
 	bool review = state && !strcmp(state, "review");
+	/* in review with failed checks: not a success, and said so */
+	json_t *verify =
+	    json_object_get(json_object_get(final, "outcome"), "verify");
+	bool checks_failed =
+	    review && verify && !json_is_true(json_object_get(verify, "passed"));
 	if (c->json) {
 		r = o->wait ? client_print_json(final)
 			    : client_print_json_line(final);
 	} else {
 		const char *reason = client_json_str(final, "reason");
 		int64_t code = client_json_int(final, "exit_code", -1);
-		_cleanup_free_ char *line =
-		    wr_asprintf("%s %s%s%s", id, state ? state : "?",
-				reason ? ": " : "", reason ? reason : "");
+		int64_t attempts = client_json_int(verify, "attempts", 1);
+		_cleanup_free_ char *checks =
+		    checks_failed
+			? wr_asprintf(", verification failed after %lld "
+				      "attempt%s",
+				      (long long)attempts,
+				      attempts == 1 ? "" : "s")
+			: NULL;
+		_cleanup_free_ char *line = wr_asprintf(
+		    "%s %s%s%s%s", id, state ? state : "?",
+		    checks ? checks : "", reason && *reason ? ": " : "",
+		    reason && *reason ? reason : "");
 		_cleanup_free_ char *clean = line ? client_clean(line) : NULL;
 		if (!clean) {
 			json_decref(final);
@@ -282,6 +306,8 @@ static int follow(struct client *c, struct run_opts *o, json_t *session)
 	json_decref(final);
 	if (r < 0)
 		return client_exit(c, r, NULL);
+	if (checks_failed)
+		return CLIENT_EXIT_VERIFY_FAILED;
 	return review ? CLIENT_EXIT_OK : CLIENT_EXIT_FAILED;
 }
 
