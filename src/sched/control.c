@@ -6,11 +6,13 @@
 
 #include "sandbox/sandbox.h"
 #include "sched/sched.h"
+#include "snapshot/git.h"
 #include "security/broker.h"
 #include "security/egress.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
 #include "util/parse.h"
+#include "util/spawn.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -209,6 +211,8 @@ int control_limits_from_json(const char *what, const void *json_obj,
 	*out = l;
 	return 0;
 }
+
+#define REPO_CHECK_TIMEOUT_MS (60ull * 1000)
 
 void control_builtin_maximums(const char *data_dir, struct control_limits *mx)
 {
@@ -627,6 +631,56 @@ int control_cancel(struct control *c, const char *session_id, const char *user,
 
 /* ---- repositories ------------------------------------------------------ */
 
+/* git ls-remote URL [REF] with the repository's credentials (the
+ * broker's configuration) in the locked-down environment: the URL or path
+ * must answer, and REF (a branch, a tag or a full commit id the remote
+ * may not advertise) name something there. */
+static int repo_check_remote(struct control *c, const char *name,
+			     const char *url, const char *ref,
+			     struct wr_error **err)
+{
+	char **env = control_broker_remote_env(c, name, url, NULL);
+	const char *argv[] = {"git", "ls-remote", "--", url, NULL};
+	_cleanup_free_ char *out = NULL;
+	struct spawn_call call = {
+	    .argv = argv,
+	    .envp = env ? (const char *const *)env : git_locked_env(),
+	    .in_fd = -1,
+	    .out_fd = -1,
+	    .out = &out,
+	    .out_max = 16u << 20,
+	    .timeout_ms = REPO_CHECK_TIMEOUT_MS,
+	};
+	int status = spawn_run(&call, err);
+	broker_env_free(env);
+	if (status < 0)
+		return wr_error_wrap(err, "url: %s", url);
+	if (status != 0)
+		return wr_error_input(err, 0, "url: %s: %s", url,
+				      call.err_tail[0] ? call.err_tail
+						       : "git ls-remote failed");
+	if (!ref || (strlen(ref) == 40 && strspn(ref, "0123456789abcdef") == 40))
+		return 0;
+	/* "ID\tREFNAME" lines: REF as a name, a branch or a tag */
+	_cleanup_free_ char *heads = wr_asprintf("refs/heads/%s", ref);
+	_cleanup_free_ char *tags = wr_asprintf("refs/tags/%s", ref);
+	if (!heads || !tags)
+		return wr_error_set(err, ENOMEM, "ref");
+	for (char *line = out; line && *line;) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		const char *tab = strchr(line, '\t');
+		if (tab && (!strcmp(tab + 1, ref) || !strcmp(tab + 1, heads) ||
+			    !strcmp(tab + 1, tags)))
+			return 0;
+		line = nl ? nl + 1 : NULL;
+	}
+	return wr_error_input(err, 0,
+			      "ref: '%s' is not a branch or tag of %s", ref,
+			      url);
+}
+
 int control_repo_add(struct control *c, const char *name, const char *url,
 		     const char *default_ref, uint64_t refresh_ms,
 		     const char *agent_json, struct store_repo *out,
@@ -665,6 +719,13 @@ int control_repo_add(struct control *c, const char *name, const char *url,
 			    err, EINVAL,
 			    "agent: expected a non-empty array of strings");
 	}
+	/* the remote and the ref must exist: a repository that cannot be
+	 * built is refused now, with git's reason, not later in a log */
+	int checked = c->cfg.no_remote_check
+			  ? 0
+			  : repo_check_remote(c, name, url, default_ref, err);
+	if (checked < 0)
+		return checked;
 	struct store_repo r = {0};
 	store_new_id("r-", r.id);
 	r.name = (char *)name;

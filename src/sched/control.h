@@ -82,6 +82,9 @@ struct control_config {
 	struct agent_budget budget;
 	struct agent_prices prices;
 	unsigned verify_retries; /* agent attempts after a failed verify */
+	/* registering a repository does not ask its remote first (the unit
+	 * tests' fake URLs); a server always asks */
+	bool no_remote_check;
 	struct evidence_limits evidence; /* the limits of a change */
 	/* repositories whose approval also opens a pull request, by name
 	 * (the strings stay the caller's for the control plane's life) */

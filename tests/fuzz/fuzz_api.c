@@ -117,7 +117,9 @@ static void setup(void)
 	snprintf(db, sizeof(db), "%s/warren.db", root);
 	st = store_open_sqlite(db, &err);
 	check(st != NULL, "setup: store");
-	struct control_config cc = {.data_dir = root, .no_worker = true};
+	struct control_config cc = {.data_dir = root,
+				     .no_worker = true,
+				     .no_remote_check = true};
 	check(control_start(&cc, st, &ctl, &err) == 0, "setup: control");
 	struct store_repo repo = {0};
 	check(control_repo_add(ctl, "c-hello", "/srv/git/c-hello", NULL, 0,

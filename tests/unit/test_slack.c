@@ -132,7 +132,9 @@ static int group_setup(void **state)
 	st = store_open_sqlite(db, &err);
 	if (!st)
 		return -1;
-	struct control_config cc = {.data_dir = root, .no_worker = true};
+	struct control_config cc = {.data_dir = root,
+				     .no_worker = true,
+				     .no_remote_check = true};
 	if (control_start(&cc, st, &ctl, &err) < 0)
 		return -1;
 	struct store_repo repo = {0};
