@@ -770,6 +770,10 @@ static void handle(struct conn *cn, struct outcome *o)
 				   n_allow, req.host, req.ip_literal, req.port,
 				   &why);
 	egress_strv_free(allow, n_allow);
+	/* a tunnel carries whatever Host header the client likes: only to
+	 * TLS ports, plain HTTP is forwarded with Host set here */
+	if (r == 0 && req.kind == EGRESS_CONNECT)
+		r = egress_connect_check(eg->rules, req.port, &why);
 	if (r < 0) {
 		o->decision = "denied";
 		snprintf(o->reason, sizeof(o->reason), "%s", why);

@@ -6,11 +6,14 @@
  * (DATA/sessions/<id>.egress/proxy.sock) bound into its sandbox, where a
  * tiny relay (src/init/relay.c) exposes it as 127.0.0.1:3128 with
  * HTTP_PROXY/HTTPS_PROXY set. The proxy takes CONNECT host:port (HTTPS and
- * any TLS) and plain HTTP requests in absolute form, and for each one:
+ * any TLS, to port 443 and the server's connect_ports only) and plain HTTP
+ * requests in absolute form (sent on with Host set to the URL's
+ * authority), and for each one:
  *
  *   1. checks host:port against the session's allowlist, read at that
  *      moment through the policy callback (the repository's spec
- *      customizations.warren.egress plus the session's own list);
+ *      customizations.warren.egress plus the session's own list), and a
+ *      CONNECT's port;
  *   2. resolves the name itself (the server's static host table first,
  *      then getaddrinfo) and checks every address against the server's
  *      deny rules, which no allowlist overrides (loopback, private,
@@ -87,7 +90,8 @@ int egress_host_normalize(const char *in, size_t len,
  *                                           deny rules (not "deny")
  *    "hosts": {"name.test": "127.0.0.1" | ["127.0.0.1", "::1"]},
  *                                           static resolution table
- *    "ip_literals": false}                  allow IP addresses as hosts
+ *    "ip_literals": false,                  allow IP addresses as hosts
+ *    "connect_ports": [8443]}               CONNECT to these besides 443
  * Unknown keys and malformed values are input errors naming the key. */
 struct egress_rules;
 int egress_rules_new(const json_t *config, struct egress_rules **out,
@@ -111,6 +115,13 @@ size_t egress_rules_lookup(const struct egress_rules *r, const char *host,
 int egress_rules_check(const struct egress_rules *r, const struct sockaddr *sa,
 		       const struct sockaddr_storage *own, size_t n_own,
 		       const char **why);
+
+/* May a CONNECT go to port? Only 443 and the rules' connect_ports: a
+ * tunnel carries any Host header, so a plain-HTTP port would open every
+ * virtual host of the address (plain HTTP goes through the proxy's
+ * forwarding, which sets Host itself). 0, or -EACCES with *why. */
+int egress_connect_check(const struct egress_rules *r, uint16_t port,
+			 const char **why);
 
 /* The allowlist's verdict on host:port: 0, or -EACCES with *why. */
 int egress_allowlist_check(const struct egress_rules *r,

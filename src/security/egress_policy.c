@@ -206,6 +206,8 @@ struct egress_rules {
 	struct host_entry *hosts;
 	size_t n_hosts;
 	bool ip_literals;
+	uint16_t *connect_ports; /* besides 443 */
+	size_t n_connect_ports;
 	bool has_self;
 	uint16_t self_port;
 	struct cidr self; /* prefix 0: any local address */
@@ -447,6 +449,7 @@ void egress_rules_free(struct egress_rules *r)
 		free(r->hosts[i].addrs);
 	}
 	free(r->hosts);
+	free(r->connect_ports);
 	free(r->deny);
 	free(r->allow);
 	free(r);
@@ -477,6 +480,30 @@ static int load_cidrs(const json_t *v, const char *key, struct cidr **out,
 	}
 	*out = list;
 	*n_out = n;
+	return 0;
+}
+
+static int load_ports(const json_t *v, struct egress_rules *r,
+		      struct wr_error **err)
+{
+	if (!json_is_array(v) || json_array_size(v) > 64)
+		return wr_error_input(err, EINVAL,
+				      "egress.connect_ports: expected an "
+				      "array of at most 64 ports");
+	size_t n = json_array_size(v);
+	r->connect_ports = wr_calloc(n ? n : 1, sizeof(*r->connect_ports));
+	if (!r->connect_ports)
+		return wr_error_set(err, ENOMEM, "egress.connect_ports");
+	for (size_t i = 0; i < n; i++) {
+		const json_t *p = json_array_get(v, i);
+		json_int_t port = json_integer_value(p);
+		if (!json_is_integer(p) || port < 1 || port > 65535)
+			return wr_error_input(err, EINVAL,
+					      "egress.connect_ports[%zu]: "
+					      "expected a port, 1 to 65535",
+					      i);
+		r->connect_ports[r->n_connect_ports++] = (uint16_t)port;
+	}
 	return 0;
 }
 
@@ -540,6 +567,8 @@ int egress_rules_new(const json_t *config, struct egress_rules **out,
 			ret = load_cidrs(v, key, &r->deny, &r->n_deny, err);
 		} else if (!strcmp(key, "allow_addresses")) {
 			ret = load_cidrs(v, key, &r->allow, &r->n_allow, err);
+		} else if (!strcmp(key, "connect_ports")) {
+			ret = load_ports(v, r, err);
 		} else if (!strcmp(key, "ip_literals")) {
 			if (!json_is_boolean(v))
 				ret = wr_error_input(err, EINVAL,
@@ -572,7 +601,8 @@ int egress_rules_new(const json_t *config, struct egress_rules **out,
 			ret = wr_error_input(err, EINVAL,
 					     "egress: unknown key '%s' "
 					     "(expected deny, allow_addresses, "
-					     "hosts, ip_literals)",
+					     "hosts, ip_literals, "
+					     "connect_ports)",
 					     key);
 		}
 		if (ret < 0)
@@ -604,6 +634,20 @@ int egress_allowlist_check(const struct egress_rules *r,
 			return 0;
 	}
 	*why = "not in the allowlist";
+	return -EACCES;
+}
+
+int egress_connect_check(const struct egress_rules *r, uint16_t port,
+			 const char **why)
+{
+	if (port == 443)
+		return 0;
+	for (size_t i = 0; i < r->n_connect_ports; i++)
+		if (r->connect_ports[i] == port)
+			return 0;
+	*why = "CONNECT only to port 443 and the server's "
+	       "egress.connect_ports; plain HTTP goes through the proxy as "
+	       "http:// URLs";
 	return -EACCES;
 }
 

@@ -23,9 +23,23 @@ echo egress-ok >"$WWW/hello.txt"
 HP="$(free_port)"
 python3 -m http.server "$HP" --bind 127.0.0.1 --directory "$WWW" >/dev/null 2>&1 &
 HTTP_PID=$!
-trap 'kill $HTTP_PID 2>/dev/null; server_stop; rm -rf "$TEST_TMP"' EXIT
+# a second one, plain HTTP on a port that is not in connect_ports: it
+# answers with the Host header it got
+HP2="$(free_port)"
+python3 -c '
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        b = ("host=%s\n" % self.headers.get("Host")).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers()
+        self.wfile.write(b)
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+' "$HP2" >/dev/null 2>&1 &
+HOST_PID=$!
+trap 'kill $HTTP_PID $HOST_PID 2>/dev/null; server_stop; rm -rf "$TEST_TMP"' EXIT
 for _ in $(seq 1 50); do
-	curl -s -o /dev/null "http://127.0.0.1:$HP/hello.txt" && break
+	curl -s -o /dev/null "http://127.0.0.1:$HP/hello.txt" && curl -s -o /dev/null "http://127.0.0.1:$HP2/" && break
 	sleep 0.1
 done
 
@@ -33,7 +47,7 @@ done
 D="$TEST_TMP/data"
 CONF="$TEST_TMP/serve.json"
 cat >"$CONF" <<EOF
-{"egress": {"allow_addresses": ["127.0.0.1/32"],
+{"egress": {"allow_addresses": ["127.0.0.1/32"], "connect_ports": [$HP],
             "hosts": {"allowed.test": "127.0.0.1", "session.test": "127.0.0.1",
                       "private.test": "10.0.0.1", "metadata.test": "169.254.169.254",
                       "api.test": "127.0.0.1"}}}
@@ -48,13 +62,17 @@ echo '{"egress": {"deny": ["10.0.0.0/33"]}}' >"$TEST_TMP/bad.json"
 out="$("$WARREN" serve --data "$TEST_TMP/bad-data" --listen 127.0.0.1:1 --config "$TEST_TMP/bad.json" 2>&1)"
 echo "$out" | grep -q 'egress.deny\[0\]' && pass "a bad egress configuration names the key" ||
 	fail "a bad egress configuration names the key" "$out"
+echo '{"egress": {"connect_ports": [443, 0]}}' >"$TEST_TMP/bad.json"
+out="$("$WARREN" serve --data "$TEST_TMP/bad-data" --listen 127.0.0.1:1 --config "$TEST_TMP/bad.json" 2>&1)"
+echo "$out" | grep -q 'egress.connect_ports\[1\]' && pass "a bad connect_ports names the entry" ||
+	fail "a bad connect_ports names the entry" "$out"
 
 # --- the repository: its spec allows the test host (and traps) ------------------
 R="$TEST_TMP/proj"
 mkdir -p "$R"
 cat >"$R/warren.json" <<EOF
 {"customizations": {"warren": {"egress": ["allowed.test:$HP", "private.test:$HP",
-  "metadata.test", "api.test:$PORT"]}}}
+  "metadata.test", "api.test:$PORT", "allowed.test:$HP2"]}}}
 EOF
 git -C "$R" init -q -b main
 git -C "$R" -c user.email=t@warren -c user.name=test add -A
@@ -85,6 +103,8 @@ echo "env \$(env | grep -c -E '^(HTTP_PROXY|HTTPS_PROXY|http_proxy|https_proxy)=
 echo "plain \$(curl -s --max-time 10 http://allowed.test:$HP/hello.txt)"
 echo "tunnel \$(curl -s -p --max-time 10 http://allowed.test:$HP/hello.txt)"
 echo "https \$(curl -s -v --max-time 10 https://allowed.test:$HP/ 2>&1 | grep -c -i 'HTTP/1.1 200 Connection established')"
+echo "forward-host \$(curl -s --max-time 10 -H 'Host: other.test' http://allowed.test:$HP2/)"
+echo "connect-port \$(curl -s -p --max-time 10 -o /dev/null -w '%{http_connect}' http://allowed.test:$HP2/)"
 echo "session \$(curl -s --max-time 10 http://session.test:$HP/hello.txt)"
 echo "denied \$(curl -s --max-time 10 http://denied.test:$HP/hello.txt)"
 echo "denied-code \$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' http://denied.test:$HP/hello.txt)"
@@ -116,6 +136,8 @@ check "the proxy variables are set" '^stdout env 4 localhost,127.0.0.1,::1$'
 check "plain HTTP to an allowed host goes through" '^stdout plain egress-ok$'
 check "CONNECT to an allowed host carries the bytes" '^stdout tunnel egress-ok$'
 check "https:// goes through CONNECT" '^stdout https 1$'
+check "plain HTTP is forwarded with Host set to the URL's host, not the client's" "^stdout forward-host host=allowed.test:$HP2\$"
+check "CONNECT to an allowed host on a port not in connect_ports: 403" '^stdout connect-port 403$'
 check "the session's own list allows its host" '^stdout session egress-ok$'
 check "a host not allowed: 403" '^stdout denied-code 403$'
 check "a host not allowed: a body that says why" "^stdout denied warren egress: denied.test:$HP is not allowed for session $S \\(not in the allowlist\\)$"
@@ -135,6 +157,9 @@ n_denied="$(echo "$ev" | jq '[.[] | select(.decision == "denied")] | length')"
 echo "$ev" | jq -e --arg p "$HP" '[.[] | select(.decision == "allowed" and .kind == "http" and .host == "allowed.test" and .port == ($p | tonumber) and .address == "127.0.0.1" and .bytes_down > 0 and .bytes_up > 0 and .ms >= 0)] | length >= 1' >/dev/null &&
 	pass "an allowed request is recorded with address, bytes and duration" ||
 	fail "an allowed request is recorded with address, bytes and duration" "$(echo "$ev" | head -c 600)"
+echo "$ev" | jq -e --arg p "$HP2" '[.[] | select(.decision == "denied" and .kind == "connect" and .host == "allowed.test" and .port == ($p | tonumber) and (.reason | test("^CONNECT only to port 443 and the server.s egress.connect_ports")))] | length >= 1' >/dev/null &&
+	pass "a CONNECT to another port is recorded as denied with the reason" ||
+	fail "a CONNECT to another port is recorded as denied with the reason" "$(echo "$ev" | head -c 600)"
 echo "$ev" | jq -e '[.[] | select(.decision == "denied" and .host == "private.test" and .address == "10.0.0.1" and (.reason | test("private")))] | length >= 1' >/dev/null &&
 	pass "a denied request is recorded with the address and the reason" ||
 	fail "a denied request is recorded with the address and the reason" "$(echo "$ev" | head -c 600)"
@@ -193,6 +218,6 @@ jq -e --arg self "127.0.0.1:$PORT" '.self == $self and .allow_addresses == ["127
 	[ "$(stat -c %a "$D/build-egress.json")" = 600 ] &&
 	pass "the server writes its rules for builds, with itself as self" ||
 	fail "the server writes its rules for builds, with itself as self" "$(cat "$D/build-egress.json" 2>&1)"
-grep -qs "egress 4 hosts through the build's proxy" "$D"/logs/build-r-*.log &&
+grep -qs "egress 5 hosts through the build's proxy" "$D"/logs/build-r-*.log &&
 	pass "the server's snapshot build ran with the build's proxy" ||
 	fail "the server's snapshot build ran with the build's proxy" "$(cat "$D"/logs/build-r-*.log 2>&1 | head -5)"

@@ -332,6 +332,42 @@ static void test_allowlist_check(void **state)
 	egress_rules_free(r);
 }
 
+/* CONNECT only to 443 and the ports the server's connect_ports adds */
+static void test_connect_ports(void **state)
+{
+	(void)state;
+	struct egress_rules *r = rules_of(NULL);
+	const char *why = NULL;
+	assert_int_equal(egress_connect_check(r, 443, &why), 0);
+	assert_int_equal(egress_connect_check(r, 80, &why), -EACCES);
+	assert_non_null(strstr(why, "CONNECT only to port 443"));
+	assert_int_equal(egress_connect_check(r, 8443, &why), -EACCES);
+	egress_rules_free(r);
+	r = rules_of("{\"connect_ports\": [8443, 9443]}");
+	assert_int_equal(egress_connect_check(r, 443, &why), 0);
+	assert_int_equal(egress_connect_check(r, 8443, &why), 0);
+	assert_int_equal(egress_connect_check(r, 9443, &why), 0);
+	assert_int_equal(egress_connect_check(r, 80, &why), -EACCES);
+	egress_rules_free(r);
+	static const char *const bad[] = {
+	    "{\"connect_ports\": 443}",	    "{\"connect_ports\": [0]}",
+	    "{\"connect_ports\": [65536]}", "{\"connect_ports\": [\"443\"]}",
+	    "{\"connect_ports\": [4.5]}",   "{\"connect_ports\": [-1]}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		json_t *j = json_loads(bad[i], 0, NULL);
+		assert_non_null(j);
+		struct egress_rules *x = NULL;
+		struct wr_error *err = NULL;
+		if (egress_rules_new(j, &x, &err) == 0)
+			fail_msg("%s was taken", bad[i]);
+		assert_true(err && err->bad_input);
+		assert_non_null(strstr(err->msg, "egress.connect_ports"));
+		wr_error_free(err);
+		json_decref(j);
+	}
+}
+
 /* ---- request heads ------------------------------------------------------- */
 
 static int parse(const char *head, struct egress_request *req, const char **why)
@@ -482,7 +518,7 @@ static int server_fd = -1;
 static uint16_t server_port;
 static pthread_mutex_t audit_mu = PTHREAD_MUTEX_INITIALIZER;
 static json_t *audits;
-static const char *policy_hosts[4];
+static const char *policy_hosts[6];
 
 static int test_policy(void *ctx, const char *session_id, char ***allow,
 		       size_t *n)
@@ -632,10 +668,12 @@ static void test_proxy(void **state)
 	char rules_text[512];
 	snprintf(rules_text, sizeof(rules_text),
 		 "{\"allow_addresses\": [\"127.0.0.1/32\"],"
+		 " \"connect_ports\": [%u],"
 		 " \"hosts\": {\"allowed.test\": \"127.0.0.1\","
 		 "             \"private.test\": \"10.0.0.1\","
 		 "             \"metadata.test\": \"169.254.169.254\","
-		 "             \"api.test\": \"127.0.0.1\"}}");
+		 "             \"api.test\": \"127.0.0.1\"}}",
+		 server_port);
 	json_t *rules = json_loads(rules_text, 0, NULL);
 	char allowed[64], priv[64], meta[64], api[64];
 	snprintf(allowed, sizeof(allowed), "allowed.test:%u", server_port);
@@ -645,7 +683,8 @@ static void test_proxy(void **state)
 	policy_hosts[0] = allowed;
 	policy_hosts[1] = priv;
 	policy_hosts[2] = meta;
-	policy_hosts[3] = NULL;
+	policy_hosts[3] = "allowed.test"; /* ports 80 and 443 */
+	policy_hosts[4] = NULL;
 	audits = json_array();
 	struct egress_config cfg = {.rules = rules,
 				    .self_addr = "127.0.0.1",
@@ -694,6 +733,17 @@ static void test_proxy(void **state)
 	assert_non_null(
 	    strstr(out, "HTTP/1.1 200 Connection established\r\n\r\n"));
 	assert_non_null(strstr(out, "seen:ping"));
+	/* CONNECT to an allowed host on a port that is not a TLS port of
+	 * the server's (443, connect_ports): refused before any connection,
+	 * so a plain-HTTP port's virtual hosts are not reachable through a
+	 * tunnel */
+	out = exchange(sock, "CONNECT allowed.test:80 HTTP/1.1\r\n\r\n");
+	assert_non_null(strstr(out, "HTTP/1.1 403 Forbidden"));
+	assert_non_null(strstr(out, "warren egress: allowed.test:80 is not "
+				    "allowed for session s-test (CONNECT only "
+				    "to port 443 and the server's "
+				    "egress.connect_ports; plain HTTP goes "
+				    "through the proxy as http:// URLs)"));
 	/* not in the allowlist */
 	out = exchange(sock, "GET http://denied.test/ HTTP/1.1\r\n\r\n");
 	assert_non_null(strstr(out, "HTTP/1.1 403 Forbidden"));
@@ -712,7 +762,7 @@ static void test_proxy(void **state)
 				    "metadata address"));
 	/* the control plane, even allowed by name and address */
 	policy_hosts[2] = api;
-	out = exchange(sock, "CONNECT api.test:7777 HTTP/1.1\r\n\r\n");
+	out = exchange(sock, "GET http://api.test:7777/ HTTP/1.1\r\n\r\n");
 	assert_non_null(strstr(out, "the control plane itself"));
 	/* the policy is read per connection: a host removed is refused */
 	policy_hosts[0] = NULL;
@@ -751,8 +801,8 @@ static void test_proxy(void **state)
 	close(pp[1]);
 	assert_non_null(strstr(ubuf, "HTTP/1.1 400 Bad Request"));
 
-	json_t *a = wait_audits(11);
-	assert_int_equal(json_array_size(a), 11);
+	json_t *a = wait_audits(12);
+	assert_int_equal(json_array_size(a), 12);
 	size_t allowed_n = 0, denied_n = 0;
 	size_t i;
 	json_t *d;
@@ -776,7 +826,7 @@ static void test_proxy(void **state)
 		}
 	}
 	assert_int_equal(allowed_n, 3);
-	assert_int_equal(denied_n, 8);
+	assert_int_equal(denied_n, 9);
 	json_decref(a);
 
 	/* close: the socket and its directory go */
@@ -798,6 +848,7 @@ int main(void)
 	    cmocka_unit_test(test_rules_default),
 	    cmocka_unit_test(test_rules_config),
 	    cmocka_unit_test(test_allowlist_check),
+	    cmocka_unit_test(test_connect_ports),
 	    cmocka_unit_test(test_parse_good),
 	    cmocka_unit_test(test_parse_bad),
 	    cmocka_unit_test(test_upstream_head),
