@@ -14,7 +14,8 @@ BUILD   ?= build
 SAN     ?= 0
 DEBIAN_PACKAGES := gcc make pkg-config libseccomp-dev libjansson-dev \
                    libcmocka-dev musl-tools libsodium-dev git \
-                   libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev
+                   libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev \
+                   libpsl-dev
 
 # what the tests use besides the build (script, setpriv, pgrep, PostgreSQL
 # for the service fixture)
@@ -59,7 +60,8 @@ SERVER_SRC  := $(wildcard src/store/*.c src/sched/*.c src/api/*.c src/agent/*.c 
 SERVER_OBJ  := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 SERVE_SRC   := $(wildcard src/cli/serve/*.c)
 SERVE_OBJ   := $(SERVE_SRC:%.c=$(BUILD)/obj/%.o)
-SERVER_LIBS := -lmicrohttpd -lsqlite3 -lcurl -ljansson -lsodium -lseccomp -lpthread
+# (-lpsl: the egress allowlist refuses public suffixes, egress_policy.c)
+SERVER_LIBS := -lmicrohttpd -lsqlite3 -lcurl -ljansson -lsodium -lseccomp -lpthread -lpsl
 # The API client verbs (`warren run|sessions|show|logs|send|cancel|repo`).
 CLIENT_SRC  := $(wildcard src/cli/client/*.c)
 CLIENT_OBJ  := $(CLIENT_SRC:%.c=$(BUILD)/obj/%.o)
@@ -122,7 +124,7 @@ $(BUILD)/warren-serve: $(SERVE_OBJ) $(SERVER_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS)
 
 $(BUILD)/warren-egress: $(PROXY_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ -ljansson -lpthread
+	$(CC) $(LDFLAGS) -o $@ $^ -ljansson -lpthread -lpsl
 
 $(BUILD)/warren-client: $(CLIENT_OBJ) $(BUILD)/obj/src/util/alloc.o \
                         $(BUILD)/obj/src/util/error.o $(BUILD)/obj/src/util/parse.o

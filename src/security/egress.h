@@ -69,7 +69,14 @@ struct egress_allow {
 	uint16_t port; /* 0: the web ports, 80 and 443 */
 };
 
-/* 0, or -EINVAL for anything that is not an entry. */
+/* 0, or -EINVAL for anything that is not an entry, with *why for the
+ * user. A public suffix of the Public Suffix List (ICANN and private
+ * sections, through libpsl: "com", "co.uk", "github.io", any one-label
+ * name) is no entry, nor a wildcard over one ("*.com", "*.github.io"):
+ * "example.com", "*.example.com" and "user.github.io" are. */
+int egress_allow_check(const char *entry, struct egress_allow *out,
+		       const char **why);
+/* The same without the reason. */
 int egress_allow_parse(const char *entry, struct egress_allow *out);
 bool egress_allow_match(const struct egress_allow *e, const char *host,
 			uint16_t port);

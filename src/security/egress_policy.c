@@ -9,7 +9,9 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <libpsl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,10 +155,34 @@ static int parse_authority(const char *s, size_t len, bool need_port,
 
 /* ---- allowlist entries --------------------------------------------------- */
 
-int egress_allow_parse(const char *entry, struct egress_allow *out)
+/* The Public Suffix List: the newest of libpsl's built-in copy and the
+ * system's (Debian's publicsuffix package), loaded once and kept. */
+static const psl_ctx_t *psl;
+static pthread_once_t psl_once = PTHREAD_ONCE_INIT;
+
+static void psl_load(void)
+{
+	psl = psl_latest(NULL);
+	if (!psl)
+		psl = psl_builtin();
+}
+
+/* Is host (lowercase, no final dot) a public suffix: "com", "co.uk",
+ * "github.io", and (the list's "*" rule) any name of one label? Without
+ * a list, every name is (refused rather than let through). */
+static bool public_suffix(const char *host)
+{
+	pthread_once(&psl_once, psl_load);
+	return !psl || psl_is_public_suffix2(psl, host, PSL_TYPE_ANY) != 0;
+}
+
+int egress_allow_check(const char *entry, struct egress_allow *out,
+		       const char **why)
 {
 	struct egress_allow e = {0};
 	size_t len = entry ? strlen(entry) : 0;
+	*why = "not a host (\"example.com\", \"*.example.com\", "
+	       "\"example.com:8443\")";
 	if (len == 0 || len > EGRESS_HOST_MAX + 8)
 		return -EINVAL;
 	if (len > 2 && entry[0] == '*' && entry[1] == '.') {
@@ -169,8 +195,23 @@ int egress_allow_parse(const char *entry, struct egress_allow *out)
 		return -EINVAL;
 	if (e.wildcard && e.ip_literal)
 		return -EINVAL;
+	if (!e.ip_literal && public_suffix(e.host)) {
+		*why = e.wildcard ? "a wildcard over a public suffix (the "
+				    "Public Suffix List): name a domain "
+				    "below it (\"*.example.com\")"
+				  : "a public suffix (the Public Suffix "
+				    "List): name a domain below it "
+				    "(\"example.com\")";
+		return -EINVAL;
+	}
 	*out = e;
 	return 0;
+}
+
+int egress_allow_parse(const char *entry, struct egress_allow *out)
+{
+	const char *why;
+	return egress_allow_check(entry, out, &why);
 }
 
 bool egress_allow_match(const struct egress_allow *e, const char *host,

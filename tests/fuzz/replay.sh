@@ -22,8 +22,8 @@ target_sources() {
 	api) echo src/util/*.c src/sandbox/*.c src/snapshot/*.c src/store/*.c \
 		  src/sched/*.c src/api/*.c src/agent/*.c src/review/*.c \
 		  src/security/*.c src/notify/*.c \
-		  -lmicrohttpd -lsqlite3 -lcurl -ljansson -lsodium -lseccomp -lpthread ;;
-	egress) echo src/util/*.c src/security/egress_policy.c -ljansson -lsodium ;;
+		  -lmicrohttpd -lsqlite3 -lcurl -ljansson -lsodium -lseccomp -lpthread -lpsl ;;
+	egress) echo src/util/*.c src/security/egress_policy.c -ljansson -lsodium -lpsl ;;
 	broker) echo src/util/*.c src/security/broker_policy.c -ljansson -lsodium ;;
 	gitpath) echo src/util/*.c src/snapshot/git.c -ljansson -lsodium ;;
 	slack) echo src/util/*.c src/notify/slack_request.c src/notify/slack_message.c \

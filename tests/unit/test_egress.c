@@ -1,8 +1,9 @@
 /* test_egress.c - the egress proxy (src/security/egress*.c): allowlist
- * entries and matching, the server's deny rules (IPv4, IPv6, IPv4 carried
- * in IPv6, the control plane, allow_addresses), the request head parser on
- * good and bad heads, the upstream head of a plain HTTP request, and the
- * proxy itself on a unix socket against a loopback server: CONNECT and
+ * entries and matching (public suffixes refused, through libpsl), the
+ * CONNECT ports (443 and connect_ports), the server's deny rules (IPv4, IPv6,
+ * IPv4 carried in IPv6, the control plane, allow_addresses), the request head
+ * parser on good and bad heads, the upstream head of a plain HTTP request, and
+ * the proxy itself on a unix socket against a loopback server: CONNECT and
  * plain HTTP allowed, a host not in the allowlist, a name that resolves to
  * a private address, the audit records, the per-session policy read at
  * connection time. */
@@ -329,6 +330,43 @@ static void test_allowlist_check(void **state)
 	r = rules_of("{\"ip_literals\": true}");
 	assert_int_equal(
 	    egress_allowlist_check(r, list, 4, "10.0.0.1", true, 443, &why), 0);
+	egress_rules_free(r);
+}
+
+/* Public suffixes (the Public Suffix List, ICANN and private sections,
+ * through libpsl) are no allowlist entries: "*.com" is every name under
+ * .com, "github.io" every user's pages. */
+static void test_allow_public_suffix(void **state)
+{
+	(void)state;
+	static const char *const refused[] = {
+	    "com",	   "*.com",    "co.uk",	      "*.co.uk",
+	    "COM.",	   "com:8443", "*.co.uk:443", "github.io",
+	    "*.github.io", "uk",       "*.xn--p1ai",
+	};
+	struct egress_allow e;
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+		if (egress_allow_parse(refused[i], &e) == 0)
+			fail_msg("public suffix '%s' was taken", refused[i]);
+	static const char *const taken[] = {
+	    "example.com",	"*.example.com",   "registry.npmjs.org",
+	    "example.co.uk",	"*.example.co.uk", "user.github.io",
+	    "*.user.github.io", "name.test:8080",  "203.0.113.7:443",
+	};
+	for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++)
+		if (egress_allow_parse(taken[i], &e) < 0)
+			fail_msg("'%s' was refused", taken[i]);
+	/* at connection time, an entry that is a public suffix allows
+	 * nothing (a spec written before the rule) */
+	struct egress_rules *r = rules_of(NULL);
+	const char *list[] = {"*.com", "com"};
+	const char *why;
+	assert_int_equal(
+	    egress_allowlist_check(r, list, 2, "evil.com", false, 443, &why),
+	    -EACCES);
+	assert_int_equal(
+	    egress_allowlist_check(r, list, 2, "com", false, 443, &why),
+	    -EACCES);
 	egress_rules_free(r);
 }
 
@@ -848,6 +886,7 @@ int main(void)
 	    cmocka_unit_test(test_rules_default),
 	    cmocka_unit_test(test_rules_config),
 	    cmocka_unit_test(test_allowlist_check),
+	    cmocka_unit_test(test_allow_public_suffix),
 	    cmocka_unit_test(test_connect_ports),
 	    cmocka_unit_test(test_parse_good),
 	    cmocka_unit_test(test_parse_bad),

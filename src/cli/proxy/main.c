@@ -144,6 +144,7 @@ int main(int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
 		uint64_t n;
 		struct egress_allow e;
+		const char *why;
 		switch (ch) {
 		case 'd': dir = optarg; break;
 		case 'c': config = optarg; break;
@@ -158,12 +159,10 @@ int main(int argc, char **argv)
 			ready_fd = (int)n;
 			break;
 		case 'a':
-			if (egress_allow_parse(optarg, &e) < 0) {
+			if (egress_allow_check(optarg, &e, &why) < 0) {
 				fprintf(stderr,
-					"warren-egress: --allow: not a host "
-					"(\"example.com\", \"*.example.com\", "
-					"\"example.com:8443\"): %s\n",
-					optarg);
+					"warren-egress: --allow '%.300s': %s\n",
+					optarg, why);
 				return EXIT_USAGE;
 			}
 			if (al.n == ALLOW_MAX) {
