@@ -7,7 +7,10 @@
 # clear body for a host not allowed, for names that resolve to a private or
 # the metadata address, and for the control plane itself; direct
 # connections fail (no network but loopback); the proxy variables are set;
-# every decision is an "egress" event; the relay survives a follow-up and
+# every decision is an "egress" event; CONNECT only to the TLS ports
+# (443 and the server's connect_ports): a plain-HTTP port of an allowed
+# host is reached by forwarding, with Host set to the URL's host whatever
+# the client sent; a public suffix is no session entry; the relay survives a follow-up and
 # comes back with a re-provisioned sandbox; a session without egress has
 # neither proxy nor relay; the socket directory goes with the sandbox.
 . "$(dirname "$0")/../lib.sh"
@@ -94,6 +97,12 @@ api POST /api/v1/sessions '{"repo": "proj", "prompt": "x", "agent": ["true"], "e
 	fail "a bad egress entry: 400 naming it" "$CODE $BODY"
 api POST /api/v1/sessions '{"repo": "proj", "prompt": "x", "agent": ["true"], "egress": "a.com"}'
 [ "$CODE" = 400 ] && pass "egress must be an array: 400" || fail "egress must be an array: 400" "$CODE $BODY"
+ok=1
+for e in com '*.com' co.uk '*.co.uk' github.io '*.github.io'; do
+	api POST /api/v1/sessions "{\"repo\": \"proj\", \"prompt\": \"x\", \"agent\": [\"true\"], \"egress\": [\"example.com\", \"$e\"]}"
+	[ "$CODE" = 400 ] && echo "$BODY" | grep -q 'egress\[1\]' || { ok=0; fail "a public suffix is no session entry: 400" "$e: $CODE $BODY"; }
+done
+[ $ok = 1 ] && pass "a public suffix is no session entry (com, *.com, co.uk, *.co.uk, github.io, *.github.io): 400"
 
 # The agent: each check prints one line; the first attempt then waits to
 # be killed (the re-provisioned sandbox runs the checks again).
