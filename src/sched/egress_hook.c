@@ -242,12 +242,17 @@ int control_egress_check(const json_t *list, json_t **out,
 	{
 		struct egress_allow e;
 		const char *t = json_string_value(v);
-		if (!t || egress_allow_parse(t, &e) < 0)
+		const char *why = NULL;
+		if (!t)
+			return wr_error_input(err, 0,
+					      "egress[%zu]: expected a string",
+					      i);
+		if (egress_allow_check(t, &e, &why) < 0)
 			return wr_error_input(
-			    err, EINVAL,
-			    "egress[%zu]: not a host (\"example.com\", "
-			    "\"*.example.com\", \"example.com:8443\")",
-			    i);
+			    err, 0, "egress[%zu]: '%s': %s", i, t,
+			    why ? why
+				: "not a host (\"example.com\", "
+				  "\"*.example.com\", \"example.com:8443\")");
 	}
 	*out = json_deep_copy(list);
 	return *out ? 0 : wr_error_set(err, ENOMEM, "egress");

@@ -100,9 +100,10 @@ api POST /api/v1/sessions '{"repo": "proj", "prompt": "x", "agent": ["true"], "e
 ok=1
 for e in com '*.com' co.uk '*.co.uk' github.io '*.github.io'; do
 	api POST /api/v1/sessions "{\"repo\": \"proj\", \"prompt\": \"x\", \"agent\": [\"true\"], \"egress\": [\"example.com\", \"$e\"]}"
-	[ "$CODE" = 400 ] && echo "$BODY" | grep -q 'egress\[1\]' || { ok=0; fail "a public suffix is no session entry: 400" "$e: $CODE $BODY"; }
+	[ "$CODE" = 400 ] && echo "$BODY" | grep -q 'egress\[1\]' && echo "$BODY" | grep -qF "'$e'" && echo "$BODY" | grep -qi 'public suffix' ||
+		{ ok=0; fail "a public suffix is no session entry: 400, naming the entry and why" "$e: $CODE $BODY"; }
 done
-[ $ok = 1 ] && pass "a public suffix is no session entry (com, *.com, co.uk, *.co.uk, github.io, *.github.io): 400"
+[ $ok = 1 ] && pass "a public suffix is no session entry (com, *.com, co.uk, *.co.uk, github.io, *.github.io): 400, naming the entry and why"
 
 # The agent: each check prints one line; the first attempt then waits to
 # be killed (the re-provisioned sandbox runs the checks again).
