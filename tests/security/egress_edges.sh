@@ -8,8 +8,7 @@
 # (The session side, CONNECT ports and Host rewriting: integration/egress.sh.)
 . "$(dirname "$0")/../lib.sh"
 
-TEST_TMP="$(mktemp -d /tmp/warren-test.XXXXXX)"
-trap 'rm -rf "$TEST_TMP"' EXIT
+# lib.sh made TEST_TMP and removes it at exit
 export WARREN_HOME="$TEST_TMP/data"
 RULES="$TEST_TMP/egress.json"
 echo '{"self": "127.0.0.1:9"}' >"$RULES"
