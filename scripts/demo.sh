@@ -336,7 +336,7 @@ REMOTE="$work/c-hello-remote.git"
 tree="$work/c-hello-tree"
 g() { git -c user.email=demo@warren -c user.name=demo "$@"; }
 note "the remote: a bare repository, with c-hello pushed to its main (plus a .gitignore"
-note "for the build's outputs: the result commit takes whatever else the workspace holds)"
+note "for the build's outputs; without one, Warren still leaves out what the snapshot build made)"
 cp -a tests/fixtures/c-hello "$tree"
 printf '%s\n' hello '*.o' config.h config.mk >"$tree/.gitignore"
 show git init -q --bare -b main "$REMOTE"
