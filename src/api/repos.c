@@ -11,6 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The repository's last build ({"state", …, "error"}; null: none yet):
+ * a failed build is seen where the repository is, with its cause. */
+static void repo_add_build(struct api_ctx *c, json_t *obj, const char *id)
+{
+	if (!obj)
+		return;
+	json_t *b = control_build_state(c->a->ctl, id);
+	json_object_set_new(obj, "build", b ? b : json_null());
+}
+
 int api_repos_list(struct api_ctx *c)
 {
 	struct store *st = c->a->st;
@@ -25,8 +35,11 @@ int api_repos_list(struct api_ctx *c)
 	}
 	json_t *list = json_array();
 	int bad = !list;
-	for (size_t i = 0; i < n && !bad; i++)
-		bad = json_array_append_new(list, api_repo_json(&v[i]));
+	for (size_t i = 0; i < n && !bad; i++) {
+		json_t *o = api_repo_json(&v[i]);
+		repo_add_build(c, o, v[i].id);
+		bad = json_array_append_new(list, o);
+	}
 	store_repos_free(v, n);
 	json_t *obj = bad ? NULL : json_pack("{s:o}", "repositories", list);
 	if (bad)
@@ -74,6 +87,7 @@ int api_repos_add(struct api_ctx *c)
 		return 0;
 	}
 	json_t *obj = api_repo_json(&repo);
+	repo_add_build(c, obj, repo.id);
 	store_repo_clear(&repo);
 	return api_reply_render(c, 201, obj, "render the repository");
 }

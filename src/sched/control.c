@@ -758,7 +758,7 @@ int control_repo_refresh(struct control *c, const char *id_or_name,
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&c->mu);
-	bool queued = false;
+	bool queued = false, queued_now = false;
 	for (size_t i = 0; i < c->n_refresh; i++)
 		if (!strcmp(c->refresh_queue[i], repo.id))
 			queued = true;
@@ -771,12 +771,19 @@ int control_repo_refresh(struct control *c, const char *id_or_name,
 		if (id) {
 			q[c->n_refresh++] = id;
 			c->sched_wake = true;
+			queued_now = true;
 	pthread_cond_signal(&c->cv);
 		} else {
 			r = wr_error_set(err, ENOMEM, "refresh");
 		}
 	}
 	pthread_mutex_unlock(&c->mu);
+	/* a build already running keeps saying so */
+	json_t *was = queued_now ? control_build_state(c, repo.id) : NULL;
+	const char *st = json_string_value(json_object_get(was, "state"));
+	if (queued_now && !(st && !strcmp(st, "building")))
+		control_build_state_set(c, repo.id, "queued", NULL, NULL);
+	json_decref(was);
 	store_repo_clear(&repo);
 	return r;
 }
@@ -1242,6 +1249,7 @@ static void control_free(struct control *c)
 	pthread_mutex_destroy(&c->policy_mu);
 	pthread_cond_destroy(&c->cv);
 	pthread_cond_destroy(&c->build_cv);
+	pthread_mutex_destroy(&c->build_state_mu);
 	pthread_mutex_destroy(&c->ev_mu);
 	pthread_cond_destroy(&c->ev_cv);
 	pthread_mutex_destroy(&c->metrics_mu);
@@ -1260,6 +1268,7 @@ int control_start(const struct control_config *cfg, struct store *st,
 	c->cfg = *cfg;
 	c->st = st;
 	pthread_mutex_init(&c->mu, NULL);
+	pthread_mutex_init(&c->build_state_mu, NULL);
 	pthread_mutex_init(&c->policy_mu, NULL);
 	control_cond_init(&c->cv);
 	control_cond_init(&c->build_cv);

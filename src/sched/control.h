@@ -214,4 +214,9 @@ int control_limits_from_json(const char *what, const void *json_obj,
 void control_builtin_maximums(const char *data_dir,
 			      struct control_limits *mx);
 
+/* A repository's last build (sched/snapshots.c), or NULL: {"state":
+ * "queued"|"building"|"ready"|"failed", "queued_ms", "started_ms",
+ * "finished_ms", "error", "snapshot"}. Caller decrefs. */
+json_t *control_build_state(struct control *c, const char *repo_id);
+
 #endif

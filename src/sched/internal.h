@@ -103,6 +103,7 @@ struct control {
 	char **building; /* repository ids with a build running */
 	size_t n_building;
 	pthread_cond_t build_cv;
+	pthread_mutex_t build_state_mu; /* DATA/builds/ files */
 	char **refresh_queue; /* repository ids to refresh */
 	size_t n_refresh;
 	bool refresh_running;
@@ -183,6 +184,12 @@ struct limit_bufs {
 };
 int run_limit_argv(const struct run *run, struct limit_bufs *b, char **argv,
 		   int n);
+/* snapshots.c: a repository's last build, kept in DATA/builds/<id>.json
+ * (survives restarts): {"state": queued|building|ready|failed,
+ * "queued_ms", "started_ms", "finished_ms", "error", "snapshot"}. */
+void control_build_state_set(struct control *c, const char *repo_id,
+			     const char *state, const char *error,
+			     const char *snapshot_id);
 /* The session's bytes on disk: workspace, evidence, artifacts. */
 uint64_t run_disk_used(const struct run *run);
 /* Is the sandbox's init alive (after an exec that ended with status)? */

@@ -44,6 +44,98 @@ static pid_t *build_slot(struct control *c)
 	return NULL;
 }
 
+/* The last line the build wrote to its log after offset start that says
+ * why it failed ("warren snapshot refresh: …", else the last non-empty
+ * line). */
+static void build_log_cause(const char *log_path, off_t start, char *out,
+			    size_t size)
+{
+	out[0] = '\0';
+	_cleanup_close_ int fd = open(log_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	off_t end = lseek(fd, 0, SEEK_END);
+	off_t from = end - start > 65536 ? end - 65536 : start;
+	if (end <= from)
+		return;
+	size_t len = (size_t)(end - from);
+	_cleanup_free_ char *text = wr_malloc(len + 1);
+	if (!text)
+		return;
+	ssize_t n = pread(fd, text, len, from);
+	if (n <= 0)
+		return;
+	text[n] = '\0';
+	const char *best = NULL, *last = NULL;
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+		if (!line[strspn(line, " \t")])
+			continue;
+		last = line;
+		if (!strncmp(line, "warren snapshot", 15))
+			best = line;
+	}
+	const char *pick = best ? best : last;
+	if (pick)
+		snprintf(out, size, "%s", pick);
+}
+
+/* ---- a repository's build state: DATA/builds/<repo id>.json -------------- */
+
+static char *build_state_path(const struct control *c, const char *repo_id)
+{
+	return wr_asprintf("%s/builds/%s.json", c->data_dir, repo_id);
+}
+
+json_t *control_build_state(struct control *c, const char *repo_id)
+{
+	_cleanup_free_ char *path = build_state_path(c, repo_id);
+	json_t *j = path ? json_load_file(path, 0, NULL) : NULL;
+	if (j && !json_is_object(j)) {
+		json_decref(j);
+		j = NULL;
+	}
+	return j;
+}
+
+/* Writes the state (queued, building, ready, failed), keeping the record's
+ * other fields; error and snapshot only with the states they go with. */
+void control_build_state_set(struct control *c, const char *repo_id,
+			     const char *state, const char *error,
+			     const char *snapshot_id)
+{
+	_cleanup_free_ char *dir = wr_asprintf("%s/builds", c->data_dir);
+	_cleanup_free_ char *path = build_state_path(c, repo_id);
+	if (!dir || !path)
+		return;
+	wr_mkdir_p(dir, 0700);
+	pthread_mutex_lock(&c->build_state_mu);
+	json_t *j = control_build_state(c, repo_id);
+	if (!j)
+		j = json_object();
+	int64_t now = store_now_ms();
+	json_object_set_new(j, "state", json_string(state));
+	if (!strcmp(state, "building")) {
+		json_object_set_new(j, "started_ms", json_integer(now));
+		json_object_del(j, "finished_ms");
+	} else if (!strcmp(state, "queued")) {
+		json_object_set_new(j, "queued_ms", json_integer(now));
+	} else {
+		json_object_set_new(j, "finished_ms", json_integer(now));
+	}
+	if (error)
+		json_object_set_new(j, "error", json_string(error));
+	else if (strcmp(state, "queued"))
+		json_object_del(j, "error");
+	if (snapshot_id)
+		json_object_set_new(j, "snapshot", json_string(snapshot_id));
+	char *text = json_dumps(j, JSON_COMPACT);
+	if (text)
+		wr_write_file_atomic(path, text, strlen(text), 0600, false);
+	free(text);
+	json_decref(j);
+	pthread_mutex_unlock(&c->build_state_mu);
+}
+
 /* Runs `warren snapshot refresh` for repo and records the snapshot it
  * reports (built or kept). */
 static int snapshot_refresh(struct control *c, const struct store_repo *repo,
@@ -60,6 +152,7 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	wr_mkdir_p(log_dir, 0700);
 	int log_fd =
 	    open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	off_t log_start = log_fd >= 0 ? lseek(log_fd, 0, SEEK_END) : 0;
 	char *argv[24];
 	int n = 0;
 	argv[n++] = c->warren_bin;
@@ -119,9 +212,12 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 		return status;
 	if (status != 0) {
 		metrics_add(c, &c->m.snapshot_build_failures, 1);
-		return wr_error_set(err, EIO,
-				    "snapshot of %s failed (exit %d); see %s",
-				    repo->name, status, log_path);
+		/* the cause is the refresh's own last words, in the log */
+		char cause[1024];
+		build_log_cause(log_path, log_start, cause, sizeof(cause));
+		return wr_error_set(err, 0, "snapshot build of %s failed: %s",
+				    repo->name,
+				    cause[0] ? cause : "no message (see the log)");
 	}
 	json_error_t jerr;
 	json_t *j = json_loads(output, 0, &jerr);
@@ -203,7 +299,16 @@ static int snapshot_ensure(struct control *c, const struct store_repo *repo,
 	c->building[c->n_building++] = (char *)repo->id;
 	pthread_mutex_unlock(&c->mu);
 
+	control_build_state_set(c, repo->id, "building", NULL, NULL);
 	int r = snapshot_refresh(c, repo, policy, report, out, err);
+	if (r < 0)
+		control_build_state_set(c, repo->id, "failed",
+					err && *err && (*err)->msg
+					    ? (*err)->msg
+					    : "the build failed",
+					NULL);
+	else
+		control_build_state_set(c, repo->id, "ready", NULL, out->id);
 
 	pthread_mutex_lock(&c->mu);
 	for (size_t i = 0; i < c->n_building; i++)

@@ -136,8 +136,9 @@ static int repo_add(struct client *c, struct repo_opts *o)
 
 static int print_repos(const json_t *list)
 {
-	static const char *const headers[] = {"ID",	 "NAME",      "REF",
-					      "REFRESH", "REFRESHED", "URL"};
+	static const char *const headers[] = {"ID",	   "NAME",	"REF",
+					      "BUILD",	   "REFRESH", "REFRESHED",
+					      "URL"};
 	struct client_table t;
 	client_table_init(&t, headers, ARRAY_SIZE(headers));
 	int64_t now = client_now_ms();
@@ -157,9 +158,13 @@ static int print_repos(const json_t *list)
 					  sizeof(refreshed));
 			strcat(refreshed, " ago");
 		}
+		/* the last build: queued, building, ready or failed */
+		const json_t *build = json_object_get(repo, "build");
 		r = client_table_add(&t, client_json_str(repo, "id"),
 				     client_json_str(repo, "name"),
 				     client_json_str(repo, "default_ref"),
+				     client_or(client_json_str(build, "state"),
+					       "-"),
 				     every, refreshed,
 				     client_json_str(repo, "url"));
 		if (r < 0)
@@ -170,6 +175,22 @@ static int print_repos(const json_t *list)
 			client_table_print(&t, stdout);
 		else
 			fprintf(stderr, "no repositories\n");
+	}
+	/* a failed build's cause, once per repository, under the table */
+	json_array_foreach(list, i, repo)
+	{
+		const json_t *build = json_object_get(repo, "build");
+		const char *state = client_json_str(build, "state");
+		if (r < 0 || !state || strcmp(state, "failed"))
+			continue;
+		_cleanup_free_ char *line = wr_asprintf(
+		    "%s: build failed: %s",
+		    client_or(client_json_str(repo, "name"), "?"),
+		    client_or(client_json_str(build, "error"), "?"));
+		_cleanup_free_ char *clean = line ? client_clean(line) : NULL;
+		fflush(stdout); /* after the table */
+		if (clean)
+			fprintf(stderr, "%s\n", clean);
 	}
 	client_table_clear(&t);
 	return r;

@@ -199,10 +199,19 @@ export function mount(root, ctx) {
   function repoCard(repo, snaps) {
     const snapBox = h('div');
     const drawSnaps = (all) => {
+      const b = repo.build;
       if (!snaps.length) {
         replace(
           snapBox,
-          h('p', { class: 'muted' }, 'No snapshot yet: the first build is running or queued. Sessions wait for it.'),
+          b && b.state === 'failed'
+            ? h('p', { class: 'muted' }, 'No snapshot: its build failed (above). Sessions of this repository fail until a build succeeds.')
+            : h(
+                'p',
+                { class: 'muted' },
+                b && b.state === 'building'
+                  ? 'No snapshot yet: the first build is running. Sessions wait for it.'
+                  : 'No snapshot yet: the first build is queued. Sessions wait for it.',
+              ),
         );
         return;
       }
@@ -241,8 +250,19 @@ export function mount(root, ctx) {
         h('h2', { class: 'card-title', id: `repo-${repo.id}` }, repo.name),
         h('div', { class: 'card-actions' }, actions),
       ),
+      // the last build: a failure is shown here, with its cause
+      repo.build && repo.build.state === 'failed'
+        ? h(
+            'div',
+            { class: 'callout callout-error', dataset: { build: 'failed' } },
+            h('strong', null, 'Build failed: '),
+            repo.build.error || 'no message',
+            repo.build.finished_ms ? h('span', { class: 'muted' }, ' (', timeEl(repo.build.finished_ms), ')') : null,
+          )
+        : null,
       facts([
         ['URL', h('span', { class: 'mono break' }, repo.url)],
+        ['Build', repo.build ? repo.build.state : 'none yet'],
         ['Default ref', repo.default_ref ? h('code', null, repo.default_ref) : 'the remote’s default branch'],
         ['Refresh', every(repo.refresh_ms)],
         ['Last refresh', repo.last_refresh_ms ? timeEl(repo.last_refresh_ms) : 'never'],
