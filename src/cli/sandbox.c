@@ -14,7 +14,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 static const char sandbox_usage[] =
     "usage: warren sandbox run [options] -- CMD [ARGS...]\n"
@@ -48,7 +50,9 @@ static const char sandbox_usage[] =
     "                        (fetch + checkout from the repository's mirror)\n"
     "  --data DIR            data directory holding snapshots (default\n"
     "                        $WARREN_HOME, else ./.warren)\n"
-    "  --json                print a machine-readable result\n";
+    "  --json                print a machine-readable result\n"
+    "  --die-with-parent     SIGTERM (the sandbox torn down) when the process\n"
+    "                        that started this warren dies\n";
 
 void cli_error(const char *verb, struct wr_error *err)
 {
@@ -86,6 +90,7 @@ enum {
 	OPT_SNAPSHOT,
 	OPT_DATA,
 	OPT_REF,
+	OPT_DIE_WITH_PARENT,
 };
 
 static const struct option sandbox_options[] = {
@@ -108,6 +113,7 @@ static const struct option sandbox_options[] = {
     {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
     {"data", required_argument, NULL, OPT_DATA},
     {"ref", required_argument, NULL, OPT_REF},
+    {"die-with-parent", no_argument, NULL, OPT_DIE_WITH_PARENT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -289,6 +295,17 @@ int cli_parse_sandbox_opts(int argc, char **argv, struct cli_sandbox_opts *o,
 		case OPT_SNAPSHOT: o->snapshot = optarg; break;
 		case OPT_DATA: o->data = optarg; break;
 		case OPT_REF: o->ref = optarg; break;
+		case OPT_DIE_WITH_PARENT: {
+			/* SIGTERM when the process that started this one
+			 * dies (a snapshot builder killed with the server):
+			 * the sandbox is then torn down as for any SIGTERM;
+			 * a parent gone already counts */
+			pid_t parent = getppid();
+			if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 ||
+			    getppid() != parent)
+				raise(SIGTERM);
+			break;
+		}
 		case 'h': fputs(sandbox_usage, stdout); exit(0);
 		case ':':
 			cli_usage_error(verb, "option '%s' needs a value",

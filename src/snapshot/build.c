@@ -414,6 +414,9 @@ static int run_step(const struct snap_build_opts *o, const char *label,
 	argv[n++] = "sandbox";
 	argv[n++] = "run";
 	argv[n++] = "--json";
+	/* a builder killed (with the server that ran it) takes its step's
+	 * sandbox down with it */
+	argv[n++] = "--die-with-parent";
 	for (size_t i = 0; args[i] && n < ARRAY_SIZE(argv) - 8; i++)
 		argv[n++] = args[i];
 	argv[n++] = "--";
