@@ -37,7 +37,9 @@ static const char snapshot_usage[] =
     "         --egress-config FILE  deny rules for the build's egress proxy\n"
     "                      (the server configuration's \"egress\" object)\n"
     "         --repo-name NAME  the repository's registered name, for the\n"
-    "                      secrets granted to some repositories only\n";
+    "                      secrets granted to some repositories only\n"
+    "         --hung-after DURATION  a build step that prints nothing this\n"
+    "                      long is stopped as hung (default 10m)\n";
 
 struct snap_cli {
 	const char *max_age;
@@ -46,6 +48,7 @@ struct snap_cli {
 	const char *ref;
 	const char *egress_config;
 	const char *repo_name;
+	const char *hung_after;
 	bool json;
 	bool quiet;
 	bool rebuild_deps;
@@ -65,6 +68,7 @@ static int parse(int argc, char **argv, const char *verb, struct snap_cli *c)
 	    {"max-behind", required_argument, NULL, 'B'},
 	    {"egress-config", required_argument, NULL, 'E'},
 	    {"repo-name", required_argument, NULL, 'N'},
+	    {"hung-after", required_argument, NULL, 'H'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -83,6 +87,7 @@ static int parse(int argc, char **argv, const char *verb, struct snap_cli *c)
 		case 'B': c->max_behind = optarg; break;
 		case 'E': c->egress_config = optarg; break;
 		case 'N': c->repo_name = optarg; break;
+		case 'H': c->hung_after = optarg; break;
 		case 'h': fputs(snapshot_usage, stdout); exit(0);
 		case ':':
 			fprintf(
@@ -170,6 +175,14 @@ static char *self_exe(void)
 static int build_opts(const struct snap_cli *c, struct snap_build_opts *o,
 		      char **data, char **warren)
 {
+	uint64_t hung_ms = 0;
+	if (c->hung_after &&
+	    (wr_parse_duration(c->hung_after, &hung_ms) < 0 || hung_ms == 0)) {
+		fprintf(stderr, "warren snapshot: --hung-after '%s': expected a "
+				"duration (\"90s\", \"10m\")\n",
+			c->hung_after);
+		return -EINVAL;
+	}
 	*data = data_dir(c);
 	*warren = self_exe();
 	if (!*data || !*warren)
@@ -183,6 +196,7 @@ static int build_opts(const struct snap_cli *c, struct snap_build_opts *o,
 	    .rebuild_deps = c->rebuild_deps,
 	    .egress_config = c->egress_config,
 	    .repo_name = c->repo_name,
+	    .hung_after_ms = hung_ms,
 	};
 	return 0;
 }
@@ -200,8 +214,9 @@ static int cmd_build(int argc, char **argv)
 	}
 	_cleanup_free_ char *data = NULL, *warren = NULL;
 	struct snap_build_opts o;
-	if (build_opts(&c, &o, &data, &warren) < 0)
-		return WR_EXIT_FAILURE;
+	int bo = build_opts(&c, &o, &data, &warren);
+	if (bo < 0)
+		return bo == -EINVAL ? WR_EXIT_USAGE : WR_EXIT_FAILURE;
 	struct wr_error *err = NULL;
 	struct snap_manifest *m = NULL;
 	if (snap_build(&o, &m, &err) < 0)
@@ -249,8 +264,9 @@ static int cmd_refresh(int argc, char **argv)
 	}
 	_cleanup_free_ char *data = NULL, *warren = NULL;
 	struct snap_build_opts o;
-	if (build_opts(&c, &o, &data, &warren) < 0)
-		return WR_EXIT_FAILURE;
+	int bo = build_opts(&c, &o, &data, &warren);
+	if (bo < 0)
+		return bo == -EINVAL ? WR_EXIT_USAGE : WR_EXIT_FAILURE;
 	struct wr_error *err = NULL;
 	struct snap_refresh_result res;
 	bool policy_set = c.max_age || c.max_behind;

@@ -66,6 +66,8 @@ struct control_config {
 	unsigned max_sandboxes;	  /* global cap on concurrent sandboxes */
 	unsigned max_per_user;	  /* one user's share of the cap, 0: cap/2+1 */
 	uint64_t min_free_memory; /* admit only while MemAvailable exceeds */
+	/* a build step printing nothing this long is stopped (0: 10 min) */
+	uint64_t build_hung_after_ms;
 	/* the agent output a session keeps, all turns (0: 64 MiB) */
 	uint64_t max_output_bytes;
 	struct control_limits defaults; /* applied where a session sets none */

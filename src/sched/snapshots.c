@@ -175,6 +175,13 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 		argv[n++] = "--ref";
 		argv[n++] = repo->default_ref;
 	}
+	char hung[32];
+	if (c->cfg.build_hung_after_ms) {
+		snprintf(hung, sizeof(hung), "%llums",
+			 (unsigned long long)c->cfg.build_hung_after_ms);
+		argv[n++] = "--hung-after";
+		argv[n++] = hung;
+	}
 	/* with a policy, the refresh builds only when the newest snapshot
 	 * is beyond it */
 	if (policy && policy->max_age_ms > 0) {

@@ -210,6 +210,8 @@ static char *script_repo(const struct spec *spec, const char *commit,
 
 /* ---- running a build step in a sandbox ----------------------------------- */
 
+#define STEP_LINE_MAX (64u << 10) /* longer lines are cut */
+
 struct phase_times {
 	char name[32];
 	long long start_ns;
@@ -232,6 +234,8 @@ struct step_result {
 	int exit_code;
 	char failed_hook[128];
 	int failed_status;
+	char current_hook[128]; /* the last hook started */
+	uint64_t hung_ms;	/* stopped after printing nothing this long */
 	char *tail[TAIL_LINES]; /* last lines of output, oldest first */
 	size_t n_tail;
 	struct phase_times marks[16];
@@ -360,6 +364,8 @@ static void handle_line(const struct snap_build_opts *o, const char *label,
 		return;
 	}
 	if (!strncmp(line, "@@warren-hook ", 14)) {
+		snprintf(r->current_hook, sizeof(r->current_hook), "%s",
+			 line + 14);
 		progress(o, "    (%s)\n", line + 14);
 		return;
 	}
@@ -460,23 +466,55 @@ static int run_step(const struct snap_build_opts *o, const char *label,
 	if (feed)
 		feed_secrets(in_pipe[1], secrets);
 	r->exit_code = -1;
-	FILE *in = fdopen(pipefd[0], "r");
-	if (!in) {
-		close(pipefd[0]);
-	} else {
-		char *line = NULL;
-		size_t cap = 0;
-		ssize_t len;
-		while ((len = getline(&line, &cap, in)) >= 0) {
-			if (len > 0 && line[len - 1] == '\n')
-				line[len - 1] = '\0';
-			handle_line(o, label, line, log_fd, secrets, r);
+	/* Lines as they come; a step that prints nothing for hung_after is
+	 * hung (a hook retrying DNS for ever must not hold every other
+	 * build): SIGTERM, which `warren sandbox run` turns into the
+	 * sandbox's teardown. */
+	uint64_t hung_after =
+	    o->hung_after_ms ? o->hung_after_ms : SNAP_HUNG_AFTER_MS_DEFAULT;
+	char *line = wr_malloc(STEP_LINE_MAX + 1);
+	size_t used = 0;
+	bool killed = false;
+	for (bool open_ = line != NULL; open_;) {
+		struct pollfd pfd = {pipefd[0], POLLIN, 0};
+		int pr = poll(&pfd, 1,
+			      killed ? -1
+				     : (int)(hung_after > INT32_MAX ? INT32_MAX
+								   : hung_after));
+		if (pr < 0 && errno == EINTR)
+			continue;
+		if (pr == 0) {
+			kill(pid, SIGTERM);
+			killed = true;
+			r->hung_ms = hung_after;
+			continue;
 		}
-		if (line && feed)
-			sodium_memzero(line, cap);
-		free(line);
-		fclose(in);
+		char buf[8192];
+		ssize_t got = pr < 0 ? -1 : read(pipefd[0], buf, sizeof(buf));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		for (ssize_t i = 0; i < got; i++) {
+			if (buf[i] != '\n' && used < STEP_LINE_MAX) {
+				line[used++] = buf[i];
+				continue;
+			}
+			if (buf[i] != '\n')
+				continue; /* past the cap: the rest of the line */
+			line[used] = '\0';
+			handle_line(o, label, line, log_fd, secrets, r);
+			used = 0;
+		}
 	}
+	if (line && used) {
+		line[used] = '\0';
+		handle_line(o, label, line, log_fd, secrets, r);
+	}
+	if (line && feed)
+		sodium_memzero(line, STEP_LINE_MAX + 1);
+	free(line);
+	close(pipefd[0]);
 	int status;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
@@ -667,6 +705,13 @@ static int step_error(const char *label, const char *log_path,
 	for (size_t i = 0; i < r->n_tail && used < sizeof(tail) - 2; i++)
 		used += (size_t)snprintf(tail + used, sizeof(tail) - used,
 					 "\n    %s", r->tail[i]);
+	if (r->hung_ms)
+		return wr_error_set(
+		    err, 0,
+		    "%s: hook %s printed nothing for %llu s: stopped as hung "
+		    "(log: %s)%s",
+		    label, r->current_hook[0] ? r->current_hook : "?",
+		    (unsigned long long)(r->hung_ms / 1000), log_path, tail);
 	if (r->failed_hook[0])
 		return wr_error_set(
 		    err, 0, "%s: hook %s failed with status %d (log: %s)%s",

@@ -26,6 +26,7 @@
 #include "util/error.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct snap_build_opts {
 	const char *data_dir;
@@ -44,7 +45,11 @@ struct snap_build_opts {
 	 * secrets given to some repositories only (security/secrets.h);
 	 * NULL: the build gets only secrets open to any repository. */
 	const char *repo_name;
+	/* A step that prints nothing this long is stopped as hung (0:
+	 * SNAP_HUNG_AFTER_MS_DEFAULT). */
+	uint64_t hung_after_ms;
 };
+#define SNAP_HUNG_AFTER_MS_DEFAULT (10ull * 60 * 1000)
 
 /* Builds and publishes a snapshot; *out is its manifest. */
 int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,

@@ -40,3 +40,25 @@ for p in $(pgrep -f warren-init); do
 	[ "$(awk '/^State:/ {print $2}' "/proc/$p/status" 2>/dev/null)" != Z ] && live="$live $p"
 done
 [ -z "$live" ] && [ -z "$(warren_cgroups)" ] && pass "no sandbox init or cgroup left" || fail "no sandbox init or cgroup left" "$live $(warren_cgroups)"
+
+# a hook that prints nothing for builds.hung_after is stopped as hung, and
+# says so where the repository is; the build leaves nothing either
+start="$(date +%s)"
+out="$(WARREN_HOME="$TEST_TMP/cli" "$WARREN" snapshot build --hung-after 2s "$HUNG" 2>&1)"
+rc=$?
+took=$(($(date +%s) - start))
+[ "$rc" != 0 ] && [ "$took" -lt 20 ] && echo "$out" | grep -q "hook onCreateCommand printed nothing for 2 s: stopped as hung" &&
+	pass "snapshot build --hung-after: a silent hook is stopped as hung, and says so (${took}s)" || fail "snapshot build --hung-after: a silent hook is stopped as hung, and says so" "rc=$rc ${took}s $(echo "$out" | tail -3)"
+! pgrep -f "$MARK" >/dev/null && [ -z "$(warren_records)" ] && pass "the stopped build leaves no hook or sandbox" || fail "the stopped build leaves no hook or sandbox" "$(pgrep -af "$MARK") $(warren_records)"
+echo "{\"builds\": {\"hung_after\": \"2s\"}, \"repositories\": [{\"name\": \"hung\", \"url\": \"$HUNG\"}]}" >"$TEST_TMP/serve2.json"
+server_start "$TEST_TMP/data2" "$TEST_TMP/serve2.json"
+state=""
+for _ in $(seq 1 150); do
+	api GET /api/v1/repositories
+	state="$(echo "$BODY" | jq -r '.repositories[0].build.state // empty')"
+	[ "$state" = failed ] && break
+	sleep 0.2
+done
+echo "$BODY" | jq -r '.repositories[0].build.error' | grep -q 'stopped as hung' &&
+	pass "builds.hung_after: the server's build is stopped as hung, seen on the repository" || fail "builds.hung_after: the server's build is stopped as hung, seen on the repository" "$state $BODY"
+server_stop

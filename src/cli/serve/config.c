@@ -800,6 +800,20 @@ int serve_config_load(const char *path, struct serve_config *cfg,
 				goto out;
 			}
 			cfg->control.verify_retries = (unsigned)x;
+		} else if (!strcmp(key, "builds")) {
+			json_t *h = json_object_get(v, "hung_after");
+			if (!json_is_object(v) || json_object_size(v) != !!h) {
+				r = bad(err, path, key,
+					"{\"hung_after\": DURATION}");
+				goto out;
+			}
+			if (h)
+				r = get_duration(
+				    path, "builds.hung_after", h,
+				    &cfg->control.build_hung_after_ms, err);
+			if (r == 0 && h && !cfg->control.build_hung_after_ms)
+				r = bad(err, path, "builds.hung_after",
+					"a duration above 0");
 		} else if (!strcmp(key, "api")) {
 			r = load_api(path, v, cfg, err);
 		} else if (!strcmp(key, "review")) {
