@@ -595,6 +595,8 @@ int control_cancel(struct control *c, const char *session_id, const char *user,
 		if (run->child > 0)
 			kill(run->child, SIGTERM);
 		pthread_cond_signal(&run->cv);
+		/* one waiting for a snapshot build stops waiting */
+		pthread_cond_broadcast(&c->build_cv);
 	} else {
 		/* not admitted (queued, or interrupted waiting for a slot) */
 		struct store_session_update upd = STORE_SESSION_UPDATE_INIT;

@@ -158,9 +158,12 @@ int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
  * too far behind the repository's ref, then a fresh one built first.
  * *decision (NULL when no policy applies) says which, for the session's
  * record: {"max_age_ms", "max_behind", "newest": "fresh"|"behind"|
- * "stale"|"none", "age_ms", "commits_behind", "waited": bool}. */
+ * "stale"|"none", "age_ms", "commits_behind", "waited": bool}. waiter:
+ * the session's run, whose cancel, expiry or shutdown ends a wait for
+ * another's build (-ECANCELED). */
 int control_snapshot_for_session(struct control *c,
 				 const struct store_repo *repo,
+				 const struct run *waiter,
 				 struct store_snapshot *out, json_t **decision,
 				 struct wr_error **err);
 

@@ -1025,6 +1025,39 @@ static enum turn_end turns(struct run *run, struct store_session *s,
 	}
 }
 
+/* A session whose repository has no snapshot yet waits for its build:
+ * say so in its reason and its events (the build's state and start). */
+static void snapshot_wait_said(struct run *run, const struct store_repo *repo)
+{
+	struct control *c = run->ctl;
+	struct store_snapshot have = {0};
+	if (c->st->ops->snapshot_latest(c->st, repo->id, &have, NULL) == 0) {
+		store_snapshot_clear(&have);
+		return;
+	}
+	json_t *b = control_build_state(c, repo->id);
+	const char *state = json_string_value(json_object_get(b, "state"));
+	json_int_t started =
+	    json_integer_value(json_object_get(b, "started_ms"));
+	char why[256];
+	if (state && !strcmp(state, "building") && started > 0)
+		snprintf(why, sizeof(why),
+			 "waiting for the snapshot build of %s, started %lld s "
+			 "ago",
+			 repo->name,
+			 (long long)((store_now_ms() - started) / 1000));
+	else
+		snprintf(why, sizeof(why),
+			 "waiting for the snapshot build of %s", repo->name);
+	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+	upd.reason = why;
+	c->st->ops->session_update(c->st, run->id, &upd, NULL);
+	control_event(c, run->id, "snapshot",
+		      json_pack("{s:b, s:s, s:s?, s:s}", "waiting", 1, "repo",
+				repo->name, "build", state, "reason", why));
+	json_decref(b);
+}
+
 void *runner_main(void *arg)
 {
 	struct run *run = arg;
@@ -1086,7 +1119,8 @@ void *runner_main(void *arg)
 		json_t *start = json_object_get(outcome, "start_ms");
 		double t0 = mono_ms();
 		json_t *policy = NULL;
-		if (control_snapshot_for_session(c, &repo, &snap, &policy,
+		snapshot_wait_said(run, &repo);
+		if (control_snapshot_for_session(c, &repo, run, &snap, &policy,
 						 &err) < 0) {
 			snprintf(why, sizeof(why), "no snapshot: %s",
 				 err && err->msg ? err->msg : "failed");

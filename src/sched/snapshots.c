@@ -273,8 +273,8 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 
 static int snapshot_ensure(struct control *c, const struct store_repo *repo,
 			   bool refresh, const struct control_staleness *policy,
-			   json_t **report, struct store_snapshot *out,
-			   struct wr_error **err)
+			   const struct run *waiter, json_t **report,
+			   struct store_snapshot *out, struct wr_error **err)
 {
 	struct store *st = c->st;
 	if (!refresh && st->ops->snapshot_latest(st, repo->id, out, NULL) == 0)
@@ -283,14 +283,22 @@ static int snapshot_ensure(struct control *c, const struct store_repo *repo,
 	 * result */
 	pthread_mutex_lock(&c->mu);
 	bool waited = false;
-	while (building(c, repo->id) && !c->stopping) {
+	/* a session waiting for another's build: its cancel, expiry or the
+	 * server's stop wakes it (control_cancel broadcasts build_cv) */
+#define WAITER_STOPPED(w) ((w) && ((w)->cancel || (w)->shutdown || (w)->expire))
+	while (building(c, repo->id) && !c->stopping &&
+	       !WAITER_STOPPED(waiter)) {
 		waited = true;
 		pthread_cond_wait(&c->build_cv, &c->mu);
 	}
-	if (c->stopping) {
+	if (c->stopping || WAITER_STOPPED(waiter)) {
 		pthread_mutex_unlock(&c->mu);
-		return wr_error_set(err, ECANCELED, "server stopping");
+		return wr_error_set(err, ECANCELED,
+				    c->stopping ? "server stopping"
+						: "stopped while waiting for the "
+						  "snapshot build");
 	}
+#undef WAITER_STOPPED
 	if (waited && !refresh) {
 		pthread_mutex_unlock(&c->mu);
 		if (st->ops->snapshot_latest(st, repo->id, out, NULL) == 0)
@@ -332,7 +340,7 @@ int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
 			    bool refresh, struct store_snapshot *out,
 			    struct wr_error **err)
 {
-	return snapshot_ensure(c, repo, refresh, NULL, NULL, out, err);
+	return snapshot_ensure(c, repo, refresh, NULL, NULL, NULL, out, err);
 }
 
 /* The repository's policy, else the server's default, else NULL. */
@@ -352,13 +360,15 @@ staleness_policy(const struct control *c, const struct store_repo *repo)
 
 int control_snapshot_for_session(struct control *c,
 				 const struct store_repo *repo,
+				 const struct run *waiter,
 				 struct store_snapshot *out, json_t **decision,
 				 struct wr_error **err)
 {
 	*decision = NULL;
 	const struct control_staleness *policy = staleness_policy(c, repo);
 	if (!policy || (policy->max_age_ms <= 0 && policy->max_behind <= 0))
-		return control_snapshot_ensure(c, repo, false, out, err);
+		return snapshot_ensure(c, repo, false, NULL, waiter, NULL, out,
+				       err);
 	/* none at all: whoever builds the first one (this refresh, or the
 	 * one the repository's registration queued), the session waits */
 	struct store_snapshot newest = {0};
@@ -368,7 +378,8 @@ int control_snapshot_for_session(struct control *c,
 	/* the refresh fetches the mirror, measures the newest snapshot
 	 * against the ref, and builds only when it is beyond the policy */
 	json_t *report = NULL;
-	int r = snapshot_ensure(c, repo, true, policy, &report, out, err);
+	int r = snapshot_ensure(c, repo, true, policy, waiter, &report, out,
+				err);
 	if (r < 0) {
 		json_decref(report);
 		return r;

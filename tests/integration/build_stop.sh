@@ -21,6 +21,22 @@ for _ in $(seq 1 100); do
 	sleep 0.1
 done
 pgrep -f "$MARK" >/dev/null && pass "the hung build's hook runs" || fail "the hung build's hook runs" "$(tail -5 "$SERVER_LOG")"
+# a session waits for that build: it says so, and a cancel ends it at once
+S="$(submit hung "x" 'true')"
+for _ in $(seq 1 50); do
+	api GET "/api/v1/sessions/$S"
+	jget .reason | grep -q 'waiting for the snapshot build of hung' && break
+	sleep 0.1
+done
+jget .reason | grep -q 'waiting for the snapshot build of hung, started [0-9]* s ago' &&
+	events_json "$S" | jq -e '[.events[] | select(.kind == "snapshot" and .data.waiting)] | length == 1' >/dev/null &&
+	pass "a session waiting for the build says so (reason and event)" || fail "a session waiting for the build says so (reason and event)" "$(jget .state) $(jget .reason)"
+t0="$(date +%s%N)"
+"$WARREN" cancel "$S" --server "$URL" --token "$TOKEN" >/dev/null 2>&1
+wait_state "$S" cancelled 10
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ "$STATE" = cancelled ] && [ "$ms" -lt 5000 ] && pass "cancel of a session waiting for a build ends it at once (${ms} ms)" ||
+	fail "cancel of a session waiting for a build ends it at once" "$STATE after $ms ms"
 before_sb="$(warren_records | wc -l)"
 server_stop
 gone=0
