@@ -235,6 +235,7 @@ struct step_result {
 	char failed_hook[128];
 	int failed_status;
 	char current_hook[128]; /* the last hook started */
+	char why[320];		/* a failure's own words (@@warren-why) */
 	uint64_t hung_ms;	/* stopped after printing nothing this long */
 	char *tail[TAIL_LINES]; /* last lines of output, oldest first */
 	size_t n_tail;
@@ -349,6 +350,16 @@ static void handle_line(const struct snap_build_opts *o, const char *label,
 				progress(o, "==> %s\n",
 					 r->marks[r->n_marks - 1].name);
 		}
+		return;
+	}
+	if (!strcmp(line, "@@warren-tail-reset")) {
+		for (size_t i = 0; i < r->n_tail; i++)
+			free(r->tail[i]);
+		r->n_tail = 0;
+		return;
+	}
+	if (!strncmp(line, "@@warren-why ", 13)) {
+		snprintf(r->why, sizeof(r->why), "%s", line + 13);
 		return;
 	}
 	if (!strncmp(line, "@@warren-failed ", 16)) {
@@ -712,6 +723,9 @@ static int step_error(const char *label, const char *log_path,
 		    "(log: %s)%s",
 		    label, r->current_hook[0] ? r->current_hook : "?",
 		    (unsigned long long)(r->hung_ms / 1000), log_path, tail);
+	if (r->why[0])
+		return wr_error_set(err, 0, "%s: %s (log: %s)%s", label, r->why,
+				    log_path, tail);
 	if (r->failed_hook[0])
 		return wr_error_set(
 		    err, 0, "%s: hook %s failed with status %d (log: %s)%s",

@@ -75,22 +75,50 @@ static void run_hook(FILE *f, const char *name, const struct spec_hook *hook,
 			name);
 		return;
 	}
-	/* named commands run in parallel; every failure is reported */
+	/* Named commands run in parallel, each into a file of its own; then
+	 * their output is printed member by member, "[NAME] " before each
+	 * line, the ones that succeeded first: a failing member is reported
+	 * with its own output (the last lines before its failed marker),
+	 * never another's. Every failure is reported. */
 	for (size_t i = 0; i < hook->n_cmds; i++) {
 		fputs("( ", f);
 		secret_exports(f, secrets);
 		sh_command(f, &hook->cmds[i]);
-		fprintf(f, " ) & warren_pid_%zu=$!\n", i);
+		fprintf(f,
+			" ) >/tmp/.warren-hook.%zu 2>&1 </dev/null & "
+			"warren_pid_%zu=$!\n",
+			i, i);
 	}
 	fputs("warren_fail=0\n", f);
-	for (size_t i = 0; i < hook->n_cmds; i++) {
-		fprintf(
-		    f,
-		    "wait $warren_pid_%zu; rc=$?; if [ $rc != 0 ]; then echo "
-		    "\"@@warren-failed %s.%s $rc\"; warren_fail=$rc; fi\n",
-		    i, name, hook->cmds[i].name ? hook->cmds[i].name : "?");
+	for (size_t i = 0; i < hook->n_cmds; i++)
+		fprintf(f, "wait $warren_pid_%zu; warren_rc_%zu=$?\n", i, i);
+	for (int failed = 0; failed < 2; failed++) {
+		for (size_t i = 0; i < hook->n_cmds; i++) {
+			const char *member =
+			    hook->cmds[i].name ? hook->cmds[i].name : "?";
+			fprintf(f, "if [ $warren_rc_%zu %s 0 ]; then ", i,
+				failed ? "!=" : "=");
+			/* the error's tail: this member's lines alone */
+			if (failed)
+				fputs("echo '@@warren-tail-reset'; ", f);
+			fputs("sed 's/^/[", f);
+			/* a member name is [A-Za-z0-9_.-] (spec.c): safe in
+			 * the sed expression */
+			fputs(member, f);
+			fprintf(f, "] /' /tmp/.warren-hook.%zu; ", i);
+			if (failed)
+				fprintf(f,
+					"echo \"@@warren-failed %s.%s "
+					"$warren_rc_%zu\"; "
+					"warren_fail=$warren_rc_%zu; ",
+					name, member, i, i);
+			fputs("fi\n", f);
+		}
 	}
-	fputs("if [ $warren_fail != 0 ]; then exit $warren_fail; fi\n", f);
+	fprintf(f, "rm -f");
+	for (size_t i = 0; i < hook->n_cmds; i++)
+		fprintf(f, " /tmp/.warren-hook.%zu", i);
+	fputs("\nif [ $warren_fail != 0 ]; then exit $warren_fail; fi\n", f);
 }
 
 void sh_hook(FILE *f, const char *name, const struct spec_hook *hook)
@@ -186,6 +214,22 @@ void sh_env(FILE *f, const struct spec *spec)
 	}
 }
 
+/* A probe command for a message inside single quotes: its text, with no
+ * quote or newline (they become spaces), at most 200 bytes. */
+static void probe_text(FILE *f, const struct spec_command *cmd)
+{
+	size_t used = 0;
+	for (size_t k = 0; cmd->shell ? k == 0 : cmd->argv && cmd->argv[k];
+	     k++) {
+		const char *t = cmd->shell ? cmd->shell : cmd->argv[k];
+		if (k)
+			fputc(' ', f);
+		for (; *t && used < 200; t++, used++)
+			fputc(*t == '\'' || *t == '\n' || *t == '\r' ? ' ' : *t,
+			      f);
+	}
+}
+
 void sh_services_start(FILE *f, const struct spec *spec)
 {
 	for (size_t i = 0; i < spec->n_services; i++) {
@@ -199,20 +243,26 @@ void sh_services_start(FILE *f, const struct spec *spec)
 		    s->name, i);
 		if (sh_command_set(&s->ready)) {
 			/* probe every 10 ms at first, then every 100 ms;
-			 * give up after about 60 s */
+			 * give up after about 60 s, and say it timed out:
+			 * the service's log tail, then why */
 			fprintf(f, "warren_n=0; warren_d=0.01; until ( ");
 			sh_command(f, &s->ready);
 			fprintf(
 			    f,
 			    " ) >/dev/null 2>&1; do warren_n=$((warren_n+1)); "
-			    "if [ $warren_n -ge 620 ]; then echo "
-			    "\"@@warren-failed "
-			    "service:%s-ready 1\"; tail -n 20 "
-			    "/tmp/warren-service-%s.log; exit 1; fi; "
-			    "[ $warren_n -lt 20 ] || warren_d=0.1; sleep "
-			    "$warren_d; "
-			    "done\n",
+			    "if [ $warren_n -ge 620 ]; then tail -n 20 "
+			    "/tmp/warren-service-%s.log; echo "
+			    "'@@warren-why service %s not ready after 60 s "
+			    "(probe: ",
 			    s->name, s->name);
+			probe_text(f, &s->ready);
+			fprintf(f,
+				")'; echo \"@@warren-failed service:%s-ready "
+				"1\"; exit 1; fi; "
+				"[ $warren_n -lt 20 ] || warren_d=0.1; sleep "
+				"$warren_d; "
+				"done\n",
+				s->name);
 		}
 	}
 }

@@ -4,7 +4,11 @@
  * Scripts report to the host through marker lines on their output:
  *   @@warren-phase NAME NANOSECONDS   a phase starts (CLOCK_REALTIME ns)
  *   @@warren-hook NAME                a hook or service starts
- *   @@warren-failed NAME STATUS       a hook failed; the script exits STATUS */
+ *   @@warren-failed NAME STATUS       a hook failed; the script exits STATUS
+ *   @@warren-why TEXT                 why, when more can be said (a probe
+ *                                     that timed out)
+ *   @@warren-tail-reset               the output so far is not the failure's:
+ *                                     an error's tail starts after it */
 #ifndef WR_SNAPSHOT_SCRIPT_H
 #define WR_SNAPSHOT_SCRIPT_H
 

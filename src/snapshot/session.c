@@ -119,6 +119,7 @@ struct marks {
 	size_t n;
 	char failed[128];
 	int failed_status;
+	char why[320]; /* a failure's own words (@@warren-why) */
 };
 
 /* Reads the markers out of the script's output; the rest is the tail. */
@@ -133,6 +134,11 @@ static void parse_output(char *text, struct marks *mk, char *tail,
 			    sscanf(line + 15, "%31s %lld", mk->name[mk->n],
 				   &mk->ns[mk->n]) == 2)
 				mk->n++;
+		} else if (!strcmp(line, "@@warren-tail-reset")) {
+			tail[0] = '\0';
+			used = 0;
+		} else if (!strncmp(line, "@@warren-why ", 13)) {
+			snprintf(mk->why, sizeof(mk->why), "%s", line + 13);
 		} else if (!strncmp(line, "@@warren-failed ", 16)) {
 			sscanf(line + 16, "%127s %d", mk->failed,
 			       &mk->failed_status);
@@ -269,6 +275,9 @@ int snap_session_start(const char *data_dir, const char *sandbox_name,
 	char tail[2048];
 	parse_output(text, &mk, tail, sizeof(tail));
 	if (code != 0) {
+		if (mk.why[0])
+			return wr_error_set(err, 0, "session start: %s%s",
+					    mk.why, tail);
 		if (mk.failed[0])
 			return wr_error_set(
 			    err, 0,
