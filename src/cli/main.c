@@ -63,6 +63,7 @@ static void usage(FILE *out)
 	    "  sandbox rm NAME...                       remove sandboxes\n"
 	    "  snapshot build REPO [--ref REF]          prepare a repository's "
 	    "environment\n"
+	    "  snapshot refresh REPO [--max-age D]      rebuild when the ref moved\n"
 	    "  snapshot list|show|rm|gc|verify          manage snapshots\n"
 	    "  serve [--data DIR] [--listen ADDR:PORT]  run the control plane\n"
 	    "  run --repo R [--follow] \"PROMPT\"         start a session\n"
