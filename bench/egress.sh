@@ -47,7 +47,8 @@ pids+=($!)
 
 D="$work/data"
 cat >"$work/serve.json" <<EOF
-{"egress": {"allow_addresses": ["127.0.0.1/32"], "hosts": {"bench.test": "127.0.0.1"}}}
+{"egress": {"allow_addresses": ["127.0.0.1/32"], "hosts": {"bench.test": "127.0.0.1"},
+            "connect_ports": [$OP]}}
 EOF
 AP="$(free_port)"
 URL="http://127.0.0.1:$AP"

@@ -466,8 +466,13 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 	argv[n++] = "/bin/sh";
 	argv[n++] = "-c";
 	argv[n++] =
-	    "cat >\"$WARREN_PROMPT_FILE\" || exit 125\n"
-	    "WARREN_PROMPT=$(cat \"$WARREN_PROMPT_FILE\")\n"
+	    /* read with builtins only: no process on the start path */
+	    "WARREN_PROMPT=; nl='\n'\n"
+	    "while IFS= read -r l || [ -n \"$l\" ]; do "
+	    "WARREN_PROMPT=\"$WARREN_PROMPT$l$nl\"; l=; done\n"
+	    "WARREN_PROMPT=${WARREN_PROMPT%\"$nl\"}\n"
+	    "printf '%s\\n' \"$WARREN_PROMPT\" >\"$WARREN_PROMPT_FILE\" || "
+	    "exit 125\n"
 	    "export WARREN_PROMPT\n"
 	    "for a; do\n"
 	    "  shift\n"
