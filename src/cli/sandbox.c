@@ -43,6 +43,8 @@ static const char sandbox_usage[] =
     "10G)\n"
     "  --timeout DURATION    wall-clock limit: 90s, 5m, 1h30m (default: none)\n"
     "  --net none            network: loopback only (the only mode for now)\n"
+    "  --backend NAME        native (default: namespaces, seccomp) or gvisor\n"
+    "                        (the same sandbox under gVisor's runsc)\n"
     "  --allow-userns        let the sandbox create user namespaces\n"
     "  --snapshot ID         start from a snapshot's layers (below any "
     "--layer)\n"
@@ -91,6 +93,7 @@ enum {
 	OPT_DATA,
 	OPT_REF,
 	OPT_DIE_WITH_PARENT,
+	OPT_BACKEND,
 };
 
 static const struct option sandbox_options[] = {
@@ -114,6 +117,7 @@ static const struct option sandbox_options[] = {
     {"data", required_argument, NULL, OPT_DATA},
     {"ref", required_argument, NULL, OPT_REF},
     {"die-with-parent", no_argument, NULL, OPT_DIE_WITH_PARENT},
+    {"backend", required_argument, NULL, OPT_BACKEND},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -261,6 +265,16 @@ int cli_parse_sandbox_opts(int argc, char **argv, struct cli_sandbox_opts *o,
 				cli_usage_error(verb,
 						"--timeout '%s': expected a "
 						"duration like 90s, 5m, 1h30m",
+						optarg);
+				return -1;
+			}
+			break;
+		case OPT_BACKEND:
+			if (sandbox_backend_parse(optarg, &o->cfg.backend) <
+			    0) {
+				cli_usage_error(verb,
+						"--backend '%s': expected "
+						"native or gvisor",
 						optarg);
 				return -1;
 			}

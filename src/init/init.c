@@ -2,6 +2,7 @@
  *
  *   warren-init run [--timeout-ms N] -- CMD [ARGS...]
  *   warren-init serve --socket FD [--timeout-ms N]
+ *   warren-init serve --listen PATH [--timeout-ms N]
  *
  * A PID 1 in a pid namespace gets no default signal actions and inherits every
  * orphan, so this init must (a) reap every child, or zombies pile up until the
@@ -29,6 +30,8 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -444,11 +447,32 @@ static int serve_mode(int listen_fd, long long timeout_ms)
 	}
 }
 
+/* --listen: the exec socket made here, at a path the host also reaches
+ * (the gvisor backend, where no descriptor can be handed in at start). */
+static int listen_at(const char *path)
+{
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(addr.sun_path))
+		return -1;
+	strcpy(addr.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	unlink(path);
+	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+	    chmod(path, 0600) < 0 || listen(fd, 64) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 static void usage(void)
 {
 	fprintf(stderr,
 		"usage: warren-init run [--timeout-ms N] -- CMD...\n"
-		"       warren-init serve --socket FD [--timeout-ms N]\n");
+		"       warren-init serve --socket FD [--timeout-ms N]\n"
+		"       warren-init serve --listen PATH [--timeout-ms N]\n");
 	exit(2);
 }
 
@@ -466,6 +490,11 @@ int main(int argc, char **argv)
 			timeout_ms = atoll(argv[++i]);
 		else if (!strcmp(argv[i], "--socket") && i + 1 < argc)
 			sock = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--listen") && i + 1 < argc) {
+			sock = listen_at(argv[++i]);
+			if (sock < 0)
+				die("listen");
+		}
 		else if (!strcmp(argv[i], "--")) {
 			i++;
 			break;

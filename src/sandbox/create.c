@@ -40,21 +40,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-struct sandbox {
-	char *name;
-	int slot;
-	enum sandbox_mode mode;
-	struct sandbox_cgroup cg;
-	int pidfd;
-	pid_t init_pid;
-	char *upper_real; /* persistent upper (realpath) or NULL */
-	char *work_dir;	  /* its overlay work dir, ours to remove */
-	uint64_t timeout_ms;
-	uint64_t started_us;
-	struct sandbox_timings timings;
-};
-
-static void sandbox_free(struct sandbox *sb)
+void sandbox_free(struct sandbox *sb)
 {
 	if (!sb)
 		return;
@@ -93,7 +79,7 @@ static char *generate_name(void)
 			   rnd[1], rnd[2], rnd[3]);
 }
 
-static char *find_init(void)
+char *sandbox_find_init(void)
 {
 	const char *env = getenv("WARREN_INIT");
 	if (env && *env)
@@ -149,8 +135,8 @@ bool sandbox_is_upper_dir(const char *path)
 	       S_ISDIR(st.st_mode);
 }
 
-static int prepare_upper(struct sandbox *sb, const char *upper,
-			 struct wr_error **err)
+int sandbox_prepare_upper(struct sandbox *sb, const char *upper,
+			  struct wr_error **err)
 {
 	struct stat st;
 	if (lstat(upper, &st) < 0) {
@@ -327,7 +313,7 @@ char **sandbox_compose_env(char *const *record_env, char *const *extra)
 	return env;
 }
 
-static char **build_env(const struct sandbox_config *cfg)
+char **sandbox_config_env(const struct sandbox_config *cfg)
 {
 	_cleanup_free_ char **extra = wr_calloc(cfg->n_env + 1, sizeof(char *));
 	if (!extra)
@@ -415,17 +401,10 @@ static int teardown(struct sandbox *sb, bool *oom)
 	return ret;
 }
 
-int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
-		   char *const argv[], struct sandbox **out,
-		   struct wr_error **err)
+int sandbox_create_precheck(const struct sandbox_config *cfg,
+			    enum sandbox_mode mode, char *const argv[],
+			    struct wr_error **err)
 {
-	uint64_t t0 = wr_mono_us();
-	/* declared before the first goto: cleanup must never see garbage */
-	_cleanup_free_ char *init_path = NULL;
-	_cleanup_free_ char *stage = NULL;
-	_cleanup_free_ char **rec_env = NULL;
-	_cleanup_free_ char **rec_layers = NULL;
-	_cleanup_close_ int v2_dir = -1;
 	int r = sandbox_config_validate(cfg, err);
 	if (r < 0)
 		return r;
@@ -445,15 +424,83 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 	/* every start cleans what a crashed warren left (and frees a name
 	 * held by the record of a dead sandbox) */
 	sandbox_reap_stale(NULL);
+	return 0;
+}
 
+struct sandbox *sandbox_alloc(const struct sandbox_config *cfg,
+			      enum sandbox_mode mode)
+{
 	struct sandbox *sb = wr_calloc(1, sizeof(*sb));
 	if (!sb)
-		return wr_error_set(err, ENOMEM, "create sandbox");
+		return NULL;
 	sb->pidfd = -1;
 	sb->slot = -1;
 	sb->mode = mode;
+	sb->backend = cfg->backend;
 	sb->timeout_ms = cfg->timeout_ms;
 	sb->name = cfg->name ? wr_strdup(cfg->name) : generate_name();
+	if (!sb->name) {
+		free(sb);
+		return NULL;
+	}
+	return sb;
+}
+
+int sandbox_record_init(const struct sandbox *sb,
+			const struct sandbox_config *cfg,
+			struct sandbox_record *rec, char ***env_out,
+			char ***layers_out, struct wr_error **err)
+{
+	*rec = (struct sandbox_record){
+	    .name = sb->name,
+	    .slot = sb->slot,
+	    .backend = sb->backend,
+	    .mode = sb->mode,
+	    .owner_pid = getpid(),
+	    .owner_start = proc_start_time(getpid()),
+	    .created_ms = wr_now_ms(),
+	    .deadline_ms =
+		cfg->timeout_ms ? wr_now_ms() + (int64_t)cfg->timeout_ms : 0,
+	    .owner_bound = cfg->owner_bound,
+	};
+	*env_out = NULL;
+	*layers_out = NULL;
+	if (sb->mode == SANDBOX_MODE_SERVE) {
+		/* exec uses create's --env and --cwd as its defaults */
+		char **env = wr_calloc(cfg->n_env + 1, sizeof(char *));
+		if (!env)
+			return wr_error_set(err, ENOMEM, "create sandbox");
+		for (size_t i = 0; i < cfg->n_env; i++)
+			env[i] = (char *)cfg->env[i];
+		rec->env = *env_out = env;
+		rec->cwd = (char *)cfg->cwd;
+	}
+	char **layers = wr_calloc(cfg->n_layers + 1, sizeof(char *));
+	if (!layers)
+		return wr_error_set(err, ENOMEM, "create sandbox");
+	for (size_t i = 0; i < cfg->n_layers; i++)
+		layers[i] = (char *)cfg->layers[i];
+	rec->layers = *layers_out = layers;
+	return 0;
+}
+
+static int native_create(const struct sandbox_config *cfg,
+			 enum sandbox_mode mode, char *const argv[],
+			 struct sandbox **out, struct wr_error **err)
+{
+	uint64_t t0 = wr_mono_us();
+	/* declared before the first goto: cleanup must never see garbage */
+	_cleanup_free_ char *init_path = NULL;
+	_cleanup_free_ char *stage = NULL;
+	_cleanup_free_ char **rec_env = NULL;
+	_cleanup_free_ char **rec_layers = NULL;
+	_cleanup_close_ int v2_dir = -1;
+	int r = sandbox_create_precheck(cfg, mode, argv, err);
+	if (r < 0)
+		return r;
+	struct sandbox *sb = sandbox_alloc(cfg, mode);
+	if (!sb)
+		return wr_error_set(err, ENOMEM, "create sandbox");
 	struct prepared prep = {.store_ns = -1,
 				.zero_ns = -1,
 				.init_fd = -1,
@@ -462,51 +509,20 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 	prep.plan.upper_parent_fd = -1;
 	for (size_t i = 0; i < WR_MAX_BINDS; i++)
 		prep.plan.bind_fds[i] = -1;
-	if (!sb->name) {
-		r = wr_error_set(err, ENOMEM, "create sandbox");
-		goto fail_early;
-	}
 	int slot;
 	r = runtime_claim(sb->name, &slot, err);
 	if (r < 0)
 		goto fail_early;
 	sb->slot = slot;
-	struct sandbox_record rec = {
-	    .name = sb->name,
-	    .slot = slot,
-	    .mode = mode,
-	    .owner_pid = getpid(),
-	    .owner_start = proc_start_time(getpid()),
-	    .created_ms = wr_now_ms(),
-	    .deadline_ms =
-		cfg->timeout_ms ? wr_now_ms() + (int64_t)cfg->timeout_ms : 0,
-	    .owner_bound = cfg->owner_bound,
-	};
-	if (mode == SANDBOX_MODE_SERVE) {
-		/* exec uses create's --env and --cwd as its defaults */
-		rec_env = wr_calloc(cfg->n_env + 1, sizeof(char *));
-		if (!rec_env) {
-			r = wr_error_set(err, ENOMEM, "create sandbox");
-			goto fail;
-		}
-		for (size_t i = 0; i < cfg->n_env; i++)
-			rec_env[i] = (char *)cfg->env[i];
-		rec.env = rec_env;
-		rec.cwd = (char *)cfg->cwd;
-	}
-	rec_layers = wr_calloc(cfg->n_layers + 1, sizeof(char *));
-	if (!rec_layers) {
-		r = wr_error_set(err, ENOMEM, "create sandbox");
+	struct sandbox_record rec;
+	r = sandbox_record_init(sb, cfg, &rec, &rec_env, &rec_layers, err);
+	if (r < 0)
 		goto fail;
-	}
-	for (size_t i = 0; i < cfg->n_layers; i++)
-		rec_layers[i] = (char *)cfg->layers[i];
-	rec.layers = rec_layers;
 	r = runtime_record_write(&rec, err);
 	if (r < 0)
 		goto fail;
 	if (cfg->upper) {
-		r = prepare_upper(sb, cfg->upper, err);
+		r = sandbox_prepare_upper(sb, cfg->upper, err);
 		if (r < 0)
 			goto fail;
 		rec.upper = sb->upper_real;
@@ -519,7 +535,7 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 	uint64_t t_prep = wr_mono_us();
 
 	/* everything the child needs, opened with host privileges */
-	init_path = find_init();
+	init_path = sandbox_find_init();
 	if (!init_path) {
 		r = wr_error_set(err, ENOMEM, "locate warren-init");
 		goto fail;
@@ -582,7 +598,7 @@ int sandbox_create(const struct sandbox_config *cfg, enum sandbox_mode mode,
 		}
 	}
 	if (mode == SANDBOX_MODE_RUN) {
-		prep.env = build_env(cfg);
+		prep.env = sandbox_config_env(cfg);
 	} else {
 		prep.env = wr_calloc(1, sizeof(char *)); /* init: empty env */
 	}
@@ -772,8 +788,8 @@ static int exit_code_of(const siginfo_t *info)
 	return 128 + info->si_status;
 }
 
-int sandbox_run_wait(struct sandbox *sb, struct sandbox_result *res,
-		     struct wr_error **err)
+static int native_run_wait(struct sandbox *sb, struct sandbox_result *res,
+			   struct wr_error **err)
 {
 	memset(res, 0, sizeof(*res));
 	res->timings = sb->timings;
@@ -836,12 +852,7 @@ int sandbox_run_wait(struct sandbox *sb, struct sandbox_result *res,
 	return ret;
 }
 
-void sandbox_detach(struct sandbox *sb)
-{
-	sandbox_free(sb);
-}
-
-int sandbox_destroy(struct sandbox *sb, struct wr_error **err)
+static int native_destroy(struct sandbox *sb, struct wr_error **err)
 {
 	int r = teardown(sb, NULL);
 	if (r < 0)
@@ -849,3 +860,11 @@ int sandbox_destroy(struct sandbox *sb, struct wr_error **err)
 	sandbox_free(sb);
 	return r;
 }
+
+const struct sandbox_backend_ops native_backend_ops = {
+    .name = "native",
+    .create = native_create,
+    .run_wait = native_run_wait,
+    .destroy = native_destroy,
+    .exec_tty = true,
+};

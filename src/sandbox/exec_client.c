@@ -188,6 +188,14 @@ int sandbox_exec(const char *name, const struct sandbox_exec_request *req,
 	if (r < 0)
 		return wr_error_input(err, ENOENT,
 				      "no running sandbox named %s", name);
+	if (req->tty && !sandbox_backend_ops(rec.backend)->exec_tty) {
+		r = wr_error_input(err, ENOTSUP,
+				   "sandbox %s (%s backend): exec with a "
+				   "terminal is not supported",
+				   name, sandbox_backend_name(rec.backend));
+		runtime_record_clear(&rec);
+		return r;
+	}
 	/* env borrows the record's strings until the request is built */
 	char **env = sandbox_compose_env(rec.env, req->env);
 	const char *cwd = req->cwd  ? req->cwd

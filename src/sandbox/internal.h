@@ -147,6 +147,7 @@ char *hostbase_ensure(struct wr_error **err);
 struct sandbox_record {
 	char *name;
 	int slot;
+	enum sandbox_backend backend;
 	enum sandbox_mode mode;
 	pid_t init_pid;
 	uint64_t init_start; /* /proc/PID/stat starttime, guards pid reuse */
@@ -180,5 +181,79 @@ char *runtime_upper_in_use(const char *upper_real);
 char **sandbox_compose_env(char *const *record_env, char *const *extra);
 int64_t wr_now_ms(void);
 uint64_t wr_mono_us(void);
+
+/* ---- one sandbox, whatever its backend (create.c, gvisor.c) ------------- */
+struct sandbox {
+	char *name;
+	int slot;
+	enum sandbox_mode mode;
+	enum sandbox_backend backend;
+	struct sandbox_cgroup cg;
+	int pidfd; /* native: init; gvisor: the launcher (run mode) */
+	pid_t init_pid;
+	char *upper_real; /* persistent upper (realpath) or NULL */
+	char *work_dir;	  /* its overlay work dir, ours to remove */
+	uint64_t timeout_ms;
+	uint64_t started_us;
+	struct sandbox_timings timings;
+};
+
+/* What create.c and gvisor.c share. */
+struct sandbox *sandbox_alloc(const struct sandbox_config *cfg,
+			      enum sandbox_mode mode);
+void sandbox_free(struct sandbox *sb);
+/* Checks and prepares --upper DIR (store-owned DIR, DIR/upper, DIR/work);
+ * fills sb->upper_real and sb->work_dir. */
+int sandbox_prepare_upper(struct sandbox *sb, const char *upper,
+			  struct wr_error **err);
+/* The path of warren-init ($WARREN_INIT, beside warren, or libexec). */
+char *sandbox_find_init(void);
+/* A one-off command's environment: the default plus cfg->env. */
+char **sandbox_config_env(const struct sandbox_config *cfg);
+/* The checks every backend's create starts with: the configuration, the
+ * command, the runtime directory; reaps stale records. */
+int sandbox_create_precheck(const struct sandbox_config *cfg,
+			    enum sandbox_mode mode, char *const argv[],
+			    struct wr_error **err);
+/* The record of a sandbox being created (the strings borrowed from cfg and
+ * sb; *env_out and *layers_out are the caller's to free). */
+int sandbox_record_init(const struct sandbox *sb,
+			const struct sandbox_config *cfg,
+			struct sandbox_record *rec, char ***env_out,
+			char ***layers_out, struct wr_error **err);
+
+/* ---- the overlay root both backends stand on (rootfs.c) ----------------- */
+/* Mounts the staging tmpfs at plan->stage_path (the disk cap), attaches
+ * plan's layers and upper there, mounts the overlay at STAGE/root and
+ * creates the base directories in it. Run in a private mount namespace.
+ * Returns an O_PATH fd of the new root or -errno (the step in report). */
+int rootfs_stage_overlay(struct child_plan *plan, struct child_report *report);
+/* Host mode: /etc/hosts and /etc/hostname naming cfg->hostname. */
+int rootfs_write_host_names(int root_fd, const struct sandbox_config *cfg,
+			    struct child_report *report);
+/* The capabilities root keeps inside (security.c). */
+extern const int sandbox_kept_caps[];
+extern const size_t sandbox_n_kept_caps;
+
+/* ---- backends (backend.c) ------------------------------------------------
+ * The one table a new backend fills. create/run_wait/destroy are the
+ * handle's life (sandbox.h); cleanup undoes what the backend itself left
+ * for a record being removed (before the shared cgroup, work dir and
+ * record removal of manage.c); check says whether the host can run it. */
+struct sandbox_backend_ops {
+	const char *name;
+	int (*check)(struct wr_error **err);
+	int (*create)(const struct sandbox_config *cfg, enum sandbox_mode mode,
+		      char *const argv[], struct sandbox **out,
+		      struct wr_error **err);
+	int (*run_wait)(struct sandbox *sb, struct sandbox_result *res,
+			struct wr_error **err);
+	int (*destroy)(struct sandbox *sb, struct wr_error **err);
+	void (*cleanup)(const struct sandbox_record *rec);
+	bool exec_tty; /* can exec relay a terminal? */
+};
+extern const struct sandbox_backend_ops native_backend_ops;
+extern const struct sandbox_backend_ops gvisor_backend_ops;
+const struct sandbox_backend_ops *sandbox_backend_ops(enum sandbox_backend b);
 
 #endif

@@ -66,6 +66,9 @@ static int kill_init(const struct sandbox_record *rec)
 
 static int remove_record(const struct sandbox_record *rec)
 {
+	const struct sandbox_backend_ops *ops = sandbox_backend_ops(rec->backend);
+	if (ops->cleanup)
+		ops->cleanup(rec);
 	int ret = kill_init(rec);
 	struct sandbox_cgroup cg;
 	if (cgroup_paths_for(rec->name, &cg) == 0) {
@@ -238,6 +241,7 @@ int sandbox_list(struct sandbox_info **out, size_t *n_out,
 		    .created_ms = rec.created_ms,
 		    .deadline_ms = rec.deadline_ms,
 		    .alive = runtime_record_alive(&rec),
+		    .backend = rec.backend,
 		    .upper = TAKE_PTR(rec.upper),
 		    .layers = TAKE_PTR(rec.layers),
 		};

@@ -202,6 +202,12 @@ static int setup_host_mode(int root_fd, const struct sandbox_config *cfg,
 		    make_readonly_recursive(root_fd, host) < 0)
 			return STEP_FAIL(report, "bind host %s", host);
 	}
+	return rootfs_write_host_names(root_fd, cfg, report);
+}
+
+int rootfs_write_host_names(int root_fd, const struct sandbox_config *cfg,
+			    struct child_report *report)
+{
 	if (cfg->hostname) {
 		char hosts[512], line[128];
 		snprintf(
@@ -287,15 +293,12 @@ static int attach_binds(struct child_plan *plan, int root_fd,
 	return 0;
 }
 
-int rootfs_setup(struct child_plan *plan, struct child_report *report)
+int rootfs_stage_overlay(struct child_plan *plan, struct child_report *report)
 {
 	const struct sandbox_config *cfg = plan->cfg;
 	const char *stage = plan->stage_path;
 	char path[4096], opts[8192];
 
-	/* Nothing we mount may propagate back to the host. */
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		return STEP_FAIL(report, "make mounts private");
 	/* The staging tmpfs holds the mount points of the layers and, for a
 	 * scratch sandbox, the writable layer itself: its size is the disk
 	 * cap, and it vanishes with the mount namespace. */
@@ -363,8 +366,7 @@ int rootfs_setup(struct child_plan *plan, struct child_report *report)
 					 opts);
 		return STEP_FAIL(report, "mount overlay root (%s)", opts);
 	}
-	_cleanup_close_ int root_fd =
-	    open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int root_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root_fd < 0)
 		return STEP_FAIL(report, "open new root");
 
@@ -372,11 +374,28 @@ int rootfs_setup(struct child_plan *plan, struct child_report *report)
 						"/proc", "/run"};
 	for (size_t i = 0; i < ARRAY_SIZE(base_dirs); i++) {
 		int fd = make_in_root(root_fd, base_dirs[i], false);
-		if (fd < 0)
+		if (fd < 0) {
+			close(root_fd);
 			return step_fail(report, -fd, "create %s",
 					 base_dirs[i]);
+		}
 		close(fd);
 	}
+	return root_fd;
+}
+
+int rootfs_setup(struct child_plan *plan, struct child_report *report)
+{
+	const struct sandbox_config *cfg = plan->cfg;
+	char opts[256];
+	/* Nothing we mount may propagate back to the host. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return STEP_FAIL(report, "make mounts private");
+	_cleanup_close_ int root_fd = rootfs_stage_overlay(plan, report);
+	if (root_fd < 0)
+		return root_fd;
+	uint64_t disk =
+	    cfg->disk_bytes ? cfg->disk_bytes : SANDBOX_DEFAULT_DISK;
 	if (plan->host_mode) {
 		int r = setup_host_mode(root_fd, cfg, report);
 		if (r < 0)

@@ -205,6 +205,8 @@ int runtime_record_write(const struct sandbox_record *rec,
 		      (json_int_t)WR_STORE_UID);
 	if (!o)
 		return wr_error_set(err, ENOMEM, "encode sandbox record");
+	json_object_set_new(o, "backend",
+			    json_string(sandbox_backend_name(rec->backend)));
 	if (rec->upper)
 		json_object_set_new(o, "upper", json_string(rec->upper));
 	if (rec->owner_bound)
@@ -292,6 +294,13 @@ int runtime_record_read(const char *name, struct sandbox_record *rec)
 	rec->created_ms = json_integer_value(json_object_get(o, "created_ms"));
 	rec->deadline_ms =
 	    json_integer_value(json_object_get(o, "deadline_ms"));
+	const char *backend = json_string_value(json_object_get(o, "backend"));
+	if (backend && sandbox_backend_parse(backend, &rec->backend) < 0) {
+		json_decref(o);
+		free(rec->name);
+		rec->name = NULL;
+		return -EBADMSG;
+	}
 	rec->upper = dup_json_string(o, "upper");
 	rec->work_dir = dup_json_string(o, "work_dir");
 	rec->cwd = dup_json_string(o, "cwd");

@@ -1,4 +1,4 @@
-/* sandbox.h - one disposable, isolated Linux sandbox (native backend).
+/* sandbox.h - one disposable, isolated Linux sandbox, on one of two backends.
  *
  * The sandbox module owns creating, exec-ing into, limiting and destroying a
  * sandbox; it is the only code that calls clone/mount/pivot_root/seccomp.
@@ -30,6 +30,23 @@ enum sandbox_net {
 	SANDBOX_NET_NONE, /* loopback only */
 	SANDBOX_NET_MAX,
 };
+
+/* Where a sandbox's processes run. Both backends share the layers, the
+ * writable upper, the limits (one cgroup), warren-init and its exec
+ * protocol, and the runtime records; backend.c holds the table. */
+enum sandbox_backend {
+	SANDBOX_BACKEND_NATIVE, /* Linux namespaces, seccomp (create.c) */
+	SANDBOX_BACKEND_GVISOR, /* gVisor's runsc, ptrace platform (gvisor.c) */
+	SANDBOX_BACKEND_MAX,
+};
+
+/* "native", "gvisor". */
+const char *sandbox_backend_name(enum sandbox_backend b);
+/* -EINVAL for an unknown name. */
+int sandbox_backend_parse(const char *name, enum sandbox_backend *out);
+/* Can this host run the backend? (gvisor: runsc is installed.) -ENOENT
+ * with a message saying what is missing. */
+int sandbox_backend_check(enum sandbox_backend b, struct wr_error **err);
 
 enum sandbox_mode {
 	SANDBOX_MODE_RUN,   /* init runs argv, exits with its status */
@@ -64,6 +81,7 @@ struct sandbox_config {
 	uint64_t disk_bytes; /* size cap of the writable layer */
 	uint64_t timeout_ms; /* 0: none */
 	enum sandbox_net net;
+	enum sandbox_backend backend; /* zero: native */
 	bool allow_userns; /* let the sandbox create user namespaces */
 	bool owner_bound;  /* long-lived, but reaped when the warren that
 			    * created it dies */
@@ -133,6 +151,7 @@ struct sandbox_info {
 	int64_t created_ms;  /* unix epoch ms */
 	int64_t deadline_ms; /* 0: no timeout */
 	bool alive;
+	enum sandbox_backend backend;
 	char *upper;   /* NULL: scratch */
 	char **layers; /* lower layers, NULL-terminated (may be NULL) */
 };

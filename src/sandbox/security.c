@@ -34,16 +34,17 @@
  * switch users and bind low ports (what package managers and test suites
  * need); not enough to mount, trace, configure the network or load code into
  * the kernel. They only ever apply to objects the user namespace owns. */
-static const int kept_caps[] = {
+const int sandbox_kept_caps[] = {
     CAP_CHOWN,	 CAP_DAC_OVERRIDE,     CAP_FOWNER,     CAP_FSETID,
     CAP_KILL,	 CAP_SETGID,	       CAP_SETUID,     CAP_SETPCAP,
     CAP_SETFCAP, CAP_NET_BIND_SERVICE, CAP_SYS_CHROOT,
 };
+const size_t sandbox_n_kept_caps = ARRAY_SIZE(sandbox_kept_caps);
 
 static bool cap_kept(int cap)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(kept_caps); i++) {
-		if (kept_caps[i] == cap)
+	for (size_t i = 0; i < sandbox_n_kept_caps; i++) {
+		if (sandbox_kept_caps[i] == cap)
 			return true;
 	}
 	return false;
@@ -79,8 +80,8 @@ static int drop_capabilities(struct child_report *report)
 	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
 	struct __user_cap_data_struct data[2];
 	memset(data, 0, sizeof(data));
-	for (size_t i = 0; i < ARRAY_SIZE(kept_caps); i++) {
-		int cap = kept_caps[i];
+	for (size_t i = 0; i < sandbox_n_kept_caps; i++) {
+		int cap = sandbox_kept_caps[i];
 		data[cap / 32].effective |= 1u << (cap % 32);
 		data[cap / 32].permitted |= 1u << (cap % 32);
 	}
