@@ -46,6 +46,10 @@ void sandbox_free(struct sandbox *sb)
 		return;
 	if (sb->pidfd >= 0)
 		close(sb->pidfd);
+	for (int i = 0; i < 2; i++) {
+		if (sb->relay_from[i] >= 0)
+			close(sb->relay_from[i]);
+	}
 	cgroup_clear(&sb->cg);
 	free(sb->name);
 	free(sb->upper_real);
@@ -435,6 +439,7 @@ struct sandbox *sandbox_alloc(const struct sandbox_config *cfg,
 		return NULL;
 	sb->pidfd = -1;
 	sb->slot = -1;
+	sb->relay_from[0] = sb->relay_from[1] = -1;
 	sb->mode = mode;
 	sb->backend = cfg->backend;
 	sb->timeout_ms = cfg->timeout_ms;

@@ -12,6 +12,7 @@
 #include "util/parse.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <termios.h>
 #include <unistd.h>
@@ -76,8 +78,26 @@ static int copy_some(int from, int to)
 	return 1;
 }
 
-/* Waits for EXIT, relaying the terminal (master >= 0) and signals. */
-static int wait_exit(int sock, int master, struct wr_error **err)
+/* A backend whose commands write a regular file at offsets of their own
+ * (gVisor imports each descriptor apart, so stdout and stderr sharing one
+ * file would overwrite each other) gets pipes for those, relayed here. */
+struct stdio_relay {
+	int from[2]; /* read ends of the pipes given for stdout, stderr */
+	int to[2];   /* where their bytes go: the caller's descriptors */
+};
+
+static void drain_relay(struct stdio_relay *rl)
+{
+	for (int i = 0; i < 2; i++) {
+		while (rl->from[i] >= 0 && copy_some(rl->from[i], rl->to[i]) > 0)
+			;
+	}
+}
+
+/* Waits for EXIT, relaying the terminal (master >= 0), the stdio relay
+ * and signals. */
+static int wait_exit(int sock, int master, struct stdio_relay *rl,
+		     struct wr_error **err)
 {
 	sigset_t set, old;
 	sigemptyset(&set);
@@ -100,13 +120,15 @@ static int wait_exit(int sock, int master, struct wr_error **err)
 	bool stdin_open = master >= 0;
 	int ret = -1;
 	for (;;) {
-		struct pollfd pfd[4] = {
+		struct pollfd pfd[6] = {
 		    {sock, POLLIN, 0},
 		    {sfd, POLLIN, 0},
 		    {master, POLLIN, 0},
 		    {stdin_open ? STDIN_FILENO : -1, POLLIN, 0},
+		    {rl->from[0], POLLIN, 0},
+		    {rl->from[1], POLLIN, 0},
 		};
-		if (poll(pfd, 4, -1) < 0) {
+		if (poll(pfd, 6, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			ret = wr_error_set(err, errno, "exec: poll");
@@ -120,6 +142,13 @@ static int wait_exit(int sock, int master, struct wr_error **err)
 		if (pfd[3].revents & (POLLIN | POLLHUP)) {
 			if (copy_some(STDIN_FILENO, master) <= 0)
 				stdin_open = false;
+		}
+		for (int i = 0; i < 2; i++) {
+			if ((pfd[4 + i].revents & (POLLIN | POLLHUP)) &&
+			    copy_some(rl->from[i], rl->to[i]) <= 0) {
+				close(rl->from[i]);
+				rl->from[i] = -1;
+			}
 		}
 		if (pfd[1].revents & POLLIN) {
 			struct signalfd_siginfo si;
@@ -147,6 +176,9 @@ static int wait_exit(int sock, int master, struct wr_error **err)
 				while (master >= 0 &&
 				       copy_some(master, STDOUT_FILENO) > 0)
 					;
+				/* what was written is in the pipes by now; a
+				 * writer left running inside is not waited for */
+				drain_relay(rl);
 				ret = msg.value;
 				break;
 			}
@@ -196,6 +228,7 @@ int sandbox_exec(const char *name, const struct sandbox_exec_request *req,
 		runtime_record_clear(&rec);
 		return r;
 	}
+	bool relay_files = sandbox_backend_ops(rec.backend)->stdio_relay;
 	/* env borrows the record's strings until the request is built */
 	char **env = sandbox_compose_env(rec.env, req->env);
 	const char *cwd = req->cwd  ? req->cwd
@@ -219,14 +252,51 @@ int sandbox_exec(const char *name, const struct sandbox_exec_request *req,
 	runtime_record_clear(&rec);
 	if (r < 0)
 		return wr_error_set(err, -r, "exec: build request");
-	r = wr_send_fds(sock, buf, len, req->stdio, req->tty ? 0 : 3);
-	if (r < 0)
+	struct stdio_relay rl = {{-1, -1}, {-1, -1}};
+	int stdio[3] = {req->stdio[0], req->stdio[1], req->stdio[2]};
+	int give[2] = {-1, -1};
+	struct stat out_st = {0};
+	for (int i = 0; relay_files && !req->tty && i < 2; i++) {
+		struct stat st;
+		int p[2];
+		if (fstat(stdio[1 + i], &st) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		if (i == 1 && give[0] >= 0 && st.st_dev == out_st.st_dev &&
+		    st.st_ino == out_st.st_ino) {
+			/* 2>&1: one pipe keeps the order of the lines */
+			stdio[2] = give[0];
+			continue;
+		}
+		out_st = st;
+		if (pipe2(p, O_CLOEXEC) < 0)
+			continue;
+		fcntl(p[0], F_SETFL, O_NONBLOCK);
+		rl.from[i] = p[0];
+		rl.to[i] = stdio[1 + i];
+		give[i] = p[1];
+		stdio[1 + i] = p[1];
+	}
+	r = wr_send_fds(sock, buf, len, stdio, req->tty ? 0 : 3);
+	for (int i = 0; i < 2; i++) {
+		if (give[i] >= 0)
+			close(give[i]); /* init holds its own copy now */
+	}
+	if (r < 0) {
+		for (int i = 0; i < 2; i++)
+			if (rl.from[i] >= 0)
+				close(rl.from[i]);
 		return wr_error_set(err, -r, "exec: send request");
+	}
 	struct wr_proto_msg msg;
 	_cleanup_close_ int master = -1;
 	r = recv_msg(sock, &msg, &master);
-	if (r < 0)
+	if (r < 0) {
+		for (int i = 0; i < 2; i++) {
+			if (rl.from[i] >= 0)
+				close(rl.from[i]);
+		}
 		return wr_error_set(err, -r, "exec: no answer from init");
+	}
 	if (msg.type == WR_MSG_ERROR) {
 		/* exec failures keep the shell's codes: 127 not found, 126
 		 * not executable */
@@ -239,9 +309,20 @@ int sandbox_exec(const char *name, const struct sandbox_exec_request *req,
 		wr_error_set(err, 0, "exec: %s", msg.text);
 		if (*err)
 			(*err)->errnum = msg.value;
+		for (int i = 0; i < 2; i++) {
+			if (rl.from[i] >= 0)
+				close(rl.from[i]);
+		}
 		return code;
 	}
-	if (msg.type != WR_MSG_STARTED)
-		return wr_error_set(err, EPROTO, "exec: unexpected answer");
-	return wait_exit(sock, req->tty ? master : -1, err);
+	if (msg.type != WR_MSG_STARTED) {
+		r = wr_error_set(err, EPROTO, "exec: unexpected answer");
+	} else {
+		r = wait_exit(sock, req->tty ? master : -1, &rl, err);
+	}
+	for (int i = 0; i < 2; i++) {
+		if (rl.from[i] >= 0)
+			close(rl.from[i]);
+	}
+	return r;
 }

@@ -327,6 +327,7 @@ struct launcher {
 	size_t n_cg_fds;
 	int report_fd;
 	int out_fd; /* serve mode: runsc's output, else -1 (inherited) */
+	int relay_w[2]; /* run mode: pipes for stdout/stderr, or -1 */
 	bool host_mode;
 	char **argv; /* runsc */
 };
@@ -377,6 +378,10 @@ __attribute__((noreturn)) static void launcher_main(struct launcher *l)
 			dup2(in, 0);
 		dup2(l->out_fd, 1);
 		dup2(l->out_fd, 2);
+	}
+	for (int i = 0; i < 2; i++) {
+		if (l->relay_w[i] >= 0)
+			dup2(l->relay_w[i], 1 + i);
 	}
 	execve(l->argv[0], l->argv, runsc_env);
 	rep.err = errno;
@@ -450,6 +455,50 @@ static int open_cgroup_fds(struct launcher *l, const struct sandbox_cgroup *cg)
 	return 0;
 }
 
+/* gVisor writes a regular file given as stdout or stderr at offsets of
+ * its own per descriptor (2>&1 into one file would overwrite itself):
+ * such a file gets a pipe, relayed by run_wait; one pipe for both when
+ * they are the same file, so that the lines keep their order. */
+static void relay_regular_files(struct sandbox *sb, struct launcher *l)
+{
+	struct stat st[2];
+	for (int i = 0; i < 2; i++) {
+		if (fstat(1 + i, &st[i]) < 0 || !S_ISREG(st[i].st_mode))
+			continue;
+		if (i == 1 && l->relay_w[0] >= 0 &&
+		    st[1].st_dev == st[0].st_dev &&
+		    st[1].st_ino == st[0].st_ino) {
+			l->relay_w[1] = l->relay_w[0];
+			continue;
+		}
+		int p[2];
+		if (pipe2(p, O_CLOEXEC) < 0)
+			continue;
+		sb->relay_from[i] = p[0];
+		sb->relay_to[i] = 1 + i;
+		l->relay_w[i] = p[1];
+	}
+}
+
+static bool relay_some(int from, int to)
+{
+	char buf[16384];
+	ssize_t n = read(from, buf, sizeof(buf));
+	if (n < 0 && errno == EINTR)
+		return true;
+	if (n <= 0)
+		return false;
+	for (ssize_t off = 0; off < n;) {
+		ssize_t w = write(to, buf + off, (size_t)(n - off));
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return true; /* the reader went away: keep draining */
+		off += w;
+	}
+	return true;
+}
+
 static void launcher_clear(struct launcher *l)
 {
 	for (size_t i = 0; i < l->plan.n_layer_fds; i++)
@@ -464,6 +513,11 @@ static void launcher_clear(struct launcher *l)
 	if (l->out_fd >= 0)
 		close(l->out_fd);
 	l->out_fd = -1;
+	for (int i = 0; i < 2; i++) {
+		if (l->relay_w[i] >= 0 && (i == 0 || l->relay_w[1] != l->relay_w[0]))
+			close(l->relay_w[i]);
+	}
+	l->relay_w[0] = l->relay_w[1] = -1;
 	free(l->argv);
 	l->argv = NULL;
 }
@@ -565,7 +619,7 @@ static int gvisor_create(const struct sandbox_config *cfg,
 			    *out_path = NULL, *config_path = NULL,
 			    *runsc_root = NULL, *root = NULL;
 	_cleanup_close_ int report_rd = -1;
-	struct launcher l = {.report_fd = -1, .out_fd = -1};
+	struct launcher l = {.report_fd = -1, .out_fd = -1, .relay_w = {-1, -1}};
 	l.plan.upper_parent_fd = -1;
 	struct sandbox *sb = sandbox_alloc(cfg, mode);
 	if (!sb)
@@ -679,6 +733,8 @@ static int gvisor_create(const struct sandbox_config *cfg,
 	}
 	report_rd = pipe_fds[0];
 	l.report_fd = pipe_fds[1];
+	if (mode == SANDBOX_MODE_RUN)
+		relay_regular_files(sb, &l);
 	l.plan.cfg = cfg;
 	l.plan.mode = mode;
 	l.plan.stage_path = stage;
@@ -792,9 +848,11 @@ static int gvisor_run_wait(struct sandbox *sb, struct sandbox_result *res,
 				      ? 0
 				      : (int)((deadline - now + 999) / 1000);
 		}
-		struct pollfd pfd[2] = {{sb->pidfd, POLLIN, 0},
-					{sfd, POLLIN, 0}};
-		int n = poll(pfd, 2, wait_ms);
+		struct pollfd pfd[4] = {{sb->pidfd, POLLIN, 0},
+					{sfd, POLLIN, 0},
+					{sb->relay_from[0], POLLIN, 0},
+					{sb->relay_from[1], POLLIN, 0}};
+		int n = poll(pfd, 4, wait_ms);
 		if (n < 0 && errno != EINTR) {
 			ret = wr_error_set(err, errno, "wait for sandbox");
 			break;
@@ -803,6 +861,13 @@ static int gvisor_run_wait(struct sandbox *sb, struct sandbox_result *res,
 			res->timed_out = true;
 			res->exit_code = 124;
 			break;
+		}
+		for (int i = 0; i < 2; i++) {
+			if ((pfd[2 + i].revents & (POLLIN | POLLHUP)) &&
+			    !relay_some(sb->relay_from[i], sb->relay_to[i])) {
+				close(sb->relay_from[i]);
+				sb->relay_from[i] = -1;
+			}
 		}
 		if (pfd[1].revents & POLLIN) {
 			struct signalfd_siginfo si;
@@ -825,6 +890,12 @@ static int gvisor_run_wait(struct sandbox *sb, struct sandbox_result *res,
 	res->run_us = wr_mono_us() - sb->started_us;
 	uint64_t t = wr_mono_us();
 	int r = gv_teardown(sb, &res->oom_killed);
+	/* every writer is gone with the cgroup: read the pipes to their end */
+	for (int i = 0; i < 2; i++) {
+		while (sb->relay_from[i] >= 0 &&
+		       relay_some(sb->relay_from[i], sb->relay_to[i]))
+			;
+	}
 	res->destroy_us = wr_mono_us() - t;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (r < 0 && ret == 0)
@@ -858,4 +929,5 @@ const struct sandbox_backend_ops gvisor_backend_ops = {
     .destroy = gvisor_destroy,
     .cleanup = gvisor_cleanup,
     .exec_tty = false,
+    .stdio_relay = true,
 };

@@ -196,6 +196,10 @@ struct sandbox {
 	uint64_t timeout_ms;
 	uint64_t started_us;
 	struct sandbox_timings timings;
+	/* gvisor run mode: pipes standing in for regular files as the
+	 * command's stdout/stderr (read ends; -1: none), and where to */
+	int relay_from[2];
+	int relay_to[2];
 };
 
 /* What create.c and gvisor.c share. */
@@ -250,7 +254,9 @@ struct sandbox_backend_ops {
 			struct wr_error **err);
 	int (*destroy)(struct sandbox *sb, struct wr_error **err);
 	void (*cleanup)(const struct sandbox_record *rec);
-	bool exec_tty; /* can exec relay a terminal? */
+	bool exec_tty;	  /* can exec relay a terminal? */
+	bool stdio_relay; /* exec: regular files as stdout/stderr go
+			   * through pipes (exec_client.c) */
 };
 extern const struct sandbox_backend_ops native_backend_ops;
 extern const struct sandbox_backend_ops gvisor_backend_ops;
