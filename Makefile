@@ -104,6 +104,8 @@ deps test-deps:
 	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null; }; \
 	  else echo "missing Debian packages:$$missing (run make as root to install)"; exit 1; fi; \
 	fi
+	@# the gvisor backend's tests: runsc from bookworm-backports
+	@if [ "$@" = test-deps ]; then sh scripts/install-runsc.sh; fi
 	@# the browser tests' npm (tests/browser): Debian's, unless node came with its own
 	@if [ "$@" = test-deps ] && ! command -v npm >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then \
