@@ -29,6 +29,7 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
+#include "store/event_kind.h"
 #include "store/store.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -264,6 +265,40 @@ static void test_state_names_and_lifecycle(void **state)
 	assert_false(
 	    session_transition_allowed(SESSION_STATE_MAX, SESSION_QUEUED));
 	assert_false(session_transition_allowed(SESSION_QUEUED, -1));
+}
+
+/* The event kinds' names are a contract (stored in the events table, sent
+ * over the API): the table holds exactly these, each round-trips, nothing
+ * else parses. */
+static void test_event_kinds(void **state)
+{
+	(void)state;
+	static const char *const contract[] = {
+	    "state",  "message", "phase",      "snapshot",
+	    "output", "turn",	 "transcript", "usage",
+	    "budget", "verify",	 "result",     "checkpoint",
+	    "retry",  "sandbox", "egress",     "broker"};
+	size_t n_contract = sizeof(contract) / sizeof(contract[0]);
+	assert_int_equal(EVENT_KIND_MAX, n_contract);
+	for (size_t i = 0; i < n_contract; i++) {
+		int k = event_kind_parse(contract[i]);
+		assert_true(k >= 0 && k < EVENT_KIND_MAX);
+		assert_string_equal(event_kind_name(k), contract[i]);
+	}
+	for (int i = 0; i < EVENT_KIND_MAX; i++) {
+		const char *name = event_kind_name(i);
+		assert_non_null(name);
+		assert_int_equal(event_kind_parse(name), i);
+	}
+	assert_string_equal(event_kind_name(EVENT_TRANSCRIPT), "transcript");
+	assert_null(event_kind_name(EVENT_KIND_MAX));
+	assert_null(event_kind_name((enum event_kind) - 1));
+	assert_int_equal(event_kind_parse("State"), -EINVAL);
+	assert_int_equal(event_kind_parse("state "), -EINVAL);
+	assert_int_equal(event_kind_parse("outputs"), -EINVAL);
+	assert_int_equal(event_kind_parse("nonsense"), -EINVAL);
+	assert_int_equal(event_kind_parse(""), -EINVAL);
+	assert_int_equal(event_kind_parse(NULL), -EINVAL);
 }
 
 static void test_new_id(void **state)
@@ -1583,6 +1618,7 @@ int main(void)
 #define T(f) cmocka_unit_test_setup_teardown(f, test_setup, test_teardown)
 	const struct CMUnitTest tests[] = {
 	    T(test_state_names_and_lifecycle),
+	    T(test_event_kinds),
 	    T(test_new_id),
 	    T(test_open_creates_migrates_and_reopens),
 	    T(test_open_refuses_newer_schema),
