@@ -236,7 +236,7 @@ int sq_session_update(struct store *st, const char *id,
 		      const struct store_session_update *upd,
 		      struct wr_error **err);
 int64_t sq_event_append(struct store *st, const char *session_id,
-			const char *kind, const char *data_json,
+			enum event_kind kind, const char *data_json,
 			struct wr_error **err);
 int sq_event_list(struct store *st, const char *session_id, int64_t after_seq,
 		  int limit, struct store_event **out, size_t *n_out,

@@ -21,6 +21,7 @@
 #ifndef WR_STORE_STORE_H
 #define WR_STORE_STORE_H
 
+#include "store/event_kind.h"
 #include "util/error.h"
 
 #include <stdbool.h>
@@ -130,7 +131,9 @@ struct store_session_update {
 struct store_event {
 	int64_t seq; /* 1, 2, ... within the session */
 	int64_t time_ms;
-	char *kind;	 /* "state", "output", "phase", "message", ... */
+	/* the kind's name as stored (event_kind.h): "state", "output", ...;
+	 * parse it (event_kind_parse) to dispatch on it */
+	char *kind;
 	char *data_json; /* JSON object */
 };
 
@@ -269,9 +272,10 @@ struct store_ops {
 			      const struct store_session_update *upd,
 			      struct wr_error **err);
 
-	/* Appends one event; returns its seq. */
+	/* Appends one event, stored with its kind's name; returns its seq.
+	 * -EINVAL for a kind out of range. */
 	int64_t (*event_append)(struct store *st, const char *session_id,
-				const char *kind, const char *data_json,
+				enum event_kind kind, const char *data_json,
 				struct wr_error **err);
 	/* Events with seq > after_seq, at most limit, in order. */
 	int (*event_list)(struct store *st, const char *session_id,

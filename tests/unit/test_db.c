@@ -269,7 +269,7 @@ static void test_state_names_and_lifecycle(void **state)
 
 /* The event kinds' names are a contract (stored in the events table, sent
  * over the API): the table holds exactly these, each round-trips, nothing
- * else parses. */
+ * else parses, and the store writes each kind under its name. */
 static void test_event_kinds(void **state)
 {
 	(void)state;
@@ -299,6 +299,24 @@ static void test_event_kinds(void **state)
 	assert_int_equal(event_kind_parse("nonsense"), -EINVAL);
 	assert_int_equal(event_kind_parse(""), -EINVAL);
 	assert_int_equal(event_kind_parse(NULL), -EINVAL);
+
+	struct store *st = open_db("kinds.db");
+	char repo[STORE_ID_MAX], sid[STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	add_session(st, repo, sid); /* event 1: state */
+	for (int i = 0; i < EVENT_KIND_MAX; i++)
+		assert_int_equal(
+		    OK(st->ops->event_append(st, sid, i, NULL, &err_)), i + 2);
+	FAILS(EINVAL, st->ops->event_append(st, sid, (enum event_kind) - 1,
+					    NULL, &err_));
+	struct store_event *ev = NULL;
+	size_t n = 0;
+	OK(st->ops->event_list(st, sid, 1, 0, &ev, &n, &err_));
+	assert_int_equal(n, EVENT_KIND_MAX);
+	for (size_t i = 0; i < n; i++)
+		assert_string_equal(ev[i].kind, event_kind_name(i));
+	store_events_free(ev, n);
+	store_close(st);
 }
 
 static void test_new_id(void **state)
@@ -961,7 +979,7 @@ static void test_transition_and_event_are_atomic(void **state)
 
 	/* other kinds still go in, and the seqs stay gapless */
 	assert_int_equal(
-	    OK(st->ops->event_append(st, sid, "output", NULL, &err_)), 2);
+	    OK(st->ops->event_append(st, sid, EVENT_OUTPUT, NULL, &err_)), 2);
 	raw_sql("w.db", "DROP TRIGGER no_state_events");
 	assert_int_equal(OK(st->ops->session_transition(st, sid, SESSION_QUEUED,
 							SESSION_PROVISIONING,
@@ -1031,7 +1049,8 @@ static void test_session_writes(void **state)
 	OK(st->ops->session_update(st, a, &upd, &err_));
 	assert_int_equal(st->ops->session_writes(st), n0 + 3);
 	/* events, reads and refused writes do not count */
-	OK(st->ops->event_append(st, a, "output", "{\"line\":\"x\"}", &err_));
+	OK(st->ops->event_append(st, a, EVENT_OUTPUT, "{\"line\":\"x\"}",
+				 &err_));
 	struct store_session got;
 	OK(st->ops->session_get(st, a, &got, &err_));
 	store_session_clear(&got);
@@ -1055,11 +1074,11 @@ static void test_events(void **state)
 		char data[64];
 		snprintf(data, sizeof(data),
 			 "{\"stream\":\"stdout\",\"line\":\"%d\"}", i);
-		assert_int_equal(
-		    OK(st->ops->event_append(st, sid, "output", data, &err_)),
-		    i + 2);
+		assert_int_equal(OK(st->ops->event_append(st, sid, EVENT_OUTPUT,
+							  data, &err_)),
+				 i + 2);
 	}
-	assert_int_equal(OK(st->ops->event_append(st, other, "phase",
+	assert_int_equal(OK(st->ops->event_append(st, other, EVENT_PHASE,
 						  "{\"phase\":\"x\"}", &err_)),
 			 2);
 
@@ -1084,13 +1103,14 @@ static void test_events(void **state)
 	store_events_free(ev, n);
 
 	FAILS(ENOENT,
-	      st->ops->event_append(st, "s-none", "output", "{}", &err_));
+	      st->ops->event_append(st, "s-none", EVENT_OUTPUT, "{}", &err_));
 	FAILS(ENOENT, st->ops->event_list(st, "s-none", 0, 10, &ev, &n, &err_));
 	FAILS(EINVAL,
-	      st->ops->event_append(st, sid, "output", "not json", &err_));
+	      st->ops->event_append(st, sid, EVENT_OUTPUT, "not json", &err_));
+	FAILS(EINVAL, st->ops->event_append(st, sid, EVENT_OUTPUT,
+					    "\"a string\"", &err_));
 	FAILS(EINVAL,
-	      st->ops->event_append(st, sid, "output", "\"a string\"", &err_));
-	FAILS(EINVAL, st->ops->event_append(st, sid, "", "{}", &err_));
+	      st->ops->event_append(st, sid, EVENT_KIND_MAX, "{}", &err_));
 	size_t big_len = STORE_EVENT_DATA_MAX + 10;
 	char *big = malloc(big_len + 1);
 	assert_non_null(big);
@@ -1098,11 +1118,11 @@ static void test_events(void **state)
 	big[0] = '{';
 	big[big_len - 1] = '}';
 	big[big_len] = '\0';
-	FAILS(E2BIG, st->ops->event_append(st, sid, "output", big, &err_));
+	FAILS(E2BIG, st->ops->event_append(st, sid, EVENT_OUTPUT, big, &err_));
 	free(big);
 	/* nothing of the failures took a seq */
 	assert_int_equal(
-	    OK(st->ops->event_append(st, sid, "turn", NULL, &err_)), 22);
+	    OK(st->ops->event_append(st, sid, EVENT_TURN, NULL, &err_)), 22);
 	store_close(st);
 }
 
@@ -1124,8 +1144,8 @@ static void *append_loop(void *arg)
 	struct appender *a = arg;
 	for (int i = 0; i < APPENDS; i++) {
 		struct wr_error *err = NULL;
-		a->seqs[i] = a->st->ops->event_append(a->st, a->sid, "output",
-						      "{\"line\":\"x\"}", &err);
+		a->seqs[i] = a->st->ops->event_append(
+		    a->st, a->sid, EVENT_OUTPUT, "{\"line\":\"x\"}", &err);
 		if (a->seqs[i] < 0) {
 			if (!a->failures++)
 				snprintf(a->first_error, sizeof(a->first_error),
