@@ -31,6 +31,7 @@
 #define API_TOKEN_USER_MAX 64
 
 struct slack_config; /* notify/slack.h */
+struct slack_outbox; /* notify/outbox.h */
 
 struct api_config {
 	struct store *st;
@@ -47,8 +48,10 @@ struct api_config {
 	 * every path outside /api/ and /slack/ is a 404. */
 	const char *web_dir;
 	/* Slack's slash command and events (POST /slack/commands,
-	 * /slack/events; docs/slack.md). NULL: not configured (404). */
+	 * /slack/events; docs/slack.md). NULL: not configured (404). With
+	 * slack, the outbox its answers and outcomes go to (required). */
 	const struct slack_config *slack;
+	struct slack_outbox *slack_outbox;
 	/* What one client may hold (docs/operations.md, "api"): connections
 	 * from one address (0: API_MAX_PER_CLIENT_DEFAULT), the time from a
 	 * connection's start (or its previous answer plus the keep-alive

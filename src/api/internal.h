@@ -51,6 +51,7 @@ struct api {
 	char *data_dir; /* NULL: no artifacts are served */
 	int web_dir_fd;	/* the web UI's directory (O_PATH), -1: none */
 	const struct slack_config *slack; /* NULL: no Slack routes */
+	struct slack_outbox *outbox;	  /* with slack */
 	size_t max_body;
 	int keepalive_ms;
 	atomic_bool stopping;

@@ -318,6 +318,9 @@ int api_new(const struct api_config *cfg, struct api **out,
 {
 	if (!cfg || !cfg->st || !cfg->ctl)
 		return wr_error_set(err, EINVAL, "api: no store or control");
+	if (cfg->slack && !cfg->slack_outbox)
+		return wr_error_set(err, EINVAL,
+				    "api: Slack without an outbox");
 	if (sodium_init() < 0)
 		return wr_error_set(err, EIO, "api: initialize libsodium");
 	struct api *a = wr_calloc(1, sizeof(*a));
@@ -337,6 +340,7 @@ int api_new(const struct api_config *cfg, struct api **out,
 	}
 	a->web_dir_fd = -1;
 	a->slack = cfg->slack;
+	a->outbox = cfg->slack_outbox;
 	if (cfg->web_dir) {
 		a->web_dir_fd =
 		    open(cfg->web_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);

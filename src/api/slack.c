@@ -23,9 +23,9 @@
  * notifier (the Web API), since Slack shows nothing of an Events API
  * response; its event id is recorded first, so that Slack's retries of a
  * delivery start nothing twice. When a session was started, an outcome
- * post is put in the store's outbox: the notifier posts it when the
- * session reaches review (or fails, or is cancelled), and the decision
- * after review. */
+ * post is put in Slack's outbox (notify/outbox.h): the notifier posts it
+ * when the session reaches review (or fails, or is cancelled), and the
+ * decision after review. */
 #include "api/internal.h"
 
 #include "notify/slack.h"
@@ -475,8 +475,8 @@ static void add_outcome(struct api *a, const struct store_session *s,
 			const char *response_url, const char *slack_user,
 			struct slack_reply *reply)
 {
-	struct store_slack_post p = {
-	    .kind = STORE_SLACK_OUTCOME,
+	struct slack_post p = {
+	    .kind = SLACK_POST_OUTCOME,
 	    .channel = (char *)channel,
 	    .thread_ts = (char *)thread_ts,
 	    .response_url = (char *)response_url,
@@ -484,7 +484,7 @@ static void add_outcome(struct api *a, const struct store_session *s,
 	};
 	memcpy(p.session_id, s->id, sizeof(p.session_id));
 	struct wr_error *err = NULL;
-	if (a->st->ops->slack_post_add(a->st, &p, &err) < 0) {
+	if (a->outbox->ops->post_add(a->outbox, &p, &err) < 0) {
 		api_log("slack: session %s: keep its Slack target: %s", s->id,
 			err && err->msg ? err->msg : "failed");
 		if (reply && reply->text) {
@@ -504,14 +504,14 @@ static void add_outcome(struct api *a, const struct store_session *s,
 static void late_answer(struct api *a, const char *response_url,
 			const char *slack_user, const struct slack_reply *reply)
 {
-	struct store_slack_post p = {
-	    .kind = reply->public ? STORE_SLACK_REPLY : STORE_SLACK_EPHEMERAL,
+	struct slack_post p = {
+	    .kind = reply->public ? SLACK_POST_REPLY : SLACK_POST_EPHEMERAL,
 	    .response_url = (char *)response_url,
 	    .slack_user = (char *)slack_user,
 	    .text = reply->text,
 	};
 	struct wr_error *err = NULL;
-	if (a->st->ops->slack_post_add(a->st, &p, &err) < 0)
+	if (a->outbox->ops->post_add(a->outbox, &p, &err) < 0)
 		api_log("slack: keep a late answer: %s",
 			err && err->msg ? err->msg : "failed");
 	wr_error_free(err);
@@ -588,8 +588,8 @@ static int post_reply(struct api *a, const struct slack_event *ev,
 {
 	if (!reply->text)
 		return -ENOMEM;
-	struct store_slack_post p = {
-	    .kind = reply->public ? STORE_SLACK_REPLY : STORE_SLACK_EPHEMERAL,
+	struct slack_post p = {
+	    .kind = reply->public ? SLACK_POST_REPLY : SLACK_POST_EPHEMERAL,
 	    .channel = ev->channel,
 	    .thread_ts = (char *)thread,
 	    .slack_user = ev->user,
@@ -598,7 +598,7 @@ static int post_reply(struct api *a, const struct slack_event *ev,
 	if (session_id)
 		snprintf(p.session_id, sizeof(p.session_id), "%s", session_id);
 	struct wr_error *err = NULL;
-	int64_t id = a->st->ops->slack_post_add(a->st, &p, &err);
+	int64_t id = a->outbox->ops->post_add(a->outbox, &p, &err);
 	if (id < 0)
 		api_log("slack: event %s: keep the reply: %s", ev->event_id,
 			err && err->msg ? err->msg : "failed");
@@ -669,8 +669,8 @@ int api_slack_event(struct api *a, const struct api_request *req,
 		r = reply_ok(out);
 		goto out;
 	}
-	r = a->st->ops->slack_event_claim(a->st, ev.event_id, store_now_ms(),
-					  SLACK_EVENT_KEEP_MS, &err);
+	r = a->outbox->ops->event_claim(a->outbox, ev.event_id, store_now_ms(),
+					SLACK_EVENT_KEEP_MS, &err);
 	if (r == -EEXIST) {
 		/* a retry of a delivery handled (or being handled) */
 		r = reply_ok(out);
@@ -685,8 +685,8 @@ int api_slack_event(struct api *a, const struct api_request *req,
 	if (handle_mention(a, &ev) < 0) {
 		/* nothing was started: let Slack's retry have another go */
 		struct wr_error *rerr = NULL;
-		if (a->st->ops->slack_event_release(a->st, ev.event_id, &rerr) <
-		    0)
+		if (a->outbox->ops->event_release(a->outbox, ev.event_id,
+						  &rerr) < 0)
 			api_log("slack: event %s: forget it: %s", ev.event_id,
 				rerr && rerr->msg ? rerr->msg : "failed");
 		wr_error_free(rerr);

@@ -1,10 +1,10 @@
-/* notifier.c - the thread that posts to Slack what the store's outbox
- * holds (slack.h).
+/* notifier.c - the thread that posts to Slack what the outbox holds
+ * (slack.h, outbox.h).
  *
- * The API writes a post into the store (store_ops.slack_post_add) when a
- * slash command or a mention asks for one: a reply, or a session's
+ * The API writes a post into the outbox (slack_outbox_ops.post_add) when
+ * a slash command or a mention asks for one: a reply, or a session's
  * outcome. The outbox is the only state: a post is attempted when it is
- * due (store_ops.slack_post_due: an outcome when its session rests in
+ * due (slack_outbox_ops.post_due: an outcome when its session rests in
  * review or a terminal state that was not posted yet), and each attempt's
  * result is written back before the next, so a restarted server picks up
  * exactly what is left and nothing is posted twice (but for a crash
@@ -45,6 +45,7 @@
 
 struct slack_notifier {
 	const struct slack_config *cfg;
+	struct slack_outbox *outbox;
 	struct store *st;
 	struct control *ctl;
 	pthread_t thread;
@@ -88,7 +89,7 @@ static uint64_t backoff_ms(const struct slack_config *cfg, int attempts,
  * state it tells of. 0, 1 when there is nothing to post (the session
  * moved on since the post was found due), or -errno. */
 static int outcome_text(const struct slack_config *cfg, struct store *st,
-			const struct store_slack_post *p, char **text_out,
+			const struct slack_post *p, char **text_out,
 			enum session_state *state_out, struct wr_error **err)
 {
 	struct store_session s = {0};
@@ -116,17 +117,17 @@ static int outcome_text(const struct slack_config *cfg, struct store *st,
 }
 
 /* Records the attempt's result r on post p. */
-static void record(const struct slack_config *cfg, struct store *st,
-		   const struct store_slack_post *p, int64_t now, int r,
+static void record(const struct slack_config *cfg, struct slack_outbox *outbox,
+		   const struct slack_post *p, int64_t now, int r,
 		   const struct wr_error *send_err, bool retryable,
 		   uint64_t asked_ms, int posted_state)
 {
-	struct store_slack_post_update u = STORE_SLACK_POST_UPDATE_INIT;
+	struct slack_post_update u = SLACK_POST_UPDATE_INIT;
 	const char *why = send_err && send_err->msg ? send_err->msg : "failed";
 	if (r == 0) {
 		u.attempts = 0;
 		u.last_error = "";
-		if (p->kind != STORE_SLACK_OUTCOME)
+		if (p->kind != SLACK_POST_OUTCOME)
 			u.done_ms = now;
 		else {
 			u.posted_state = session_state_name(posted_state);
@@ -146,20 +147,20 @@ static void record(const struct slack_config *cfg, struct store *st,
 				notify_log("post %lld (%s%s%s): gave up after "
 					   "%d attempts: %s",
 					   (long long)p->id,
-					   store_slack_kind_name(p->kind),
+					   slack_post_kind_name(p->kind),
 					   p->session_id[0] ? ", session " : "",
 					   p->session_id, attempts, why);
 			else
 				notify_log("post %lld (%s%s%s): %s (not "
 					   "retried)",
 					   (long long)p->id,
-					   store_slack_kind_name(p->kind),
+					   slack_post_kind_name(p->kind),
 					   p->session_id[0] ? ", session " : "",
 					   p->session_id, why);
 		}
 	}
 	struct wr_error *err = NULL;
-	if (st->ops->slack_post_update(st, p->id, &u, &err) < 0)
+	if (outbox->ops->post_update(outbox, p->id, &u, &err) < 0)
 		notify_log("post %lld: record the attempt: %s",
 			   (long long)p->id,
 			   err && err->msg ? err->msg : "failed");
@@ -167,8 +168,8 @@ static void record(const struct slack_config *cfg, struct store *st,
 }
 
 /* One attempt at post p. */
-static void deliver(const struct slack_config *cfg, struct store *st,
-		    const struct store_slack_post *p, int64_t now)
+static void deliver(const struct slack_config *cfg, struct slack_outbox *outbox,
+		    struct store *st, const struct slack_post *p, int64_t now)
 {
 	_cleanup_free_ char *text = NULL;
 	enum session_state state = SESSION_STATE_MAX;
@@ -176,7 +177,7 @@ static void deliver(const struct slack_config *cfg, struct store *st,
 	bool retryable = false;
 	uint64_t asked_ms = UINT64_MAX;
 	int r = 0;
-	if (p->kind == STORE_SLACK_OUTCOME) {
+	if (p->kind == SLACK_POST_OUTCOME) {
 		r = outcome_text(cfg, st, p, &text, &state, &err);
 		if (r == 1)
 			goto out; /* nothing to post after all */
@@ -197,7 +198,7 @@ static void deliver(const struct slack_config *cfg, struct store *st,
 		    .channel = p->channel,
 		    .thread_ts = p->thread_ts,
 		    .user = p->slack_user,
-		    .ephemeral = p->kind == STORE_SLACK_EPHEMERAL,
+		    .ephemeral = p->kind == SLACK_POST_EPHEMERAL,
 		};
 		/* a response_url while it works; the channel after that */
 		if (p->response_url &&
@@ -210,31 +211,33 @@ static void deliver(const struct slack_config *cfg, struct store *st,
 		else
 			r = slack_send(cfg, &m, &retryable, &asked_ms, &err);
 	}
-	record(cfg, st, p, now, r, err, retryable, asked_ms, (int)state);
+	record(cfg, outbox, p, now, r, err, retryable, asked_ms, (int)state);
 out:
 	wr_error_free(err);
 }
 
-static int pass(const struct slack_config *cfg, struct store *st, int64_t now,
-		const atomic_bool *stopping, struct wr_error **err)
+static int pass(const struct slack_config *cfg, struct slack_outbox *outbox,
+		struct store *st, int64_t now, const atomic_bool *stopping,
+		struct wr_error **err)
 {
-	struct store_slack_post *due = NULL;
+	struct slack_post *due = NULL;
 	size_t n = 0;
-	int r = st->ops->slack_post_due(st, now, BATCH, &due, &n, err);
+	int r = outbox->ops->post_due(outbox, now, BATCH, &due, &n, err);
 	if (r < 0)
 		return r;
 	size_t i;
 	for (i = 0; i < n && !(stopping && atomic_load(stopping)); i++)
-		deliver(cfg, st, &due[i], now);
-	store_slack_posts_free(due, n);
+		deliver(cfg, outbox, st, &due[i], now);
+	slack_posts_free(due, n);
 	return (int)i;
 }
 
-int slack_notifier_pass(const struct slack_config *cfg, struct store *st,
+int slack_notifier_pass(const struct slack_config *cfg,
+			struct slack_outbox *outbox, struct store *st,
 			int64_t now_ms)
 {
 	struct wr_error *err = NULL;
-	int r = pass(cfg, st, now_ms, NULL, &err);
+	int r = pass(cfg, outbox, st, now_ms, NULL, &err);
 	wr_error_free(err);
 	return r;
 }
@@ -254,7 +257,8 @@ static void *notifier_main(void *arg)
 	while (!atomic_load(&n->stopping)) {
 		int64_t start = store_now_ms();
 		struct wr_error *err = NULL;
-		int r = pass(n->cfg, n->st, start, &n->stopping, &err);
+		int r =
+		    pass(n->cfg, n->outbox, n->st, start, &n->stopping, &err);
 		/* a failing store is logged once, and again only after it
 		 * worked in between */
 		if (r < 0 && !n->store_failing)
@@ -274,11 +278,12 @@ static void *notifier_main(void *arg)
 	return NULL;
 }
 
-int slack_notifier_start(const struct slack_config *cfg, struct store *st,
+int slack_notifier_start(const struct slack_config *cfg,
+			 struct slack_outbox *outbox, struct store *st,
 			 struct control *ctl, struct slack_notifier **out,
 			 struct wr_error **err)
 {
-	if (!cfg || !st || !ctl)
+	if (!cfg || !outbox || !st || !ctl)
 		return wr_error_set(err, EINVAL,
 				    "slack notifier: nothing to "
 				    "run with");
@@ -286,6 +291,7 @@ int slack_notifier_start(const struct slack_config *cfg, struct store *st,
 	if (!n)
 		return wr_error_set(err, ENOMEM, "slack notifier");
 	n->cfg = cfg;
+	n->outbox = outbox;
 	n->st = st;
 	n->ctl = ctl;
 	atomic_init(&n->stopping, false);

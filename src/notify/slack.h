@@ -13,9 +13,12 @@
  *     user or an agent wrote escaped, and the link to the session's page;
  *   - the Web API client (slack_client.c, libcurl): chat.postMessage,
  *     chat.postEphemeral, and a slash command's response_url;
- *   - the notifier (notifier.c): a thread that posts what the store's
- *     Slack outbox holds (replies; a session's outcome each time it rests
- *     in review or a terminal state), each once, retrying with back-off.
+ *   - the outbox (outbox.h): what is to be posted and the Events API
+ *     deliveries handled, durable, behind an interface of its own (the
+ *     SQLite store implements it);
+ *   - the notifier (notifier.c): a thread that posts what the outbox
+ *     holds (replies; a session's outcome each time it rests in review or
+ *     a terminal state), each once, retrying with back-off.
  *
  * The HTTP routes (POST /slack/commands, /slack/events) are the API's
  * (api/slack.c). Secrets (the signing secret, the bot token) are never
@@ -23,6 +26,7 @@
 #ifndef WR_NOTIFY_SLACK_H
 #define WR_NOTIFY_SLACK_H
 
+#include "notify/outbox.h"
 #include "sched/control.h"
 #include "store/store.h"
 #include "util/error.h"
@@ -246,11 +250,12 @@ int slack_send(const struct slack_config *cfg, const struct slack_message *m,
 
 struct slack_notifier;
 
-/* Starts the thread that posts the store's due Slack posts: at start
- * (what a previous server left), whenever a session has an event
- * (control_wait_events), and every second. cfg, st and ctl must outlive
- * it. */
-int slack_notifier_start(const struct slack_config *cfg, struct store *st,
+/* Starts the thread that posts the outbox's due posts: at start (what a
+ * previous server left), whenever a session has an event
+ * (control_wait_events), and every second. st is where it reads the
+ * sessions an outcome tells of. cfg, outbox, st and ctl must outlive it. */
+int slack_notifier_start(const struct slack_config *cfg,
+			 struct slack_outbox *outbox, struct store *st,
 			 struct control *ctl, struct slack_notifier **out,
 			 struct wr_error **err);
 /* Stops it (a post under way finishes first) and frees it. Call it before
@@ -259,7 +264,8 @@ void slack_notifier_stop(struct slack_notifier *n);
 /* One pass, in the caller's thread: posts what is due at now_ms (at most
  * a batch) and records each attempt. The number of posts attempted, or
  * -errno if the store failed. For tests; the thread runs the same. */
-int slack_notifier_pass(const struct slack_config *cfg, struct store *st,
+int slack_notifier_pass(const struct slack_config *cfg,
+			struct slack_outbox *outbox, struct store *st,
 			int64_t now_ms);
 
 #endif

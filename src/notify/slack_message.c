@@ -33,7 +33,7 @@ void slack_buf_add(struct slack_buf *b, const char *s, size_t n)
 {
 	if (b->failed)
 		return;
-	size_t cap = b->cap ? b->cap : STORE_SLACK_TEXT_MAX;
+	size_t cap = b->cap ? b->cap : SLACK_POST_TEXT_MAX;
 	if (n > cap - b->len) {
 		b->failed = true;
 		return;

@@ -175,7 +175,8 @@ void control_audit_transition(struct control *c, const char *user,
 	size_t n = 0;
 	if (seq > 0 &&
 	    c->st->ops->event_list(c->st, id, seq - 1, 1, &ev, &n, NULL) == 0 &&
-	    n == 1 && ev[0].seq == seq && !strcmp(ev[0].kind, "state"))
+	    n == 1 && ev[0].seq == seq &&
+	    event_kind_parse(ev[0].kind) == EVENT_STATE)
 		d = json_loads(ev[0].data_json, 0, NULL);
 	store_events_free(ev, n);
 	if (!json_is_object(d)) {
@@ -363,35 +364,48 @@ static void audit_model_credential(struct control *c, const char *id,
 }
 
 void control_audit_event(struct control *c, const char *session_id,
-			 const char *kind, const json_t *data, int64_t seq)
+			 enum event_kind kind, const json_t *data, int64_t seq)
 {
 	if (!data)
 		return;
-	if (!strcmp(kind, "transcript")) {
+	/* a record that copies an event is of the event's kind */
+	const char *name = event_kind_name(kind);
+	json_t *d = NULL;
+	switch (kind) {
+	case EVENT_TRANSCRIPT:
 		audit_transcript(c, session_id, data, seq);
-	} else if (!strcmp(kind, "verify")) {
-		audit_verify_event(c, session_id, data, seq);
-	} else if (!strcmp(kind, "result")) {
-		audit_result(c, session_id, data, seq);
-	} else if (!strcmp(kind, "usage")) {
+		break;
+	case EVENT_VERIFY: audit_verify_event(c, session_id, data, seq); break;
+	case EVENT_RESULT: audit_result(c, session_id, data, seq); break;
+	case EVENT_USAGE:
 		audit_model_credential(c, session_id, data, seq);
-	} else if (!strcmp(kind, "egress")) {
+		break;
+	case EVENT_EGRESS:
 		/* the proxy's decisions: what the agent tried to reach */
-		json_t *d = json_deep_copy(data);
+		d = json_deep_copy(data);
 		if (json_is_object(d))
 			json_object_set_new(d, "event_seq", json_integer(seq));
-		control_audit(c, session_id, "agent", kind, d);
-	} else if (!strcmp(kind, "turn") || !strcmp(kind, "checkpoint") ||
-		   !strcmp(kind, "sandbox") || !strcmp(kind, "retry") ||
-		   !strcmp(kind, "budget")) {
+		control_audit(c, session_id, "agent", name, d);
+		break;
+	case EVENT_TURN:
+	case EVENT_CHECKPOINT:
+	case EVENT_SANDBOX:
+	case EVENT_RETRY:
+	case EVENT_BUDGET:
 		/* small records of Warren's own: as they are */
-		json_t *d = json_deep_copy(data);
+		d = json_deep_copy(data);
 		if (json_is_object(d))
 			json_object_set_new(d, "event_seq", json_integer(seq));
-		control_audit(c, session_id, "system", kind, d);
+		control_audit(c, session_id, "system", name, d);
+		break;
+	case EVENT_STATE:    /* control_audit_transition has it */
+	case EVENT_MESSAGE:  /* control_audit_message has it */
+	case EVENT_BROKER:   /* the broker hook writes its own record */
+	case EVENT_OUTPUT:   /* lines are counted in the exec record */
+	case EVENT_PHASE:    /* timings are not security events */
+	case EVENT_SNAPSHOT: /* nor is the snapshot a session waits for */
+	case EVENT_KIND_MAX: break;
 	}
-	/* "output" lines are counted in the exec record; "phase" timings
-	 * and "usage" numbers are not security events */
 }
 
 /* ---- decisions ----------------------------------------------------------- */

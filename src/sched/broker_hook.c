@@ -35,7 +35,7 @@ static void audit_cb(void *ctx, const char *session_id, const json_t *details)
 	struct control *c = ctx;
 	json_t *d = json_deep_copy(details);
 	int64_t seq =
-	    control_event(c, session_id, "broker", json_deep_copy(details));
+	    control_event(c, session_id, EVENT_BROKER, json_deep_copy(details));
 	if (d && seq > 0)
 		json_object_set_new(d, "event_seq", json_integer(seq));
 	control_audit(c, session_id, "agent", "broker", d);

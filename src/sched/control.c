@@ -84,7 +84,7 @@ uint64_t control_wait_events(struct control *c, uint64_t gen, int timeout_ms)
 }
 
 int64_t control_event(struct control *c, const char *session_id,
-		      const char *kind, json_t *data)
+		      enum event_kind kind, json_t *data)
 {
 	char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
 	struct wr_error *err = NULL;
@@ -92,8 +92,9 @@ int64_t control_event(struct control *c, const char *session_id,
 					       text ? text : "{}", &err);
 	free(text);
 	if (seq < 0) {
+		const char *name = event_kind_name(kind);
 		fprintf(stderr, "warren serve: session %s: event %s: %s\n",
-			session_id, kind,
+			session_id, name ? name : "?",
 			err && err->msg ? err->msg : "failed");
 		wr_error_free(err);
 	}
@@ -1204,7 +1205,7 @@ static int reconcile(struct control *c, struct wr_error **err)
 					rerr && rerr->msg ? rerr->msg : "");
 				wr_error_free(rerr);
 			}
-			control_event(c, sb[i].name + 3, "sandbox",
+			control_event(c, sb[i].name + 3, EVENT_SANDBOX,
 				      json_pack("{s:s, s:s}", "sandbox",
 						sb[i].name, "action",
 						"stopped at server start"));

@@ -168,7 +168,7 @@ void control_egress_stop(struct control *c)
 static void audit_cb(void *ctx, const char *session_id, const json_t *details)
 {
 	struct control *c = ctx;
-	control_event(c, session_id, "egress", json_deep_copy(details));
+	control_event(c, session_id, EVENT_EGRESS, json_deep_copy(details));
 }
 
 /* The rules a snapshot build's own proxy (warren-egress) applies: the

@@ -230,7 +230,7 @@ void control_deadline(struct timespec *ts, uint64_t ms);
 void control_notify(struct control *c);
 /* Appends an event (data is consumed) and wakes the streams. */
 int64_t control_event(struct control *c, const char *session_id,
-		      const char *kind, json_t *data);
+		      enum event_kind kind, json_t *data);
 /* A state transition (see store.h) that also wakes the streams. */
 int64_t control_transition(struct control *c, const char *id, int from,
 			   enum session_state to,
@@ -256,7 +256,7 @@ void control_audit_user(struct control *c, const char *session_id,
 /* What an event (control_event, store seq) means for the audit, if
  * anything (data is not consumed). */
 void control_audit_event(struct control *c, const char *session_id,
-			 const char *kind, const json_t *data, int64_t seq);
+			 enum event_kind kind, const json_t *data, int64_t seq);
 void control_audit_transition(struct control *c, const char *user,
 			      const char *id, int from, enum session_state to,
 			      const struct store_session_update *upd,

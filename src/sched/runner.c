@@ -344,7 +344,7 @@ static void emit_line(struct turn *t, const char *stream, const char *line,
 	if (t->lines >= TURN_MAX_LINES || session_full) {
 		if (!t->truncated && !(session_full && run->output_capped))
 			control_event(
-			    run->ctl, run->id, "output",
+			    run->ctl, run->id, EVENT_OUTPUT,
 			    json_pack("{s:s, s:s, s:i, s:b}", "stream", stream,
 				      "line",
 				      session_full
@@ -376,7 +376,7 @@ static void emit_line(struct turn *t, const char *stream, const char *line,
 	json_object_set_new(data, "turn", json_integer(t->number));
 	if (partial)
 		json_object_set_new(data, "partial", json_true());
-	control_event(t->run->ctl, t->run->id, "output", data);
+	control_event(t->run->ctl, t->run->id, EVENT_OUTPUT, data);
 }
 
 /* Reads what fd has; returns false at EOF or error. */
@@ -619,7 +619,7 @@ static void checkpoint(struct run *run)
 		close(fd);
 	}
 	json_object_set_new(data, "workspace", json_string(upper ? upper : ""));
-	control_event(c, run->id, "checkpoint", data);
+	control_event(c, run->id, EVENT_CHECKPOINT, data);
 }
 
 /* Ends the session in a final state (the sandbox is already stopped). */
@@ -835,7 +835,7 @@ static enum turn_end verify_and_commit(struct run *run,
 			wr_error_free(err);
 			json_decref(vres);
 			if (refused && run_sandbox_alive(run, 0))
-				control_event(c, run->id, "result",
+				control_event(c, run->id, EVENT_RESULT,
 					      json_pack("{s:i, s:s}", "turn",
 							number, "error", why));
 			return refused || run_sandbox_alive(run, 125)
@@ -860,7 +860,7 @@ static enum turn_end verify_and_commit(struct run *run,
 		bool passed = json_is_true(json_object_get(vres, "passed"));
 		if (attempts == 1)
 			first_passed = passed;
-		control_event(c, run->id, "verify",
+		control_event(c, run->id, EVENT_VERIFY,
 			      json_pack("{s:i, s:i, s:O}", "turn", number,
 					"attempt", attempts, "verify", vres));
 		if (run_stop_requested(run)) {
@@ -925,7 +925,7 @@ static enum turn_end verify_and_commit(struct run *run,
 	json_object_set_new(result, "turn", json_integer(number));
 	if (*summary)
 		json_object_set_new(result, "summary", json_string(*summary));
-	control_event(c, run->id, "result", json_incref(result));
+	control_event(c, run->id, EVENT_RESULT, json_incref(result));
 	json_object_set_new(outcome, "result", result);
 	json_object_set_new(
 	    outcome, "usage",
@@ -997,7 +997,7 @@ static enum turn_end turns(struct run *run, struct store_session *s,
 			st->ops->session_update(st, run->id, &upd, NULL);
 			s->turns = number;
 		}
-		control_event(c, run->id, "turn",
+		control_event(c, run->id, EVENT_TURN,
 			      json_pack("{s:i, s:s}", "turn", number, "status",
 					"started"));
 		char *summary = NULL;
@@ -1012,7 +1012,7 @@ static enum turn_end turns(struct run *run, struct store_session *s,
 		for (size_t i = 0; i < nm; i++)
 			st->ops->message_consume(st, msgs[i].id, number, NULL);
 		store_messages_free(msgs, nm);
-		control_event(c, run->id, "turn",
+		control_event(c, run->id, EVENT_TURN,
 			      json_pack("{s:i, s:s, s:i}", "turn", number,
 					"status", "finished", "exit_code",
 					*exit_code == INT32_MIN ? -1
@@ -1057,7 +1057,7 @@ static void snapshot_wait_said(struct run *run, const struct store_repo *repo)
 	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
 	upd.reason = why;
 	c->st->ops->session_update(c->st, run->id, &upd, NULL);
-	control_event(c, run->id, "snapshot",
+	control_event(c, run->id, EVENT_SNAPSHOT,
 		      json_pack("{s:b, s:s, s:s?, s:s}", "waiting", 1, "repo",
 				repo->name, "build", state, "reason", why));
 	json_decref(b);
@@ -1139,7 +1139,7 @@ void *runner_main(void *arg)
 		if (policy) {
 			/* the record says whether the session waited for a
 			 * fresh snapshot, and why */
-			control_event(c, run->id, "snapshot",
+			control_event(c, run->id, EVENT_SNAPSHOT,
 				      json_pack("{s:s, s:O}", "snapshot",
 						snap.id, "policy", policy));
 			json_object_set_new(outcome, "snapshot_policy", policy);
@@ -1158,7 +1158,7 @@ void *runner_main(void *arg)
 		json_object_set_new(outcome, "limits",
 				    control_limits_to_json(&lim));
 		if (mono_ms() - t0 > 50)
-			control_event(c, run->id, "phase",
+			control_event(c, run->id, EVENT_PHASE,
 				      json_pack("{s:s, s:f}", "phase",
 						"snapshot", "ms",
 						mono_ms() - t0));
@@ -1178,7 +1178,7 @@ void *runner_main(void *arg)
 				finish(run, SESSION_FAILED, why, INT32_MIN);
 			goto out;
 		}
-		control_event(c, run->id, "phase",
+		control_event(c, run->id, EVENT_PHASE,
 			      json_pack("{s:s, s:O}", "phase", "ready",
 					"start_ms", start));
 		struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
@@ -1283,7 +1283,7 @@ void *runner_main(void *arg)
 		uint64_t backoff = c->cfg.retry_backoff_ms << (deaths - 1);
 		if (backoff > BACKOFF_MAX_MS)
 			backoff = BACKOFF_MAX_MS;
-		control_event(c, run->id, "retry",
+		control_event(c, run->id, EVENT_RETRY,
 			      json_pack("{s:i, s:I}", "attempt",
 					(int)(s.attempts + 1), "backoff_ms",
 					(json_int_t)backoff));

@@ -141,7 +141,8 @@ static int record_message(void *ctx, const json_t *message,
 	    u->cost);
 	if (!data)
 		return -ENOMEM;
-	return control_event(a->run->ctl, a->run->id, "transcript", data) < 0
+	return control_event(a->run->ctl, a->run->id, EVENT_TRANSCRIPT,
+			     data) < 0
 		   ? -EIO
 		   : 0;
 }
@@ -181,7 +182,7 @@ static json_t *transcript_load(struct control *c, const char *session_id,
 			break;
 		for (size_t i = 0; i < n; i++) {
 			after = ev[i].seq;
-			if (strcmp(ev[i].kind, "transcript"))
+			if (event_kind_parse(ev[i].kind) != EVENT_TRANSCRIPT)
 				continue;
 			json_t *d = json_loads(ev[i].data_json, 0, NULL);
 			json_t *m = json_object_get(d, "message");
@@ -296,7 +297,7 @@ enum turn_end work_agent_turn(struct run *run, const struct store_session *s,
 		end = TURN_FAILED;
 	} else {
 		if (res.end == AGENT_BUDGET)
-			control_event(c, run->id, "budget",
+			control_event(c, run->id, EVENT_BUDGET,
 				      json_pack("{s:s}", "reason",
 						res.summary ? res.summary : ""));
 		*summary = res.summary;
@@ -313,7 +314,7 @@ enum turn_end work_agent_turn(struct run *run, const struct store_session *s,
 	double tool_ms = run->usage.tool_ms - tool_ms0;
 	double harness_ms = mono_now_ms() - turn_t0 - model_ms - tool_ms;
 	control_event(
-	    c, run->id, "usage",
+	    c, run->id, EVENT_USAGE,
 	    json_pack("{s:i, s:I, s:I, s:f, s:i, s:i, s:s, s:f, s:f, s:f}",
 		      "turn", number, "prompt_tokens",
 		      (json_int_t)run->usage.prompt_tokens, "completion_tokens",

@@ -1,6 +1,7 @@
 /* sqlite.c - the SQLite store backend: connections, statements,
- * transactions, errors and migrations (the ops live in sqlite_catalog.c,
- * sqlite_session.c and sqlite_slack.c, the SQL in sqlite_schema.c).
+ * transactions, errors and migrations (the ops live in sqlite_catalog.c and
+ * sqlite_session.c, Slack's outbox in sqlite_slack.c, the SQL in
+ * sqlite_schema.c).
  *
  * Connections. SQLite allows one writer at a time per database anyway, so
  * the store has exactly one read-write connection, behind a mutex, and
@@ -478,13 +479,12 @@ static const struct store_ops sqlite_ops = {
     .message_consume = sq_message_consume,
     .artifact_add = sq_artifact_add,
     .artifact_list = sq_artifact_list,
-    .slack_post_add = sq_slack_post_add,
-    .slack_post_due = sq_slack_post_due,
-    .slack_post_update = sq_slack_post_update,
-    .slack_post_list = sq_slack_post_list,
-    .slack_event_claim = sq_slack_event_claim,
-    .slack_event_release = sq_slack_event_release,
 };
+
+struct sq_store *sq_store_of(struct store *st)
+{
+	return st && st->ops == &sqlite_ops ? sq_of(st) : NULL;
+}
 
 struct store *store_open_sqlite(const char *path, struct wr_error **err)
 {
@@ -525,7 +525,6 @@ struct store *store_open_sqlite(const char *path, struct wr_error **err)
 
 int store_schema_version(struct store *st)
 {
-	if (!st || st->ops != &sqlite_ops)
-		return -ENOTSUP;
-	return sq_of(st)->schema_version;
+	struct sq_store *s = sq_store_of(st);
+	return s ? s->schema_version : -ENOTSUP;
 }

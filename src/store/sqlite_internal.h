@@ -5,8 +5,9 @@
  * migrations; sqlite_schema.c holds every SQL text (the schema and the
  * statements, in one place for the PostgreSQL port); sqlite_catalog.c
  * implements tokens, repositories and snapshots; sqlite_session.c sessions,
- * events, messages and artifacts; sqlite_slack.c Slack's outbox and event
- * ids. Nothing here leaves the backend. */
+ * events, messages and artifacts; sqlite_slack.c Slack's outbox
+ * (notify/outbox.h: a second interface, over the same connections). Nothing
+ * here leaves the backend. */
 #ifndef WR_STORE_SQLITE_INTERNAL_H
 #define WR_STORE_SQLITE_INTERNAL_H
 
@@ -110,6 +111,9 @@ static inline struct sq_store *sq_of(struct store *st)
 {
 	return (struct sq_store *)st;
 }
+/* st as the SQLite backend's, or NULL if it is another backend's (or
+ * NULL): for what reaches it by another interface (Slack's outbox). */
+struct sq_store *sq_store_of(struct store *st);
 
 /* A connection, locked: the writer, or a reader from the pool. */
 struct sq_conn *sq_writer(struct sq_store *s);
@@ -232,7 +236,7 @@ int sq_session_update(struct store *st, const char *id,
 		      const struct store_session_update *upd,
 		      struct wr_error **err);
 int64_t sq_event_append(struct store *st, const char *session_id,
-			const char *kind, const char *data_json,
+			enum event_kind kind, const char *data_json,
 			struct wr_error **err);
 int sq_event_list(struct store *st, const char *session_id, int64_t after_seq,
 		  int limit, struct store_event **out, size_t *n_out,
@@ -250,22 +254,5 @@ int sq_artifact_add(struct store *st, const char *session_id,
 int sq_artifact_list(struct store *st, const char *session_id,
 		     struct store_artifact **out, size_t *n_out,
 		     struct wr_error **err);
-
-
-int64_t sq_slack_post_add(struct store *st, const struct store_slack_post *p,
-			  struct wr_error **err);
-int sq_slack_post_due(struct store *st, int64_t now_ms, int limit,
-		      struct store_slack_post **out, size_t *n_out,
-		      struct wr_error **err);
-int sq_slack_post_update(struct store *st, int64_t id,
-			 const struct store_slack_post_update *u,
-			 struct wr_error **err);
-int sq_slack_post_list(struct store *st, const char *session_id,
-		       struct store_slack_post **out, size_t *n_out,
-		       struct wr_error **err);
-int sq_slack_event_claim(struct store *st, const char *event_id, int64_t now_ms,
-			 int64_t keep_ms, struct wr_error **err);
-int sq_slack_event_release(struct store *st, const char *event_id,
-			   struct wr_error **err);
 
 #endif

@@ -20,7 +20,6 @@
 
 #define LIST_DEFAULT 50 /* session_list with limit <= 0 */
 #define LIST_MAX 500
-#define KIND_MAX 64
 #define USER_MAX 256
 #define ARTIFACT_NAME_MAX 1024
 
@@ -200,7 +199,7 @@ static int next_queue_seq(struct sq_conn *c, int64_t *out,
 /* Appends an event inside the caller's write transaction; its seq or
  * -errno (-ENOENT: no such session). */
 static int64_t append_event(struct sq_conn *c, const char *sid,
-			    const char *kind, const char *data, int64_t now,
+			    enum event_kind kind, const char *data, int64_t now,
 			    struct wr_error **err)
 {
 	_cleanup_(sq_resetp) sqlite3_stmt *next = NULL;
@@ -225,7 +224,7 @@ static int64_t append_event(struct sq_conn *c, const char *sid,
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int64(ins, 3, now);
 	if (rc == SQLITE_OK)
-		rc = sq_bind_text(ins, 4, kind);
+		rc = sq_bind_text(ins, 4, event_kind_name(kind));
 	if (rc == SQLITE_OK)
 		rc = sq_bind_text(ins, 5, data);
 	if (rc == SQLITE_OK)
@@ -402,8 +401,8 @@ int sq_session_create(struct store *st, const struct store_session *s,
 	if (rc != SQLITE_ROW)
 		return sq_error(c, rc, err, "create session %s: first message",
 				s->id);
-	int64_t seq = append_event(c, s->id, "state", "{\"state\":\"queued\"}",
-				   created, err);
+	int64_t seq = append_event(c, s->id, EVENT_STATE,
+				   "{\"state\":\"queued\"}", created, err);
 	if (seq < 0)
 		return (int)seq;
 	r = sq_commit(&tx, err);
@@ -646,7 +645,7 @@ int64_t sq_session_transition(struct store *st, const char *id, int from,
 	text = json_dumps(data, JSON_COMPACT);
 	if (!text)
 		return wr_error_set(err, ENOMEM, "session %s", id);
-	int64_t seq = append_event(c, id, "state", text, now, err);
+	int64_t seq = append_event(c, id, EVENT_STATE, text, now, err);
 	if (seq < 0)
 		return seq;
 	r = sq_commit(&tx, err);
@@ -694,17 +693,15 @@ uint64_t sq_session_writes(struct store *st)
 /* ---- events ------------------------------------------------------------- */
 
 int64_t sq_event_append(struct store *st, const char *session_id,
-			const char *kind, const char *data_json,
+			enum event_kind kind, const char *data_json,
 			struct wr_error **err)
 {
 	_cleanup_(sq_releasep) struct sq_conn *c = NULL;
 	_cleanup_(sq_rollbackp) struct sq_conn *tx = NULL;
 
-	if (!kind || !*kind || strlen(kind) > KIND_MAX)
-		return wr_error_input(err, EINVAL,
-				      "append event: bad kind (1 to %d "
-				      "bytes)",
-				      KIND_MAX);
+	if (!event_kind_name(kind))
+		return wr_error_input(err, EINVAL, "append event: bad kind %d",
+				      (int)kind);
 	if (!sq_id_ok(session_id))
 		return no_session(session_id, err);
 	if (!data_json)
@@ -815,7 +812,7 @@ int64_t sq_message_add(struct store *st, const char *session_id,
 		return wr_error_set(err, ENOMEM, "add message to %s",
 				    session_id);
 	int64_t seq =
-	    append_event(c, session_id, "message", data_text, now, err);
+	    append_event(c, session_id, EVENT_MESSAGE, data_text, now, err);
 	if (seq < 0)
 		return seq;
 	r = sq_commit(&tx, err);

@@ -1,6 +1,7 @@
-/* sqlite_slack.c - the SQLite backend's part for Slack (notify/slack.h):
- * the outbox of posts (slack_posts) and the event ids of the Events API
- * deliveries handled (slack_events).
+/* sqlite_slack.c - Slack's outbox (notify/outbox.h) in the SQLite store:
+ * the posts (slack_posts) and the event ids of the Events API deliveries
+ * handled (slack_events). It is an interface of its own beside struct
+ * store, over the store's connections (a handle that borrows them).
  *
  * A post is one row from the moment the API accepts what asks for it (a
  * slash command, a mention) until nothing more is to be posted for it
@@ -12,14 +13,26 @@
  * new one) is one BEGIN IMMEDIATE transaction. */
 #include "store/sqlite_internal.h"
 
+#include "notify/outbox.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define DUE_LIMIT_MAX 100
+
+struct sq_outbox {
+	struct slack_outbox base;
+	struct sq_store *store; /* borrowed: it outlives the outbox */
+};
+
+static struct sq_store *outbox_store(struct slack_outbox *ob)
+{
+	return ((struct sq_outbox *)ob)->store;
+}
 
 /* A printable, non-empty text of at most max bytes (ids, timestamps). */
 static bool token_ok(const char *s, size_t max)
@@ -42,10 +55,10 @@ static bool opt_text_ok(const char *s, size_t max)
 static int post_from_row(sqlite3_stmt *q, void *out)
 {
 	int kind =
-	    store_slack_kind_parse((const char *)sqlite3_column_text(q, 2));
+	    slack_post_kind_parse((const char *)sqlite3_column_text(q, 2));
 	if (kind < 0)
 		return -EIO; /* not a kind this build knows */
-	struct store_slack_post p = {
+	struct slack_post p = {
 	    .id = sqlite3_column_int64(q, 0),
 	    .kind = kind,
 	    .attempts = sqlite3_column_int(q, 9),
@@ -61,71 +74,71 @@ static int post_from_row(sqlite3_stmt *q, void *out)
 	    sq_column_strdup(q, 7, &p.text) < 0 ||
 	    sq_column_strdup(q, 8, &p.posted_state) < 0 ||
 	    sq_column_strdup(q, 13, &p.last_error) < 0) {
-		store_slack_post_clear(&p);
+		slack_post_clear(&p);
 		return -ENOMEM;
 	}
-	*(struct store_slack_post *)out = p;
+	*(struct slack_post *)out = p;
 	return 0;
 }
 
 static void post_clear(void *p)
 {
-	store_slack_post_clear(p);
+	slack_post_clear(p);
 }
 
 /* What a post must hold to be sendable, within the caps. */
-static int post_check(const struct store_slack_post *p, struct wr_error **err)
+static int post_check(const struct slack_post *p, struct wr_error **err)
 {
-	if (!p || !store_slack_kind_name(p->kind))
+	if (!p || !slack_post_kind_name(p->kind))
 		return wr_error_input(err, EINVAL, "add Slack post: bad kind");
 	if (p->session_id[0] && !sq_id_ok(p->session_id))
 		return wr_error_input(err, EINVAL,
 				      "add Slack post: bad session id");
-	if (p->kind == STORE_SLACK_OUTCOME && !p->session_id[0])
+	if (p->kind == SLACK_POST_OUTCOME && !p->session_id[0])
 		return wr_error_input(err, EINVAL,
 				      "add Slack post: an outcome needs a "
 				      "session");
-	if (p->kind != STORE_SLACK_OUTCOME && (!p->text || !*p->text))
+	if (p->kind != SLACK_POST_OUTCOME && (!p->text || !*p->text))
 		return wr_error_input(err, EINVAL,
 				      "add Slack post: a reply needs a text");
 	if (!p->channel && !p->response_url)
 		return wr_error_input(err, EINVAL,
 				      "add Slack post: no channel and no "
 				      "response_url");
-	if (p->kind == STORE_SLACK_EPHEMERAL && (!p->channel || !p->slack_user))
+	if (p->kind == SLACK_POST_EPHEMERAL && (!p->channel || !p->slack_user))
 		return wr_error_input(err, EINVAL,
 				      "add Slack post: an ephemeral reply "
 				      "needs a channel and a user");
-	if ((p->channel && !token_ok(p->channel, STORE_SLACK_ID_MAX)) ||
-	    (p->thread_ts && !token_ok(p->thread_ts, STORE_SLACK_ID_MAX)) ||
-	    (p->slack_user && !token_ok(p->slack_user, STORE_SLACK_ID_MAX)) ||
+	if ((p->channel && !token_ok(p->channel, SLACK_POST_ID_MAX)) ||
+	    (p->thread_ts && !token_ok(p->thread_ts, SLACK_POST_ID_MAX)) ||
+	    (p->slack_user && !token_ok(p->slack_user, SLACK_POST_ID_MAX)) ||
 	    (p->response_url &&
-	     !token_ok(p->response_url, STORE_SLACK_URL_MAX)) ||
-	    !opt_text_ok(p->text, STORE_SLACK_TEXT_MAX))
+	     !token_ok(p->response_url, SLACK_POST_URL_MAX)) ||
+	    !opt_text_ok(p->text, SLACK_POST_TEXT_MAX))
 		return wr_error_input(err, EINVAL,
 				      "add Slack post: a channel, thread, "
 				      "user or URL that is empty, too long "
 				      "or not printable, or a text over %d "
 				      "bytes",
-				      STORE_SLACK_TEXT_MAX);
+				      SLACK_POST_TEXT_MAX);
 	return 0;
 }
 
-int64_t sq_slack_post_add(struct store *st, const struct store_slack_post *p,
-			  struct wr_error **err)
+static int64_t post_add(struct slack_outbox *ob, const struct slack_post *p,
+			struct wr_error **err)
 {
 	int r = post_check(p, err);
 	if (r < 0)
 		return r;
 	int64_t created = p->created_ms ? p->created_ms : store_now_ms();
-	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(outbox_store(ob));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 	r = sq_prepare(c, SQ_SLACK_POST_INSERT, &q, err);
 	if (r < 0)
 		return r;
 	int rc = sq_bind_text(q, 1, p->session_id[0] ? p->session_id : NULL);
 	if (rc == SQLITE_OK)
-		rc = sq_bind_text(q, 2, store_slack_kind_name(p->kind));
+		rc = sq_bind_text(q, 2, slack_post_kind_name(p->kind));
 	if (rc == SQLITE_OK)
 		rc = sq_bind_text(q, 3, p->channel);
 	if (rc == SQLITE_OK)
@@ -153,16 +166,16 @@ int64_t sq_slack_post_add(struct store *st, const struct store_slack_post *p,
 	return sq_error(c, rc, err, "add Slack post");
 }
 
-int sq_slack_post_due(struct store *st, int64_t now_ms, int limit,
-		      struct store_slack_post **out, size_t *n_out,
-		      struct wr_error **err)
+static int post_due(struct slack_outbox *ob, int64_t now_ms, int limit,
+		    struct slack_post **out, size_t *n_out,
+		    struct wr_error **err)
 {
 	if (limit < 1 || limit > DUE_LIMIT_MAX)
 		return wr_error_input(err, EINVAL,
 				      "due Slack posts: limit %d not in "
 				      "1..%d",
 				      limit, DUE_LIMIT_MAX);
-	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(sq_of(st));
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(outbox_store(ob));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 	int r = sq_prepare(c, SQ_SLACK_POST_DUE, &q, err);
 	if (r < 0)
@@ -188,9 +201,8 @@ static int bind_keep_int64(sqlite3_stmt *q, int i, int64_t v)
 	return v < 0 ? sqlite3_bind_null(q, i) : sqlite3_bind_int64(q, i, v);
 }
 
-int sq_slack_post_update(struct store *st, int64_t id,
-			 const struct store_slack_post_update *u,
-			 struct wr_error **err)
+static int post_update(struct slack_outbox *ob, int64_t id,
+		       const struct slack_post_update *u, struct wr_error **err)
 {
 	if (!u)
 		return wr_error_input(err, EINVAL,
@@ -208,7 +220,7 @@ int sq_slack_post_update(struct store *st, int64_t id,
 		snprintf(error, sizeof(error), "%s", u->last_error);
 		last_error = error;
 	}
-	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(outbox_store(ob));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 	int r = sq_prepare(c, SQ_SLACK_POST_UPDATE, &q, err);
 	if (r < 0)
@@ -235,14 +247,14 @@ int sq_slack_post_update(struct store *st, int64_t id,
 	return 0;
 }
 
-int sq_slack_post_list(struct store *st, const char *session_id,
-		       struct store_slack_post **out, size_t *n_out,
-		       struct wr_error **err)
+static int post_list(struct slack_outbox *ob, const char *session_id,
+		     struct slack_post **out, size_t *n_out,
+		     struct wr_error **err)
 {
 	if (!sq_id_ok(session_id))
 		return wr_error_input(err, ENOENT, "no session %s",
 				      session_id ? session_id : "");
-	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(sq_of(st));
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(outbox_store(ob));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 	int r = sq_prepare(c, SQ_SLACK_POST_LIST, &q, err);
 	if (r < 0)
@@ -261,12 +273,12 @@ int sq_slack_post_list(struct store *st, const char *session_id,
 	return r;
 }
 
-int sq_slack_event_claim(struct store *st, const char *event_id, int64_t now_ms,
-			 int64_t keep_ms, struct wr_error **err)
+static int event_claim(struct slack_outbox *ob, const char *event_id,
+		       int64_t now_ms, int64_t keep_ms, struct wr_error **err)
 {
-	if (!token_ok(event_id, STORE_SLACK_ID_MAX))
+	if (!token_ok(event_id, SLACK_POST_ID_MAX))
 		return wr_error_input(err, EINVAL, "Slack event: bad event id");
-	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(outbox_store(ob));
 	_cleanup_(sq_rollbackp) struct sq_conn *tx = NULL;
 	_cleanup_(sq_resetp) sqlite3_stmt *prune = NULL;
 	_cleanup_(sq_resetp) sqlite3_stmt *ins = NULL;
@@ -303,12 +315,12 @@ int sq_slack_event_claim(struct store *st, const char *event_id, int64_t now_ms,
 	return sq_commit(&tx, err);
 }
 
-int sq_slack_event_release(struct store *st, const char *event_id,
-			   struct wr_error **err)
+static int event_release(struct slack_outbox *ob, const char *event_id,
+			 struct wr_error **err)
 {
-	if (!token_ok(event_id, STORE_SLACK_ID_MAX))
+	if (!token_ok(event_id, SLACK_POST_ID_MAX))
 		return 0;
-	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(outbox_store(ob));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 	int r = sq_prepare(c, SQ_SLACK_EVENT_DELETE, &q, err);
 	if (r < 0)
@@ -318,5 +330,36 @@ int sq_slack_event_release(struct store *st, const char *event_id,
 		rc = sqlite3_step(q);
 	if (rc != SQLITE_DONE)
 		return sq_error(c, rc, err, "forget Slack event %s", event_id);
+	return 0;
+}
+
+static void outbox_close(struct slack_outbox *ob)
+{
+	free(ob);
+}
+
+static const struct slack_outbox_ops sqlite_outbox_ops = {
+    .close = outbox_close,
+    .post_add = post_add,
+    .post_due = post_due,
+    .post_update = post_update,
+    .post_list = post_list,
+    .event_claim = event_claim,
+    .event_release = event_release,
+};
+
+int slack_outbox_open_sqlite(struct store *st, struct slack_outbox **out,
+			     struct wr_error **err)
+{
+	struct sq_store *s = sq_store_of(st);
+	if (!s)
+		return wr_error_set(err, EINVAL,
+				    "Slack outbox: not a SQLite store");
+	struct sq_outbox *ob = wr_calloc(1, sizeof(*ob));
+	if (!ob)
+		return wr_error_set(err, ENOMEM, "Slack outbox");
+	ob->base.ops = &sqlite_outbox_ops;
+	ob->store = s;
+	*out = &ob->base;
 	return 0;
 }

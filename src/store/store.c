@@ -204,43 +204,6 @@ void store_token_clear(struct store_token *t)
 	memset(t, 0, sizeof(*t));
 }
 
-void store_slack_post_clear(struct store_slack_post *p)
-{
-	if (!p)
-		return;
-	free(p->channel);
-	free(p->thread_ts);
-	free(p->response_url);
-	free(p->slack_user);
-	free(p->text);
-	free(p->posted_state);
-	free(p->last_error);
-	memset(p, 0, sizeof(*p));
-}
-
-static const char *const slack_kind_names[STORE_SLACK_KIND_MAX] = {
-    [STORE_SLACK_OUTCOME] = "outcome",
-    [STORE_SLACK_REPLY] = "reply",
-    [STORE_SLACK_EPHEMERAL] = "ephemeral",
-};
-
-const char *store_slack_kind_name(enum store_slack_kind k)
-{
-	if ((int)k < 0 || k >= STORE_SLACK_KIND_MAX)
-		return NULL;
-	return slack_kind_names[k];
-}
-
-int store_slack_kind_parse(const char *text)
-{
-	if (!text)
-		return -EINVAL;
-	for (int i = 0; i < STORE_SLACK_KIND_MAX; i++)
-		if (!strcmp(text, slack_kind_names[i]))
-			return i;
-	return -EINVAL;
-}
-
 static bool ascii_alnum(char ch)
 {
 	return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
@@ -280,5 +243,3 @@ DEFINE_ARRAY_FREE(store_messages_free, struct store_message,
 DEFINE_ARRAY_FREE(store_artifacts_free, struct store_artifact,
 		  store_artifact_clear)
 DEFINE_ARRAY_FREE(store_tokens_free, struct store_token, store_token_clear)
-DEFINE_ARRAY_FREE(store_slack_posts_free, struct store_slack_post,
-		  store_slack_post_clear)

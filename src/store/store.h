@@ -1,10 +1,12 @@
 /* store.h - the control plane's durable state, behind one interface.
  *
  * Owns repositories, snapshots (as the control plane knows them), sessions,
- * messages (prompts and follow-ups), events (each session's log), artifacts,
- * API tokens, and Slack's outbox and seen event ids. One backend today
- * (SQLite, WAL, store_open_sqlite); the interface is a struct of function
- * pointers so PostgreSQL can follow with the same portable SQL.
+ * messages (prompts and follow-ups), events (each session's log), artifacts
+ * and API tokens. One backend today (SQLite, WAL, store_open_sqlite); the
+ * interface is a struct of function pointers so PostgreSQL can follow with
+ * the same portable SQL. Slack's outbox is an interface of its own
+ * (notify/outbox.h), which a backend may implement beside this one (the
+ * SQLite backend does, in the same database).
  *
  * Rules every backend keeps:
  *   - every call is one transaction; a state transition and its event are
@@ -19,6 +21,7 @@
 #ifndef WR_STORE_STORE_H
 #define WR_STORE_STORE_H
 
+#include "store/event_kind.h"
 #include "util/error.h"
 
 #include <stdbool.h>
@@ -128,7 +131,9 @@ struct store_session_update {
 struct store_event {
 	int64_t seq; /* 1, 2, ... within the session */
 	int64_t time_ms;
-	char *kind;	 /* "state", "output", "phase", "message", ... */
+	/* the kind's name as stored (event_kind.h): "state", "output", ...;
+	 * parse it (event_kind_parse) to dispatch on it */
+	char *kind;
 	char *data_json; /* JSON object */
 };
 
@@ -166,49 +171,6 @@ struct store_token {
 	int64_t last_used_ms; /* 0: never; updated at most once a minute */
 	char id[STORE_TOKEN_ID_LEN + 1]; /* listings: the hash's first digits */
 };
-
-/* Slack (notify/slack.h): the outbox of what Warren posts to Slack. */
-enum store_slack_kind {
-	STORE_SLACK_OUTCOME,   /* a session's outcome, each time it rests */
-	STORE_SLACK_REPLY,     /* text, once, to a channel (or thread) */
-	STORE_SLACK_EPHEMERAL, /* text, once, seen by slack_user alone */
-	STORE_SLACK_KIND_MAX
-};
-
-/* Most bytes of a post's text, of its Slack ids and of its URL. */
-#define STORE_SLACK_TEXT_MAX (40 * 1024)
-#define STORE_SLACK_ID_MAX 64
-#define STORE_SLACK_URL_MAX 4096
-
-struct store_slack_post {
-	int64_t id;
-	char session_id[STORE_ID_MAX]; /* "" for none (a reply about none) */
-	enum store_slack_kind kind;
-	char *channel;	    /* where chat.postMessage posts, or NULL */
-	char *thread_ts;    /* the thread it answers in, or NULL */
-	char *response_url; /* a slash command's, or NULL */
-	char *slack_user;   /* who asked; who alone sees an ephemeral one */
-	char *text;	    /* reply, ephemeral: the text; outcome: NULL */
-	char *posted_state; /* outcome: the state last posted, or NULL */
-	int attempts;	    /* failed attempts since the last success */
-	int64_t created_ms;
-	int64_t next_ms; /* not tried again before this time */
-	int64_t done_ms; /* nothing more will be posted: 0 before */
-	char *last_error;
-};
-
-/* What slack_post_update changes; NULL / -1 keep the value. */
-struct store_slack_post_update {
-	const char *posted_state; /* NULL: keep */
-	int attempts;		  /* -1: keep */
-	int64_t next_ms;	  /* -1: keep */
-	int64_t done_ms;	  /* -1: keep */
-	const char *last_error;	  /* NULL: keep, "": clears */
-};
-#define STORE_SLACK_POST_UPDATE_INIT                                           \
-	{                                                                      \
-		.attempts = -1, .next_ms = -1, .done_ms = -1                   \
-	}
 
 struct store_session_filter {
 	int state;	    /* -1: any */
@@ -310,9 +272,10 @@ struct store_ops {
 			      const struct store_session_update *upd,
 			      struct wr_error **err);
 
-	/* Appends one event; returns its seq. */
+	/* Appends one event, stored with its kind's name; returns its seq.
+	 * -EINVAL for a kind out of range. */
 	int64_t (*event_append)(struct store *st, const char *session_id,
-				const char *kind, const char *data_json,
+				enum event_kind kind, const char *data_json,
 				struct wr_error **err);
 	/* Events with seq > after_seq, at most limit, in order. */
 	int (*event_list)(struct store *st, const char *session_id,
@@ -336,43 +299,6 @@ struct store_ops {
 	int (*artifact_list)(struct store *st, const char *session_id,
 			     struct store_artifact **out, size_t *n_out,
 			     struct wr_error **err);
-
-	/* Slack's outbox. Adds p (its id, attempts, next_ms, done_ms,
-	 * posted_state and last_error are not read; created_ms 0 means
-	 * now) and returns its id. -EINVAL for a post without a way to
-	 * send it (a channel or a response_url) or with fields past the
-	 * STORE_SLACK_* caps; -ENOENT when session_id names no session. */
-	int64_t (*slack_post_add)(struct store *st,
-				  const struct store_slack_post *p,
-				  struct wr_error **err);
-	/* The posts due at now_ms, oldest first, at most limit (1..100):
-	 * not done, next_ms <= now_ms, and for an outcome, its session
-	 * resting (review or a terminal state) in another state than the
-	 * one last posted, with every reply of the same session added
-	 * before it done (the outcome never overtakes the answer that
-	 * announced the session). */
-	int (*slack_post_due)(struct store *st, int64_t now_ms, int limit,
-			      struct store_slack_post **out, size_t *n_out,
-			      struct wr_error **err);
-	/* -ENOENT if there is no post id. */
-	int (*slack_post_update)(struct store *st, int64_t id,
-				 const struct store_slack_post_update *u,
-				 struct wr_error **err);
-	/* A session's posts, oldest first. */
-	int (*slack_post_list)(struct store *st, const char *session_id,
-			       struct store_slack_post **out, size_t *n_out,
-			       struct wr_error **err);
-	/* Records one of Slack's event ids (1..STORE_SLACK_ID_MAX printable
-	 * ASCII) as seen at now_ms, and forgets those seen before
-	 * now_ms - keep_ms, in one transaction. -EEXIST if it was seen
-	 * already (Slack retrying a delivery). */
-	int (*slack_event_claim)(struct store *st, const char *event_id,
-				 int64_t now_ms, int64_t keep_ms,
-				 struct wr_error **err);
-	/* Forgets an event id (its handling failed: Slack's retry is to be
-	 * handled). Unknown ids are no error. */
-	int (*slack_event_release)(struct store *st, const char *event_id,
-				   struct wr_error **err);
 };
 
 struct store {
@@ -402,11 +328,6 @@ void store_event_clear(struct store_event *e);
 void store_message_clear(struct store_message *m);
 void store_artifact_clear(struct store_artifact *a);
 void store_token_clear(struct store_token *t);
-void store_slack_post_clear(struct store_slack_post *p);
-/* "outcome", "reply", "ephemeral"; NULL for an out-of-range value. */
-const char *store_slack_kind_name(enum store_slack_kind k);
-/* The kind named text, or -EINVAL. */
-int store_slack_kind_parse(const char *text);
 /* Is name a valid token name (STORE_TOKEN_NAME_MAX)? */
 bool store_token_name_valid(const char *name);
 /* Free an array returned by a *_list call (clears every element). */
@@ -417,6 +338,5 @@ void store_events_free(struct store_event *v, size_t n);
 void store_messages_free(struct store_message *v, size_t n);
 void store_artifacts_free(struct store_artifact *v, size_t n);
 void store_tokens_free(struct store_token *v, size_t n);
-void store_slack_posts_free(struct store_slack_post *v, size_t n);
 
 #endif

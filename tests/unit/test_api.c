@@ -1122,7 +1122,7 @@ static void test_events(void **state)
 	for (int i = 0; i < 3; i++)
 		assert_true(
 		    st->ops->event_append(
-			st, id, "output",
+			st, id, EVENT_OUTPUT,
 			"{\"stream\":\"stdout\",\"line\":\"hi\",\"turn\":"
 			"1}",
 			NULL) > 0);
@@ -1235,7 +1235,7 @@ static void test_stream(void **state)
 	ssize_t n = api_stream_read(s, buf, sizeof(buf));
 	assert_int_equal(n, (ssize_t)strlen(": keepalive\n\n"));
 	assert_memory_equal(buf, ": keepalive\n\n", (size_t)n);
-	assert_true(st->ops->event_append(st, id, "output",
+	assert_true(st->ops->event_append(st, id, EVENT_OUTPUT,
 					  "{\"stream\":\"stderr\",\"line\":"
 					  "\"boom\",\"turn\":1}",
 					  NULL) == 2);
@@ -1246,7 +1246,7 @@ static void test_stream(void **state)
 	assert_non_null(strstr(buf, "\"line\":\"boom\""));
 	assert_string_equal(buf + n - 2, "\n\n");
 	/* small reads split the event; nothing is lost */
-	assert_true(st->ops->event_append(st, id, "phase",
+	assert_true(st->ops->event_append(st, id, EVENT_PHASE,
 					  "{\"phase\":\"restore\",\"ms\":3}",
 					  NULL) == 3);
 	char one[1];

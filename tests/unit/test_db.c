@@ -29,6 +29,7 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
+#include "store/event_kind.h"
 #include "store/store.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -264,6 +265,58 @@ static void test_state_names_and_lifecycle(void **state)
 	assert_false(
 	    session_transition_allowed(SESSION_STATE_MAX, SESSION_QUEUED));
 	assert_false(session_transition_allowed(SESSION_QUEUED, -1));
+}
+
+/* The event kinds' names are a contract (stored in the events table, sent
+ * over the API): the table holds exactly these, each round-trips, nothing
+ * else parses, and the store writes each kind under its name. */
+static void test_event_kinds(void **state)
+{
+	(void)state;
+	static const char *const contract[] = {
+	    "state",  "message", "phase",      "snapshot",
+	    "output", "turn",	 "transcript", "usage",
+	    "budget", "verify",	 "result",     "checkpoint",
+	    "retry",  "sandbox", "egress",     "broker"};
+	size_t n_contract = sizeof(contract) / sizeof(contract[0]);
+	assert_int_equal(EVENT_KIND_MAX, n_contract);
+	for (size_t i = 0; i < n_contract; i++) {
+		int k = event_kind_parse(contract[i]);
+		assert_true(k >= 0 && k < EVENT_KIND_MAX);
+		assert_string_equal(event_kind_name(k), contract[i]);
+	}
+	for (int i = 0; i < EVENT_KIND_MAX; i++) {
+		const char *name = event_kind_name(i);
+		assert_non_null(name);
+		assert_int_equal(event_kind_parse(name), i);
+	}
+	assert_string_equal(event_kind_name(EVENT_TRANSCRIPT), "transcript");
+	assert_null(event_kind_name(EVENT_KIND_MAX));
+	assert_null(event_kind_name((enum event_kind) - 1));
+	assert_int_equal(event_kind_parse("State"), -EINVAL);
+	assert_int_equal(event_kind_parse("state "), -EINVAL);
+	assert_int_equal(event_kind_parse("outputs"), -EINVAL);
+	assert_int_equal(event_kind_parse("nonsense"), -EINVAL);
+	assert_int_equal(event_kind_parse(""), -EINVAL);
+	assert_int_equal(event_kind_parse(NULL), -EINVAL);
+
+	struct store *st = open_db("kinds.db");
+	char repo[STORE_ID_MAX], sid[STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	add_session(st, repo, sid); /* event 1: state */
+	for (int i = 0; i < EVENT_KIND_MAX; i++)
+		assert_int_equal(
+		    OK(st->ops->event_append(st, sid, i, NULL, &err_)), i + 2);
+	FAILS(EINVAL, st->ops->event_append(st, sid, (enum event_kind) - 1,
+					    NULL, &err_));
+	struct store_event *ev = NULL;
+	size_t n = 0;
+	OK(st->ops->event_list(st, sid, 1, 0, &ev, &n, &err_));
+	assert_int_equal(n, EVENT_KIND_MAX);
+	for (size_t i = 0; i < n; i++)
+		assert_string_equal(ev[i].kind, event_kind_name(i));
+	store_events_free(ev, n);
+	store_close(st);
 }
 
 static void test_new_id(void **state)
@@ -926,7 +979,7 @@ static void test_transition_and_event_are_atomic(void **state)
 
 	/* other kinds still go in, and the seqs stay gapless */
 	assert_int_equal(
-	    OK(st->ops->event_append(st, sid, "output", NULL, &err_)), 2);
+	    OK(st->ops->event_append(st, sid, EVENT_OUTPUT, NULL, &err_)), 2);
 	raw_sql("w.db", "DROP TRIGGER no_state_events");
 	assert_int_equal(OK(st->ops->session_transition(st, sid, SESSION_QUEUED,
 							SESSION_PROVISIONING,
@@ -996,7 +1049,8 @@ static void test_session_writes(void **state)
 	OK(st->ops->session_update(st, a, &upd, &err_));
 	assert_int_equal(st->ops->session_writes(st), n0 + 3);
 	/* events, reads and refused writes do not count */
-	OK(st->ops->event_append(st, a, "output", "{\"line\":\"x\"}", &err_));
+	OK(st->ops->event_append(st, a, EVENT_OUTPUT, "{\"line\":\"x\"}",
+				 &err_));
 	struct store_session got;
 	OK(st->ops->session_get(st, a, &got, &err_));
 	store_session_clear(&got);
@@ -1020,11 +1074,11 @@ static void test_events(void **state)
 		char data[64];
 		snprintf(data, sizeof(data),
 			 "{\"stream\":\"stdout\",\"line\":\"%d\"}", i);
-		assert_int_equal(
-		    OK(st->ops->event_append(st, sid, "output", data, &err_)),
-		    i + 2);
+		assert_int_equal(OK(st->ops->event_append(st, sid, EVENT_OUTPUT,
+							  data, &err_)),
+				 i + 2);
 	}
-	assert_int_equal(OK(st->ops->event_append(st, other, "phase",
+	assert_int_equal(OK(st->ops->event_append(st, other, EVENT_PHASE,
 						  "{\"phase\":\"x\"}", &err_)),
 			 2);
 
@@ -1049,13 +1103,14 @@ static void test_events(void **state)
 	store_events_free(ev, n);
 
 	FAILS(ENOENT,
-	      st->ops->event_append(st, "s-none", "output", "{}", &err_));
+	      st->ops->event_append(st, "s-none", EVENT_OUTPUT, "{}", &err_));
 	FAILS(ENOENT, st->ops->event_list(st, "s-none", 0, 10, &ev, &n, &err_));
 	FAILS(EINVAL,
-	      st->ops->event_append(st, sid, "output", "not json", &err_));
+	      st->ops->event_append(st, sid, EVENT_OUTPUT, "not json", &err_));
+	FAILS(EINVAL, st->ops->event_append(st, sid, EVENT_OUTPUT,
+					    "\"a string\"", &err_));
 	FAILS(EINVAL,
-	      st->ops->event_append(st, sid, "output", "\"a string\"", &err_));
-	FAILS(EINVAL, st->ops->event_append(st, sid, "", "{}", &err_));
+	      st->ops->event_append(st, sid, EVENT_KIND_MAX, "{}", &err_));
 	size_t big_len = STORE_EVENT_DATA_MAX + 10;
 	char *big = malloc(big_len + 1);
 	assert_non_null(big);
@@ -1063,11 +1118,11 @@ static void test_events(void **state)
 	big[0] = '{';
 	big[big_len - 1] = '}';
 	big[big_len] = '\0';
-	FAILS(E2BIG, st->ops->event_append(st, sid, "output", big, &err_));
+	FAILS(E2BIG, st->ops->event_append(st, sid, EVENT_OUTPUT, big, &err_));
 	free(big);
 	/* nothing of the failures took a seq */
 	assert_int_equal(
-	    OK(st->ops->event_append(st, sid, "turn", NULL, &err_)), 22);
+	    OK(st->ops->event_append(st, sid, EVENT_TURN, NULL, &err_)), 22);
 	store_close(st);
 }
 
@@ -1089,8 +1144,8 @@ static void *append_loop(void *arg)
 	struct appender *a = arg;
 	for (int i = 0; i < APPENDS; i++) {
 		struct wr_error *err = NULL;
-		a->seqs[i] = a->st->ops->event_append(a->st, a->sid, "output",
-						      "{\"line\":\"x\"}", &err);
+		a->seqs[i] = a->st->ops->event_append(
+		    a->st, a->sid, EVENT_OUTPUT, "{\"line\":\"x\"}", &err);
 		if (a->seqs[i] < 0) {
 			if (!a->failures++)
 				snprintf(a->first_error, sizeof(a->first_error),
@@ -1583,6 +1638,7 @@ int main(void)
 #define T(f) cmocka_unit_test_setup_teardown(f, test_setup, test_teardown)
 	const struct CMUnitTest tests[] = {
 	    T(test_state_names_and_lifecycle),
+	    T(test_event_kinds),
 	    T(test_new_id),
 	    T(test_open_creates_migrates_and_reopens),
 	    T(test_open_refuses_newer_schema),

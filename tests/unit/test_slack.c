@@ -39,6 +39,7 @@
 
 static char root[] = "/tmp/warren-unit-slack.XXXXXX";
 static struct store *st;
+static struct slack_outbox *ob;
 static struct control *ctl;
 static struct api *api;	  /* with Slack */
 static struct api *plain; /* without */
@@ -132,6 +133,8 @@ static int group_setup(void **state)
 	st = store_open_sqlite(db, &err);
 	if (!st)
 		return -1;
+	if (slack_outbox_open_sqlite(st, &ob, &err) < 0)
+		return -1;
 	struct control_config cc = {.data_dir = root,
 				     .no_worker = true,
 				     .no_remote_check = true};
@@ -143,10 +146,12 @@ static int group_setup(void **state)
 		return -1;
 	snprintf(repo_id, sizeof(repo_id), "%s", repo.id);
 	store_repo_clear(&repo);
-	struct api_config ac = {.st = st, .ctl = ctl, .slack = &cfg};
+	struct api_config ac = {
+	    .st = st, .ctl = ctl, .slack = &cfg, .slack_outbox = ob};
 	if (api_new(&ac, &api, &err) < 0)
 		return -1;
 	ac.slack = NULL;
+	ac.slack_outbox = NULL;
 	if (api_new(&ac, &plain, &err) < 0)
 		return -1;
 	return 0;
@@ -158,6 +163,7 @@ static int group_teardown(void **state)
 	api_stop(api);
 	api_stop(plain);
 	control_stop(ctl);
+	slack_outbox_close(ob);
 	store_close(st);
 	slack_config_clear(&cfg);
 	nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
@@ -854,29 +860,27 @@ static void new_session(const char *user, char id_out[STORE_ID_MAX])
 
 static size_t count_due(int64_t now)
 {
-	struct store_slack_post *v = NULL;
+	struct slack_post *v = NULL;
 	size_t n = 0;
-	assert_int_equal(st->ops->slack_post_due(st, now, 100, &v, &n, NULL),
-			 0);
-	store_slack_posts_free(v, n);
+	assert_int_equal(ob->ops->post_due(ob, now, 100, &v, &n, NULL), 0);
+	slack_posts_free(v, n);
 	return n;
 }
 
 /* Marks every due post done (so that each test starts with none). */
 static void drain(void)
 {
-	struct store_slack_post *v = NULL;
+	struct slack_post *v = NULL;
 	size_t n = 0;
 	int64_t far = store_now_ms() + 365ll * 86400 * 1000;
-	assert_int_equal(st->ops->slack_post_due(st, far, 100, &v, &n, NULL),
-			 0);
+	assert_int_equal(ob->ops->post_due(ob, far, 100, &v, &n, NULL), 0);
 	for (size_t i = 0; i < n; i++) {
-		struct store_slack_post_update u = STORE_SLACK_POST_UPDATE_INIT;
+		struct slack_post_update u = SLACK_POST_UPDATE_INIT;
 		u.done_ms = 1;
-		assert_int_equal(
-		    st->ops->slack_post_update(st, v[i].id, &u, NULL), 0);
+		assert_int_equal(ob->ops->post_update(ob, v[i].id, &u, NULL),
+				 0);
 	}
-	store_slack_posts_free(v, n);
+	slack_posts_free(v, n);
 }
 
 static void test_outbox(void **state)
@@ -886,35 +890,35 @@ static void test_outbox(void **state)
 	char sid[STORE_ID_MAX];
 	new_session("alice", sid);
 	struct wr_error *err = NULL;
-	struct store_slack_post p = {.kind = STORE_SLACK_OUTCOME,
-				     .channel = "C1",
-				     .thread_ts = "1.5",
-				     .slack_user = "UALICE"};
+	struct slack_post p = {.kind = SLACK_POST_OUTCOME,
+			       .channel = "C1",
+			       .thread_ts = "1.5",
+			       .slack_user = "UALICE"};
 	snprintf(p.session_id, sizeof(p.session_id), "%s", sid);
-	int64_t id = st->ops->slack_post_add(st, &p, &err);
+	int64_t id = ob->ops->post_add(ob, &p, &err);
 	assert_true(id > 0);
 	int64_t now = store_now_ms();
 	/* queued: not due */
 	assert_int_equal(count_due(now), 0);
 	/* a reply is due at once */
-	struct store_slack_post reply = {
-	    .kind = STORE_SLACK_REPLY, .channel = "C1", .text = "hello"};
-	int64_t rid = st->ops->slack_post_add(st, &reply, NULL);
+	struct slack_post reply = {
+	    .kind = SLACK_POST_REPLY, .channel = "C1", .text = "hello"};
+	int64_t rid = ob->ops->post_add(ob, &reply, NULL);
 	assert_true(rid > id);
 	assert_int_equal(count_due(now), 1);
-	struct store_slack_post_update u = STORE_SLACK_POST_UPDATE_INIT;
+	struct slack_post_update u = SLACK_POST_UPDATE_INIT;
 	u.done_ms = now;
-	assert_int_equal(st->ops->slack_post_update(st, rid, &u, NULL), 0);
+	assert_int_equal(ob->ops->post_update(ob, rid, &u, NULL), 0);
 	assert_int_equal(count_due(now), 0);
 
 	/* cancelled: it rests, the outcome is due */
 	assert_int_equal(control_cancel(ctl, sid, "alice", NULL), 0);
-	struct store_slack_post *v = NULL;
+	struct slack_post *v = NULL;
 	size_t n = 0;
-	assert_int_equal(st->ops->slack_post_due(st, now, 10, &v, &n, NULL), 0);
+	assert_int_equal(ob->ops->post_due(ob, now, 10, &v, &n, NULL), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(v[0].id, id);
-	assert_int_equal(v[0].kind, STORE_SLACK_OUTCOME);
+	assert_int_equal(v[0].kind, SLACK_POST_OUTCOME);
 	assert_string_equal(v[0].session_id, sid);
 	assert_string_equal(v[0].channel, "C1");
 	assert_string_equal(v[0].thread_ts, "1.5");
@@ -922,84 +926,89 @@ static void test_outbox(void **state)
 	assert_null(v[0].response_url);
 	assert_null(v[0].posted_state);
 	assert_int_equal(v[0].done_ms, 0);
-	store_slack_posts_free(v, n);
+	slack_posts_free(v, n);
 	/* a failed attempt: not due before next_ms */
-	u = (struct store_slack_post_update)STORE_SLACK_POST_UPDATE_INIT;
+	u = (struct slack_post_update)SLACK_POST_UPDATE_INIT;
 	u.attempts = 1;
 	u.next_ms = now + 1000;
 	u.last_error = "HTTP 503";
-	assert_int_equal(st->ops->slack_post_update(st, id, &u, NULL), 0);
+	assert_int_equal(ob->ops->post_update(ob, id, &u, NULL), 0);
 	assert_int_equal(count_due(now), 0);
 	assert_int_equal(count_due(now + 1000), 1);
 	/* posted for the state it is in: not due again */
-	u = (struct store_slack_post_update)STORE_SLACK_POST_UPDATE_INIT;
+	u = (struct slack_post_update)SLACK_POST_UPDATE_INIT;
 	u.posted_state = "cancelled";
 	u.attempts = 0;
 	u.last_error = "";
-	assert_int_equal(st->ops->slack_post_update(st, id, &u, NULL), 0);
+	assert_int_equal(ob->ops->post_update(ob, id, &u, NULL), 0);
 	assert_int_equal(count_due(now + 1000), 0);
-	assert_int_equal(st->ops->slack_post_list(st, sid, &v, &n, NULL), 0);
+	assert_int_equal(ob->ops->post_list(ob, sid, &v, &n, NULL), 0);
 	assert_int_equal(n, 1);
 	assert_string_equal(v[0].posted_state, "cancelled");
 	assert_int_equal(v[0].attempts, 0);
 	assert_null(v[0].last_error);
-	store_slack_posts_free(v, n);
+	slack_posts_free(v, n);
 
 	/* an outcome waits for the replies about its session written
 	 * before it */
 	char sid2[STORE_ID_MAX];
 	new_session("alice", sid2);
-	struct store_slack_post started = {
-	    .kind = STORE_SLACK_REPLY, .channel = "C1", .text = "Started"};
+	struct slack_post started = {
+	    .kind = SLACK_POST_REPLY, .channel = "C1", .text = "Started"};
 	snprintf(started.session_id, sizeof(started.session_id), "%s", sid2);
-	int64_t sid2_reply = st->ops->slack_post_add(st, &started, NULL);
+	int64_t sid2_reply = ob->ops->post_add(ob, &started, NULL);
 	snprintf(p.session_id, sizeof(p.session_id), "%s", sid2);
-	int64_t sid2_outcome = st->ops->slack_post_add(st, &p, NULL);
+	int64_t sid2_outcome = ob->ops->post_add(ob, &p, NULL);
 	assert_true(sid2_reply > 0 && sid2_outcome > sid2_reply);
 	assert_int_equal(control_cancel(ctl, sid2, "alice", NULL), 0);
-	assert_int_equal(st->ops->slack_post_due(st, now, 10, &v, &n, NULL), 0);
+	assert_int_equal(ob->ops->post_due(ob, now, 10, &v, &n, NULL), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(v[0].id, sid2_reply);
-	store_slack_posts_free(v, n);
-	u = (struct store_slack_post_update)STORE_SLACK_POST_UPDATE_INIT;
+	slack_posts_free(v, n);
+	u = (struct slack_post_update)SLACK_POST_UPDATE_INIT;
 	u.done_ms = now;
-	assert_int_equal(st->ops->slack_post_update(st, sid2_reply, &u, NULL),
-			 0);
-	assert_int_equal(st->ops->slack_post_due(st, now, 10, &v, &n, NULL), 0);
+	assert_int_equal(ob->ops->post_update(ob, sid2_reply, &u, NULL), 0);
+	assert_int_equal(ob->ops->post_due(ob, now, 10, &v, &n, NULL), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(v[0].id, sid2_outcome);
-	store_slack_posts_free(v, n);
-	assert_int_equal(st->ops->slack_post_update(st, sid2_outcome, &u, NULL),
-			 0);
+	slack_posts_free(v, n);
+	assert_int_equal(ob->ops->post_update(ob, sid2_outcome, &u, NULL), 0);
 
 	/* what the store refuses */
-	struct store_slack_post bad = {.kind = STORE_SLACK_OUTCOME,
-				       .channel = "C1"};
-	assert_int_equal(st->ops->slack_post_add(st, &bad, &err), -EINVAL);
+	struct slack_post bad = {.kind = SLACK_POST_OUTCOME, .channel = "C1"};
+	assert_int_equal(ob->ops->post_add(ob, &bad, &err), -EINVAL);
 	wr_error_freep(&err);
 	snprintf(bad.session_id, sizeof(bad.session_id), "s-nosuch");
-	assert_int_equal(st->ops->slack_post_add(st, &bad, &err), -ENOENT);
+	assert_int_equal(ob->ops->post_add(ob, &bad, &err), -ENOENT);
 	wr_error_freep(&err);
 	bad.channel = NULL;
 	snprintf(bad.session_id, sizeof(bad.session_id), "%s", sid);
-	assert_int_equal(st->ops->slack_post_add(st, &bad, &err), -EINVAL);
+	assert_int_equal(ob->ops->post_add(ob, &bad, &err), -EINVAL);
 	wr_error_freep(&err);
-	struct store_slack_post eph = {
-	    .kind = STORE_SLACK_EPHEMERAL, .channel = "C1", .text = "x"};
-	assert_int_equal(st->ops->slack_post_add(st, &eph, &err), -EINVAL);
+	struct slack_post eph = {
+	    .kind = SLACK_POST_EPHEMERAL, .channel = "C1", .text = "x"};
+	assert_int_equal(ob->ops->post_add(ob, &eph, &err), -EINVAL);
 	wr_error_freep(&err);
 	eph.slack_user = "U 1";
-	assert_int_equal(st->ops->slack_post_add(st, &eph, &err), -EINVAL);
+	assert_int_equal(ob->ops->post_add(ob, &eph, &err), -EINVAL);
 	wr_error_freep(&err);
-	assert_int_equal(st->ops->slack_post_update(st, 999999, &u, &err),
-			 -ENOENT);
+	assert_int_equal(ob->ops->post_update(ob, 999999, &u, &err), -ENOENT);
 	wr_error_freep(&err);
 	u.posted_state = "nonsense";
-	assert_int_equal(st->ops->slack_post_update(st, id, &u, &err), -EINVAL);
+	assert_int_equal(ob->ops->post_update(ob, id, &u, &err), -EINVAL);
 	wr_error_freep(&err);
-	assert_int_equal(st->ops->slack_post_due(st, now, 0, &v, &n, &err),
-			 -EINVAL);
+	assert_int_equal(ob->ops->post_due(ob, now, 0, &v, &n, &err), -EINVAL);
 	wr_error_freep(&err);
+	/* the outbox is the SQLite store's, and the API's Slack needs one */
+	struct slack_outbox *none = NULL;
+	assert_int_equal(slack_outbox_open_sqlite(NULL, &none, &err), -EINVAL);
+	wr_error_freep(&err);
+	assert_null(none);
+	struct api *no_outbox = NULL;
+	struct api_config ac = {.st = st, .ctl = ctl, .slack = &cfg};
+	assert_int_equal(api_new(&ac, &no_outbox, &err), -EINVAL);
+	wr_error_freep(&err);
+	assert_null(no_outbox);
 }
 
 static void test_event_ids(void **state)
@@ -1007,30 +1016,24 @@ static void test_event_ids(void **state)
 	(void)state;
 	struct wr_error *err = NULL;
 	int64_t day = SLACK_EVENT_KEEP_MS;
-	assert_int_equal(st->ops->slack_event_claim(st, "EvA", 1000, day, NULL),
-			 0);
-	assert_int_equal(st->ops->slack_event_claim(st, "EvA", 2000, day, &err),
+	assert_int_equal(ob->ops->event_claim(ob, "EvA", 1000, day, NULL), 0);
+	assert_int_equal(ob->ops->event_claim(ob, "EvA", 2000, day, &err),
 			 -EEXIST);
 	wr_error_freep(&err);
-	assert_int_equal(st->ops->slack_event_claim(st, "EvB", 2000, day, NULL),
-			 0);
+	assert_int_equal(ob->ops->event_claim(ob, "EvB", 2000, day, NULL), 0);
 	/* released: handled again */
-	assert_int_equal(st->ops->slack_event_release(st, "EvB", NULL), 0);
-	assert_int_equal(st->ops->slack_event_claim(st, "EvB", 3000, day, NULL),
-			 0);
-	assert_int_equal(st->ops->slack_event_release(st, "EvNone", NULL), 0);
+	assert_int_equal(ob->ops->event_release(ob, "EvB", NULL), 0);
+	assert_int_equal(ob->ops->event_claim(ob, "EvB", 3000, day, NULL), 0);
+	assert_int_equal(ob->ops->event_release(ob, "EvNone", NULL), 0);
 	/* forgotten after a day */
 	assert_int_equal(
-	    st->ops->slack_event_claim(st, "EvC", 1000 + day + 1, day, NULL),
-	    0);
+	    ob->ops->event_claim(ob, "EvC", 1000 + day + 1, day, NULL), 0);
 	assert_int_equal(
-	    st->ops->slack_event_claim(st, "EvA", 1000 + day + 2, day, NULL),
-	    0);
-	assert_int_equal(st->ops->slack_event_claim(st, "Ev A", 1, day, &err),
+	    ob->ops->event_claim(ob, "EvA", 1000 + day + 2, day, NULL), 0);
+	assert_int_equal(ob->ops->event_claim(ob, "Ev A", 1, day, &err),
 			 -EINVAL);
 	wr_error_freep(&err);
-	assert_int_equal(st->ops->slack_event_claim(st, "", 1, day, &err),
-			 -EINVAL);
+	assert_int_equal(ob->ops->event_claim(ob, "", 1, day, &err), -EINVAL);
 	wr_error_freep(&err);
 }
 
@@ -1202,17 +1205,17 @@ static void test_command_route(void **state)
 	assert_string_equal(s.prompt, "fix it");
 	assert_string_equal(s.repo_id, repo_id);
 	store_session_clear(&s);
-	struct store_slack_post *v = NULL;
+	struct slack_post *v = NULL;
 	size_t n = 0;
-	assert_int_equal(st->ops->slack_post_list(st, sid, &v, &n, NULL), 0);
+	assert_int_equal(ob->ops->post_list(ob, sid, &v, &n, NULL), 0);
 	assert_int_equal(n, 1);
-	assert_int_equal(v[0].kind, STORE_SLACK_OUTCOME);
+	assert_int_equal(v[0].kind, SLACK_POST_OUTCOME);
 	assert_string_equal(v[0].response_url,
 			    "http://127.0.0.1:9/commands/T1/1/abc");
 	assert_string_equal(v[0].channel, "C42");
 	assert_null(v[0].thread_ts);
 	assert_string_equal(v[0].slack_user, "UALICE");
-	store_slack_posts_free(v, n);
+	slack_posts_free(v, n);
 
 	/* status: alice's own; another user's is not found for her */
 	_cleanup_free_ char *status_text = wr_asprintf("status+%s", sid);
@@ -1264,20 +1267,19 @@ static char *mention_body(const char *event_id, const char *user,
 }
 
 /* The posts in the outbox that are not done: replies of no session. */
-static size_t replies_to(const char *user, enum store_slack_kind kind,
+static size_t replies_to(const char *user, enum slack_post_kind kind,
 			 const char *part)
 {
-	struct store_slack_post *v = NULL;
+	struct slack_post *v = NULL;
 	size_t n = 0, found = 0;
 	assert_int_equal(
-	    st->ops->slack_post_due(st, store_now_ms() + 1, 100, &v, &n, NULL),
-	    0);
+	    ob->ops->post_due(ob, store_now_ms() + 1, 100, &v, &n, NULL), 0);
 	for (size_t i = 0; i < n; i++)
 		if (v[i].kind == kind && v[i].slack_user &&
 		    !strcmp(v[i].slack_user, user) && v[i].text &&
 		    strstr(v[i].text, part))
 			found++;
-	store_slack_posts_free(v, n);
+	slack_posts_free(v, n);
 	return found;
 }
 
@@ -1317,7 +1319,7 @@ static void test_event_route(void **state)
 	assert_true(json_is_true(json_object_get(j, "ok")));
 	json_decref(j);
 	assert_int_equal(sessions_now(), before + 1);
-	assert_int_equal(replies_to("UALICE", STORE_SLACK_REPLY,
+	assert_int_equal(replies_to("UALICE", SLACK_POST_REPLY,
 				    "Started session <" BASE_URL),
 			 1);
 	/* Slack's retry of the same delivery: nothing more */
@@ -1325,7 +1327,7 @@ static void test_event_route(void **state)
 	json_decref(j);
 	assert_int_equal(sessions_now(), before + 1);
 	assert_int_equal(
-	    replies_to("UALICE", STORE_SLACK_REPLY, "Started session"), 1);
+	    replies_to("UALICE", SLACK_POST_REPLY, "Started session"), 1);
 	/* its outcome goes to the thread under the mention */
 	struct store_session *list = NULL;
 	size_t n = 0;
@@ -1334,18 +1336,17 @@ static void test_event_route(void **state)
 	assert_int_equal(st->ops->session_list(st, &f, &list, &n, NULL), 0);
 	assert_int_equal(n, 1);
 	assert_string_equal(list[0].prompt, "fix the greeting");
-	struct store_slack_post *v = NULL;
+	struct slack_post *v = NULL;
 	size_t np = 0;
-	assert_int_equal(
-	    st->ops->slack_post_list(st, list[0].id, &v, &np, NULL), 0);
+	assert_int_equal(ob->ops->post_list(ob, list[0].id, &v, &np, NULL), 0);
 	assert_int_equal(np, 2);
 	/* the answer first: the outcome waits for it */
-	assert_int_equal(v[0].kind, STORE_SLACK_REPLY);
-	assert_int_equal(v[1].kind, STORE_SLACK_OUTCOME);
+	assert_int_equal(v[0].kind, SLACK_POST_REPLY);
+	assert_int_equal(v[1].kind, SLACK_POST_OUTCOME);
 	assert_string_equal(v[1].channel, "C77");
 	assert_string_equal(v[1].thread_ts, "1700000000.000100");
 	assert_null(v[1].response_url);
-	store_slack_posts_free(v, np);
+	slack_posts_free(v, np);
 	store_sessions_free(list, n);
 
 	/* in a thread: answered in that thread */
@@ -1358,12 +1359,11 @@ static void test_event_route(void **state)
 	f.user = "bob";
 	assert_int_equal(st->ops->session_list(st, &f, &list, &n, NULL), 0);
 	assert_int_equal(n, 1);
-	assert_int_equal(
-	    st->ops->slack_post_list(st, list[0].id, &v, &np, NULL), 0);
+	assert_int_equal(ob->ops->post_list(ob, list[0].id, &v, &np, NULL), 0);
 	assert_int_equal(np, 2);
 	assert_string_equal(v[0].thread_ts, "1699999999.000001");
 	assert_string_equal(v[1].thread_ts, "1699999999.000001");
-	store_slack_posts_free(v, np);
+	slack_posts_free(v, np);
 	store_sessions_free(list, n);
 
 	/* an unmapped user, a bad command: told alone, nothing created */
@@ -1371,16 +1371,16 @@ static void test_event_route(void **state)
 	    mention_body("EvM3", "USTRANGER", "c-hello fix it", NULL);
 	j = SLACK(200, .path = "/slack/events", .body = m3);
 	json_decref(j);
-	assert_int_equal(replies_to("USTRANGER", STORE_SLACK_EPHEMERAL,
+	assert_int_equal(replies_to("USTRANGER", SLACK_POST_EPHEMERAL,
 				    "is not linked to a Warren user"),
 			 1);
 	_cleanup_free_ char *m4 =
 	    mention_body("EvM4", "UALICE", "c-hello", NULL);
 	j = SLACK(200, .path = "/slack/events", .body = m4);
 	json_decref(j);
-	assert_int_equal(replies_to("UALICE", STORE_SLACK_EPHEMERAL,
-				    "`@Warren REPO PROMPT`"),
-			 1);
+	assert_int_equal(
+	    replies_to("UALICE", SLACK_POST_EPHEMERAL, "`@Warren REPO PROMPT`"),
+	    1);
 	/* a bot's mention (Warren's own) and other events: ignored */
 	const char *bot =
 	    "{\"type\": \"event_callback\", \"event_id\": \"EvM5\", \"event\":"
@@ -1405,30 +1405,29 @@ static void test_notifier_retries(void **state)
 	drain();
 	/* a reply to the Web API at 127.0.0.1:9, where nobody listens:
 	 * retried twice with back-off, then given up */
-	struct store_slack_post p = {.kind = STORE_SLACK_REPLY,
-				     .channel = "C1",
-				     .thread_ts = "1.5",
-				     .text = "hello"};
-	int64_t id = st->ops->slack_post_add(st, &p, NULL);
+	struct slack_post p = {.kind = SLACK_POST_REPLY,
+			       .channel = "C1",
+			       .thread_ts = "1.5",
+			       .text = "hello"};
+	int64_t id = ob->ops->post_add(ob, &p, NULL);
 	assert_true(id > 0);
 	int64_t now = store_now_ms();
-	assert_int_equal(slack_notifier_pass(&cfg, st, now), 1);
-	struct store_slack_post *v = NULL;
+	assert_int_equal(slack_notifier_pass(&cfg, ob, st, now), 1);
+	struct slack_post *v = NULL;
 	size_t n = 0;
-	assert_int_equal(
-	    st->ops->slack_post_due(st, now + 100, 10, &v, &n, NULL), 0);
+	assert_int_equal(ob->ops->post_due(ob, now + 100, 10, &v, &n, NULL), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(v[0].attempts, 1);
 	assert_int_equal(v[0].next_ms, now + 100); /* retry_backoff */
 	assert_has(v[0].last_error,
 		   "Slack chat.postMessage: the connection failed");
-	store_slack_posts_free(v, n);
+	slack_posts_free(v, n);
 	/* not before its time */
-	assert_int_equal(slack_notifier_pass(&cfg, st, now + 99), 0);
-	assert_int_equal(slack_notifier_pass(&cfg, st, now + 100), 1);
+	assert_int_equal(slack_notifier_pass(&cfg, ob, st, now + 99), 0);
+	assert_int_equal(slack_notifier_pass(&cfg, ob, st, now + 100), 1);
 	/* doubled */
-	assert_int_equal(slack_notifier_pass(&cfg, st, now + 299), 0);
-	assert_int_equal(slack_notifier_pass(&cfg, st, now + 300), 1);
+	assert_int_equal(slack_notifier_pass(&cfg, ob, st, now + 299), 0);
+	assert_int_equal(slack_notifier_pass(&cfg, ob, st, now + 300), 1);
 	/* the third failure is the last (retries: 2) */
 	assert_int_equal(count_due(now + 3600 * 1000), 0);
 	(void)id;

@@ -294,6 +294,7 @@ int main(int argc, char **argv)
 	struct control_staleness *stale = NULL;
 	struct store *st = store_open_sqlite(db, &err);
 	struct control *ctl = NULL;
+	struct slack_outbox *outbox = NULL;
 	struct slack_notifier *notifier = NULL;
 	struct api *api = NULL;
 	if (!st) {
@@ -369,7 +370,9 @@ int main(int argc, char **argv)
 	register_repos(st, ctl, &cfg);
 	/* Slack's posts: what a previous server left is posted too */
 	if (cfg.has_slack &&
-	    slack_notifier_start(&cfg.slack, st, ctl, &notifier, &err) < 0) {
+	    (slack_outbox_open_sqlite(st, &outbox, &err) < 0 ||
+	     slack_notifier_start(&cfg.slack, outbox, st, ctl, &notifier,
+				  &err) < 0)) {
 		fail("slack", err);
 		goto out;
 	}
@@ -381,6 +384,7 @@ int main(int argc, char **argv)
 				  .data_dir = data,
 				  .web_dir = web_dir,
 				  .slack = cfg.has_slack ? &cfg.slack : NULL,
+				  .slack_outbox = outbox,
 				  .max_per_client = cfg.api_max_per_client,
 				  .header_timeout_ms = cfg.api_header_timeout_ms,
 				  .body_timeout_ms = cfg.api_body_timeout_ms};
@@ -408,6 +412,7 @@ out:
 	api_stop(api);
 	slack_notifier_stop(notifier);
 	control_stop(ctl);
+	slack_outbox_close(outbox);
 	store_close(st);
 	wr_error_free(err);
 	free(forges);
