@@ -44,9 +44,11 @@ UTIL_SRC    := src/util/alloc.c src/util/error.c src/util/fdpass.c src/util/fs.c
 SANDBOX_SRC := $(wildcard src/sandbox/*.c)
 SNAPSHOT_SRC := $(wildcard src/snapshot/*.c)
 # the egress proxy (threads, sockets, getaddrinfo) and the credential
-# broker (threads, sockets, git processes) belong to the server alone: the
-# lean static `warren` must not link them
-EGRESS_SRC  := $(wildcard src/security/egress*.c) $(wildcard src/security/broker*.c)
+# broker (threads, sockets, git processes), and the session server under
+# both, belong to the server alone: the lean static `warren` must not link
+# them
+EGRESS_SRC  := $(wildcard src/security/egress*.c) $(wildcard src/security/broker*.c) \
+               src/security/session_server.c
 SECURITY_SRC := $(filter-out $(EGRESS_SRC),$(wildcard src/security/*.c))
 CLI_SRC     := $(wildcard src/cli/*.c)
 LIB_SRC     := $(UTIL_SRC) $(SANDBOX_SRC) $(SNAPSHOT_SRC) $(SECURITY_SRC)
@@ -71,7 +73,8 @@ CLIENT_LIBS := -lcurl -ljansson
 # `warren snapshot build` runs beside the build's sandboxes: the proxy of
 # warren serve, on its own.
 PROXY_SRC   := $(wildcard src/cli/proxy/*.c) src/security/egress.c \
-               src/security/egress_policy.c $(UTIL_SRC)
+               src/security/egress_policy.c src/security/session_server.c \
+               $(UTIL_SRC)
 PROXY_OBJ   := $(PROXY_SRC:%.c=$(BUILD)/obj/%.o)
 
 # warren-init runs in every sandbox: static, libc only, as small as we can.

@@ -1,73 +1,66 @@
-/* broker.c - the credential broker's sockets, threads and sessions
- * (broker.h); its host git is broker_git.c.
+/* broker.c - the credential broker's connections and sessions
+ * (broker.h) over the session server (session_server.c: sockets, token
+ * files, the acceptor and the connection threads); its host git is
+ * broker_git.c.
  *
- * One acceptor thread polls every open session's listening socket (and an
- * eventfd that wakes it when sessions come and go); each accepted
- * connection gets a thread of its own, up to max_conns per session. A
- * connection thread reads the header, checks the token, makes the
- * session's staging repository if it has none, and runs git-upload-pack or
- * git-receive-pack on it with its standard streams relayed to the client.
- * For a push, receive-pack hands every ref update to its proc-receive hook,
- * a relay (warren-git-connect --fd 3) back to this thread over a socket
- * pair the thread made; the thread decides and applies each update there
- * (proc_receive) and answers ok or ng per ref.
+ * Each accepted connection gets a thread of its own, up to max_conns per
+ * session. A connection thread reads the header, checks the token, makes
+ * the session's staging repository if it has none, and runs
+ * git-upload-pack or git-receive-pack on it with its standard streams
+ * relayed to the client. For a push, receive-pack hands every ref update
+ * to its proc-receive hook, a relay (warren-git-connect --fd 3) back to
+ * this thread over a socket pair the thread made; the thread decides and
+ * applies each update there (proc_receive) and answers ok or ng per ref.
  *
- * Lifetimes, as in egress.c: a session is referenced by the registry (until
- * the acceptor has closed its listening socket) and by each of its
- * connections; the last reference frees it. Client sockets are closed and
- * git process groups killed under the lock, so closing a session can end
- * its connections without racing a close and a reuse of the descriptor.
- * Work on a staging repository (making it, refreshing it, updating a ref)
- * holds that session's staging lock, which outlives a sandbox: the records
- * of one session's old and new sandboxes share it. */
+ * Lifetimes are the session server's: a session lives while it is
+ * registered or a connection of it does. A connection's git process group
+ * is published under the server's lock, so expiring a session (its
+ * sandbox stopped, or the session ended) can kill it as well as shut down
+ * the client's socket. Work on a staging repository (making it,
+ * refreshing it, updating a ref) holds that session's staging lock, which
+ * outlives a sandbox: the records of one session's old and new sandboxes
+ * share it. */
 #include "security/broker_internal.h"
 
 #include "util/alloc.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #define HEADER_TIMEOUT_MS 10000
 #define HOOK_TIMEOUT_MS 30000	      /* one packet from the hook */
 #define CONN_IDLE_MS (10 * 60 * 1000) /* no byte moved either way */
 #define RELAY_BUF (64 * 1024)
-#define THREAD_STACK (256 * 1024)
 
-static bool session_id_ok(const char *id)
-{
-	size_t n = strlen(id);
-	if (n == 0 || n >= BROKER_SESSION_MAX || id[0] == '.')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = id[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-		      c == '-'))
-			return false;
-	}
-	return true;
-}
+/* One connection: the session server's, and the git it runs. */
+struct conn {
+	struct sess_srv_conn base; /* first: the server allocates it */
+	struct broker *b;
+	pid_t child; /* its git process group, 0 if none (the server's lock) */
+};
 
-static void wake(struct broker *b)
+_Static_assert(offsetof(struct conn, base) == 0,
+	       "the session server's part comes first");
+_Static_assert(offsetof(struct broker_session, base) == 0,
+	       "the session server's part comes first");
+_Static_assert(BROKER_SESSION_MAX == SESS_SRV_ID_MAX,
+	       "a session id is the session server's");
+
+static struct broker_session *session_of(struct conn *cn)
 {
-	uint64_t one = 1;
-	if (write(b->wake_fd, &one, sizeof(one)) < 0) {
-		/* the counter is saturated: the acceptor wakes anyway */
-	}
+	return (struct broker_session *)cn->base.sess;
 }
 
 /* ---- the proc-receive hook ------------------------------------------------
@@ -168,7 +161,7 @@ static int pkt_write(int fd, const char *text, double until)
 static void proc_receive(struct conn *cn, int fd, json_t *rec)
 {
 	struct broker *b = cn->b;
-	struct broker_session *s = cn->sess;
+	struct broker_session *s = session_of(cn);
 	_cleanup_free_ char *buf = wr_malloc(BROKER_PKT_MAX);
 	struct broker_command *cmds =
 	    wr_calloc(BROKER_COMMANDS_MAX, sizeof(*cmds));
@@ -211,7 +204,7 @@ static void proc_receive(struct conn *cn, int fd, json_t *rec)
 	}
 	/* one at a time per session: a staging ref and the remote's move
 	 * together */
-	struct staging_lock *l = broker_staging_lock(b, s->id);
+	struct staging_lock *l = broker_staging_lock(b, s->base.id);
 	for (size_t i = 0; i < n; i++) {
 		char why[REASON_MAX];
 		enum broker_ref_outcome o =
@@ -261,12 +254,12 @@ struct flow {
 
 static void set_child(struct conn *cn, pid_t pid)
 {
-	pthread_mutex_lock(&cn->b->mu);
+	sess_srv_lock(cn->b->srv);
 	cn->child = pid;
 	/* a session closed while it started: it ends now */
-	if (pid > 0 && cn->sess->expired[0])
+	if (pid > 0 && cn->base.sess->expired[0])
 		kill(-pid, SIGKILL);
-	pthread_mutex_unlock(&cn->b->mu);
+	sess_srv_unlock(cn->b->srv);
 }
 
 /* Moves bytes between the client and the git process until git's output
@@ -275,7 +268,7 @@ static void set_child(struct conn *cn, pid_t pid)
 static void relay(struct conn *cn, struct child *ch, int hook_fd, json_t *rec)
 {
 	struct broker *b = cn->b;
-	int client = cn->client_fd;
+	int client = cn->base.client_fd;
 	_cleanup_free_ char *ubuf = wr_malloc(RELAY_BUF);
 	_cleanup_free_ char *dbuf = wr_malloc(RELAY_BUF);
 	char err_tail[ERR_TAIL] = "";
@@ -467,25 +460,25 @@ static int read_header(int fd, char *line, size_t size, double until)
 	}
 }
 
-/* The token's verdict (b->mu held): NULL if it is the session's live
- * token, else why not; *other names the session it belonged to, if
- * another. */
+/* The token's verdict (the session server's lock held): NULL if it is
+ * the session's live token, else why not; *other names the session it
+ * belonged to, if another. */
 static const char *token_verdict(struct broker *b, struct broker_session *s,
 				 const unsigned char *h, char *why, size_t size,
 				 char *other, size_t other_size)
 {
 	other[0] = '\0';
 	if (broker_token_hash_equal(h, s->token_hash)) {
-		if (!s->expired[0])
+		if (!s->base.expired[0])
 			return NULL;
-		snprintf(why, size, "token expired (%s)", s->expired);
+		snprintf(why, size, "token expired (%s)", s->base.expired);
 		return why;
 	}
 	for (size_t i = 0; i < b->n_expired; i++) {
 		const struct expired_token *e = &b->expired[i];
 		if (!broker_token_hash_equal(h, e->hash))
 			continue;
-		if (strcmp(e->session, s->id)) {
+		if (strcmp(e->session, s->base.id)) {
 			snprintf(other, other_size, "%s", e->session);
 			snprintf(why, size,
 				 "a token of session %s, expired (%s)",
@@ -495,15 +488,18 @@ static const char *token_verdict(struct broker *b, struct broker_session *s,
 		}
 		return why;
 	}
-	for (struct broker_session *o = b->sessions; o; o = o->next)
+	for (struct sess_srv_session *it = sess_srv_next_locked(b->srv, NULL);
+	     it; it = sess_srv_next_locked(b->srv, it)) {
+		struct broker_session *o = (struct broker_session *)it;
 		if (o != s && broker_token_hash_equal(h, o->token_hash)) {
-			snprintf(other, other_size, "%s", o->id);
+			snprintf(other, other_size, "%s", o->base.id);
 			snprintf(why, size,
 				 "a token of another session (%s): a token "
 				 "works only on its own session's socket",
-				 o->id);
+				 o->base.id);
 			return why;
 		}
+	}
 	snprintf(why, size, "unknown token");
 	return why;
 }
@@ -511,8 +507,8 @@ static const char *token_verdict(struct broker *b, struct broker_session *s,
 static void handle(struct conn *cn, json_t *rec, char *other, size_t other_size)
 {
 	struct broker *b = cn->b;
-	struct broker_session *s = cn->sess;
-	int fd = cn->client_fd;
+	struct broker_session *s = session_of(cn);
+	int fd = cn->base.client_fd;
 	char line[BROKER_HEADER_MAX + 1], why[REASON_MAX];
 	unsigned hto = b->cfg.header_timeout_ms ? b->cfg.header_timeout_ms
 						: HEADER_TIMEOUT_MS;
@@ -540,10 +536,10 @@ static void handle(struct conn *cn, json_t *rec, char *other, size_t other_size)
 	unsigned char h[BROKER_TOKEN_HASH_BYTES];
 	broker_token_hash(hdr.token, h);
 	explicit_bzero(&hdr.token, sizeof(hdr.token));
-	pthread_mutex_lock(&b->mu);
+	sess_srv_lock(b->srv);
 	const char *refused =
 	    token_verdict(b, s, h, why, sizeof(why), other, other_size);
-	pthread_mutex_unlock(&b->mu);
+	sess_srv_unlock(b->srv);
 	if (refused) {
 		json_object_set_new(rec, "decision", json_string("refused"));
 		json_object_set_new(rec, "reason", json_string(refused));
@@ -560,7 +556,7 @@ static void handle(struct conn *cn, json_t *rec, char *other, size_t other_size)
 			    json_string(broker_credential_kind(&s->remote)));
 
 	/* the staging repository; for a fetch, brought up to the remote */
-	struct staging_lock *l = broker_staging_lock(b, s->id);
+	struct staging_lock *l = broker_staging_lock(b, s->base.id);
 	int r = l ? broker_staging_ensure(b, s, why, sizeof(why)) : -ENOMEM;
 	if (!l)
 		snprintf(why, sizeof(why), "out of memory");
@@ -632,34 +628,22 @@ static void handle(struct conn *cn, json_t *rec, char *other, size_t other_size)
 	broker_close_fd(&pair[0]);
 }
 
-/* Drops a reference to s (b->mu held); the last one frees it. */
-static void session_unref(struct broker_session *s)
-{
-	if (--s->refs > 0)
-		return;
-	free(s->dir);
-	free(s->sock_path);
-	free(s->token_path);
-	free(s->staging);
-	broker_remote_clear(&s->remote);
-	explicit_bzero(s->token_hash, sizeof(s->token_hash));
-	free(s);
-}
+/* ---- the session server's callbacks --------------------------------------
+ */
 
-static void *conn_main(void *arg)
+/* One connection, from its header to its record (a worker thread). */
+static void serve(void *ctx, struct sess_srv_conn *base)
 {
-	struct conn *cn = arg;
-	struct broker *b = cn->b;
+	struct conn *cn = (struct conn *)base;
+	struct broker *b = ctx;
+	cn->b = b;
 	char session[BROKER_SESSION_MAX], other[BROKER_SESSION_MAX] = "";
-	snprintf(session, sizeof(session), "%s", cn->sess->id);
+	snprintf(session, sizeof(session), "%s", base->sess->id);
 	double t0 = broker_mono_ms();
 	json_t *rec = json_object();
 	if (rec)
 		handle(cn, rec, other, sizeof(other));
-	pthread_mutex_lock(&b->mu);
-	close(cn->client_fd);
-	cn->client_fd = -1;
-	pthread_mutex_unlock(&b->mu);
+	sess_srv_conn_hangup(base);
 	/* the record after the socket is gone: the client is not kept
 	 * waiting for it */
 	if (rec && b->cfg.audit) {
@@ -677,28 +661,11 @@ static void *conn_main(void *arg)
 		}
 	}
 	json_decref(rec);
-	pthread_mutex_lock(&b->mu);
-	struct broker_session *s = cn->sess;
-	if (cn->prev)
-		cn->prev->next = cn->next;
-	else
-		s->conns = cn->next;
-	if (cn->next)
-		cn->next->prev = cn->prev;
-	s->active--;
-	session_unref(s);
-	if (--b->conns_total == 0)
-		pthread_cond_broadcast(&b->idle_cv);
-	pthread_mutex_unlock(&b->mu);
-	free(cn);
-	return NULL;
 }
 
-/* ---- the acceptor ---------------------------------------------------------
- */
-
-static void refuse(int fd, const char *text)
+static void refuse(void *ctx, int fd, const char *text)
 {
+	(void)ctx;
 	char line[256], pkt[264];
 	snprintf(line, sizeof(line), "ERR warren broker: %s\n", text);
 	int n = broker_pkt_format(pkt, sizeof(pkt), line, strlen(line));
@@ -709,335 +676,101 @@ static void refuse(int fd, const char *text)
 	close(fd);
 }
 
-/* Accepts what s's listener has (b->mu held). */
-static void accept_all(struct broker *b, struct broker_session *s)
+/* The session expires: its connection's git goes with the socket. */
+static void conn_end(void *ctx, struct sess_srv_conn *base)
 {
-	unsigned max = b->cfg.max_conns ? b->cfg.max_conns : BROKER_CONN_MAX;
-	for (;;) {
-		int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			return; /* EAGAIN: all taken */
-		if (s->closed) {
-			close(fd);
-			continue;
-		}
-		if (s->active >= max) {
-			refuse(fd, "too many connections for this session");
-			continue;
-		}
-		struct conn *cn = wr_calloc(1, sizeof(*cn));
-		if (!cn) {
-			refuse(fd, "out of memory");
-			continue;
-		}
-		cn->b = b;
-		cn->sess = s;
-		cn->client_fd = fd;
-		pthread_attr_t attr;
-		pthread_attr_init(&attr);
-		pthread_attr_setstacksize(&attr, THREAD_STACK);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		pthread_t t;
-		s->refs++;
-		s->active++;
-		b->conns_total++;
-		cn->next = s->conns;
-		if (s->conns)
-			s->conns->prev = cn;
-		s->conns = cn;
-		int e = pthread_create(&t, &attr, conn_main, cn);
-		pthread_attr_destroy(&attr);
-		if (e) {
-			s->conns = cn->next;
-			if (s->conns)
-				s->conns->prev = NULL;
-			s->refs--;
-			s->active--;
-			b->conns_total--;
-			free(cn);
-			refuse(fd, "cannot start a connection thread");
-		}
-	}
+	(void)ctx;
+	struct conn *cn = (struct conn *)base;
+	if (cn->child > 0)
+		kill(-cn->child, SIGKILL);
 }
 
-/* Closes the listeners of closed sessions (b->mu held). */
-static void reap_closing(struct broker *b)
+/* The token of s expires (the server's lock held): remembered by its
+ * hash, so that a later use is named for what it is. */
+static void expire(void *ctx, struct sess_srv_session *base)
 {
-	while (b->closing) {
-		struct broker_session *s = b->closing;
-		b->closing = s->next;
-		if (s->listen_fd >= 0)
-			close(s->listen_fd);
-		s->listen_fd = -1;
-		session_unref(s);
-	}
-}
-
-static void *acceptor_main(void *arg)
-{
-	struct broker *b = arg;
-	struct pollfd *pfd = NULL;
-	struct broker_session **owner = NULL;
-	size_t cap = 0;
-	pthread_mutex_lock(&b->mu);
-	while (!b->stopping) {
-		reap_closing(b);
-		size_t n = 1;
-		for (struct broker_session *s = b->sessions; s; s = s->next)
-			n++;
-		if (n > cap) {
-			struct pollfd *p = wr_realloc(pfd, n * sizeof(*p));
-			if (p)
-				pfd = p;
-			struct broker_session **o =
-			    wr_realloc(owner, n * sizeof(*o));
-			if (o)
-				owner = o;
-			if (!p || !o) {
-				/* try again in a moment */
-				pthread_mutex_unlock(&b->mu);
-				usleep(100 * 1000);
-				pthread_mutex_lock(&b->mu);
-				continue;
-			}
-			cap = n;
-		}
-		pfd[0] = (struct pollfd){b->wake_fd, POLLIN, 0};
-		size_t k = 1;
-		for (struct broker_session *s = b->sessions; s; s = s->next) {
-			pfd[k] = (struct pollfd){s->listen_fd, POLLIN, 0};
-			owner[k++] = s;
-		}
-		/* the listeners stay open while we poll: only this thread
-		 * closes them (reap_closing) */
-		pthread_mutex_unlock(&b->mu);
-		int r = poll(pfd, (nfds_t)k, -1);
-		pthread_mutex_lock(&b->mu);
-		if (r < 0)
-			continue;
-		if (pfd[0].revents & POLLIN) {
-			uint64_t v;
-			if (read(b->wake_fd, &v, sizeof(v)) < 0) {
-				/* nothing pending */
-			}
-		}
-		for (size_t i = 1; i < k; i++)
-			if (pfd[i].revents & POLLIN)
-				accept_all(b, owner[i]);
-	}
-	reap_closing(b);
-	pthread_mutex_unlock(&b->mu);
-	free(pfd);
-	free(owner);
-	return NULL;
-}
-
-/* ---- sessions -------------------------------------------------------------
- */
-
-/* Binds a listening unix socket at dir/broker.sock through the directory's
- * descriptor: /proc/self/fd/N/broker.sock fits sun_path however long the
- * data directory's path is. */
-static int listen_at(int dir_fd, const char *dir, struct wr_error **err)
-{
-	if (unlinkat(dir_fd, BROKER_SOCKET_NAME, 0) < 0 && errno != ENOENT)
-		return wr_error_set(err, errno, "broker: remove %s/%s", dir,
-				    BROKER_SOCKET_NAME);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return wr_error_set(err, errno, "broker: socket");
-	struct sockaddr_un sun = {.sun_family = AF_UNIX};
-	snprintf(sun.sun_path, sizeof(sun.sun_path), "/proc/self/fd/%d/%s",
-		 dir_fd, BROKER_SOCKET_NAME);
-	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
-	    fchmodat(dir_fd, BROKER_SOCKET_NAME, 0666, 0) < 0 ||
-	    listen(fd, SOMAXCONN) < 0) {
-		int e = errno;
-		close(fd);
-		return wr_error_set(err, e, "broker: listen on %s/%s", dir,
-				    BROKER_SOCKET_NAME);
-	}
-	return fd;
-}
-
-/* Writes a new token into dir/token (0644: read by the sandbox through
- * the bind mount) and its hash into hash. */
-static int token_write(int dir_fd, const char *dir, unsigned char *hash,
-		       struct wr_error **err)
-{
-	char token[BROKER_TOKEN_MAX + 1];
-	if (broker_token_new(token) < 0)
-		return wr_error_set(err, EIO, "broker: token: libsodium");
-	broker_token_hash(token, hash);
-	static const char tmp[] = BROKER_TOKEN_NAME ".tmp";
-	unlinkat(dir_fd, tmp, 0);
-	int fd =
-	    openat(dir_fd, tmp,
-		   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	int r = 0;
-	size_t len = strlen(token);
-	if (fd < 0 || fchmod(fd, 0644) < 0 ||
-	    write(fd, token, len) != (ssize_t)len ||
-	    renameat(dir_fd, tmp, dir_fd, BROKER_TOKEN_NAME) < 0)
-		r = wr_error_set(err, errno, "broker: write %s/%s", dir,
-				 BROKER_TOKEN_NAME);
-	if (fd >= 0)
-		close(fd);
-	if (r < 0)
-		unlinkat(dir_fd, tmp, 0);
-	explicit_bzero(token, sizeof(token));
-	return r;
-}
-
-/* The token of s expires (b->mu held): remembered by its hash, so that a
- * later use is named for what it is; the session's connections end. */
-static void expire_locked(struct broker *b, struct broker_session *s,
-			  const char *why)
-{
-	if (s->expired[0])
-		return;
-	snprintf(s->expired, sizeof(s->expired), "%s", why);
+	struct broker *b = ctx;
+	struct broker_session *s = (struct broker_session *)base;
 	struct expired_token *e = &b->expired[b->next_expired];
 	memcpy(e->hash, s->token_hash, sizeof(e->hash));
-	snprintf(e->session, sizeof(e->session), "%s", s->id);
-	snprintf(e->why, sizeof(e->why), "%s", why);
+	snprintf(e->session, sizeof(e->session), "%s", base->id);
+	snprintf(e->why, sizeof(e->why), "%s", base->expired);
 	b->next_expired = (b->next_expired + 1) % EXPIRED_MAX;
 	if (b->n_expired < EXPIRED_MAX)
 		b->n_expired++;
-	for (struct conn *cn = s->conns; cn; cn = cn->next) {
-		if (cn->client_fd >= 0)
-			shutdown(cn->client_fd, SHUT_RDWR);
-		if (cn->child > 0)
-			kill(-cn->child, SIGKILL);
-	}
 }
 
-static struct broker_session **find(struct broker *b, const char *id)
+static void session_clear(void *ctx, struct sess_srv_session *base)
 {
-	struct broker_session **pp = &b->sessions;
-	while (*pp && strcmp((*pp)->id, id))
-		pp = &(*pp)->next;
-	return pp;
+	(void)ctx;
+	struct broker_session *s = (struct broker_session *)base;
+	free(s->staging);
+	broker_remote_clear(&s->remote);
+	explicit_bzero(s->token_hash, sizeof(s->token_hash));
 }
+
+static const struct sess_srv_ops server_ops = {
+    .serve = serve,
+    .refuse = refuse,
+    .conn_end = conn_end,
+    .expire = expire,
+    .session_clear = session_clear,
+};
+
+/* ---- sessions -------------------------------------------------------------
+ */
 
 int broker_session_open(struct broker *b, const char *session_id,
 			const char *dir, const struct broker_remote *remote,
 			struct wr_error **err)
 {
-	if (!session_id_ok(session_id))
+	if (!sess_srv_id_ok(session_id))
 		return wr_error_set(err, EINVAL, "broker: bad session id");
 	if (!remote || !remote->url)
 		return wr_error_set(err, EINVAL, "broker: no remote");
 	/* a session open already (its sandbox was not closed): it is
 	 * closed first, its token with it */
 	broker_session_close(b, session_id);
-	/* 0711: the sandbox's processes (an unmapped uid, "others" here)
-	 * may pass through to the socket and the token, not list; the
-	 * socket is 0666 since connect(2) needs write permission. Nobody
-	 * else on the host gets this far: DATA/sessions is 0700. */
-	if (mkdir(dir, 0711) < 0 && errno != EEXIST)
-		return wr_error_set(err, errno, "broker: mkdir %s", dir);
-	_cleanup_close_ int dir_fd =
-	    open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dir_fd < 0)
-		return wr_error_set(err, errno, "broker: open %s", dir);
-	if (fchmod(dir_fd, 0711) < 0)
-		return wr_error_set(err, errno, "broker: chmod %s", dir);
-	struct broker_session *s = wr_calloc(1, sizeof(*s));
-	if (!s)
-		return wr_error_set(err, ENOMEM, "broker");
-	s->listen_fd = -1;
-	snprintf(s->id, sizeof(s->id), "%s", session_id);
-	s->dir = wr_strdup(dir);
-	s->sock_path = wr_asprintf("%s/%s", dir, BROKER_SOCKET_NAME);
-	s->token_path = wr_asprintf("%s/%s", dir, BROKER_TOKEN_NAME);
+	struct sess_srv_session *base;
+	int r = sess_srv_session_new(b->srv, session_id, dir, &base, err);
+	if (r < 0)
+		return r;
+	struct broker_session *s = (struct broker_session *)base;
+	char token[BROKER_TOKEN_MAX + 1];
 	s->staging = broker_staging_path(b, session_id);
-	s->refs = 1;
-	int r = 0;
-	if (!s->dir || !s->sock_path || !s->token_path || !s->staging ||
-	    broker_remote_copy(remote, &s->remote) < 0)
+	if (!s->staging || broker_remote_copy(remote, &s->remote) < 0)
 		r = wr_error_set(err, ENOMEM, "broker");
-	if (r == 0)
-		r = token_write(dir_fd, dir, s->token_hash, err);
-	if (r == 0) {
-		s->listen_fd = listen_at(dir_fd, dir, err);
-		if (s->listen_fd < 0)
-			r = s->listen_fd;
-	}
+	else if (broker_token_new(token) < 0)
+		r = wr_error_set(err, EIO, "broker: token: libsodium");
 	if (r < 0) {
-		unlinkat(dir_fd, BROKER_TOKEN_NAME, 0);
-		if (s->listen_fd >= 0)
-			close(s->listen_fd);
-		session_unref(s);
+		explicit_bzero(token, sizeof(token));
+		sess_srv_session_free(b->srv, base);
 		return r;
 	}
-	pthread_mutex_lock(&b->mu);
-	s->next = b->sessions;
-	b->sessions = s;
-	wake(b);
-	pthread_mutex_unlock(&b->mu);
-	return 0;
-}
-
-/* Takes s out of the open list (b->mu held): its token expires, its
- * listener goes with the acceptor's next turn. */
-static void detach_locked(struct broker *b, struct broker_session **pp,
-			  const char *why)
-{
-	struct broker_session *s = *pp;
-	*pp = s->next;
-	expire_locked(b, s, why);
-	s->closed = true;
-	s->next = b->closing;
-	b->closing = s;
-	wake(b);
+	/* the token itself goes to dir/token only: kept here as its hash */
+	broker_token_hash(token, s->token_hash);
+	r = sess_srv_session_open(b->srv, base, token, err);
+	explicit_bzero(token, sizeof(token));
+	return r;
 }
 
 void broker_session_close(struct broker *b, const char *session_id)
 {
 	if (!b || !session_id)
 		return;
-	pthread_mutex_lock(&b->mu);
-	struct broker_session **pp = find(b, session_id);
-	struct broker_session *s = *pp;
-	char *dir = NULL, *sock = NULL, *token = NULL;
-	bool ended = false;
-	if (s) {
-		dir = wr_strdup(s->dir);
-		sock = wr_strdup(s->sock_path);
-		token = wr_strdup(s->token_path);
-		ended = s->ended;
-		detach_locked(b, pp, "its sandbox stopped");
-	}
-	pthread_mutex_unlock(&b->mu);
-	/* the paths go now; the listener with the acceptor's next turn */
-	if (sock)
-		unlink(sock);
-	if (token)
-		unlink(token);
-	if (dir)
-		rmdir(dir);
-	free(sock);
-	free(token);
-	free(dir);
+	bool ended;
+	sess_srv_close(b->srv, session_id, "its sandbox stopped", &ended);
 	if (ended)
 		broker_staging_remove(b, session_id);
 }
 
 void broker_session_end(struct broker *b, const char *session_id)
 {
-	if (!b || !session_id || !session_id_ok(session_id))
+	if (!b || !session_id || !sess_srv_id_ok(session_id))
 		return;
-	pthread_mutex_lock(&b->mu);
-	struct broker_session *s = *find(b, session_id);
-	if (s) {
-		expire_locked(b, s, "the session ended");
-		s->ended = true;
-	}
-	pthread_mutex_unlock(&b->mu);
 	/* open: the staging repository goes when the sandbox's record is
 	 * closed (its connections may still be finishing) */
-	if (!s)
+	if (!sess_srv_end(b->srv, session_id, "the session ended"))
 		broker_staging_remove(b, session_id);
 }
 
@@ -1079,34 +812,9 @@ static int write_hook(struct broker *b, struct wr_error **err)
 	return 0;
 }
 
-/* The socket directories a previous server left (DATA/sessions/<id>.broker):
- * no session is open yet, so their tokens are dead; the files go. */
-static void remove_stale_sessions(struct broker *b)
-{
-	_cleanup_free_ char *sessions = wr_asprintf("%s/sessions", b->data_dir);
-	DIR *d = sessions ? opendir(sessions) : NULL;
-	if (!d)
-		return;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		size_t n = strlen(e->d_name);
-		if (e->d_name[0] == '.' || n <= 7 ||
-		    strcmp(e->d_name + n - 7, ".broker"))
-			continue;
-		_cleanup_free_ char *path =
-		    wr_asprintf("%s/%s", sessions, e->d_name);
-		if (path)
-			wr_rm_rf(path);
-	}
-	closedir(d);
-}
-
 static void broker_free(struct broker *b)
 {
-	if (b->wake_fd >= 0)
-		close(b->wake_fd);
 	pthread_mutex_destroy(&b->mu);
-	pthread_cond_destroy(&b->idle_cv);
 	free(b->data_dir);
 	free(b->broker_dir);
 	free(b->hooks_dir);
@@ -1125,9 +833,7 @@ int broker_start(const struct broker_config *cfg, struct broker **out,
 	if (!b)
 		return wr_error_set(err, ENOMEM, "broker");
 	b->cfg = *cfg;
-	b->wake_fd = -1;
 	pthread_mutex_init(&b->mu, NULL);
-	pthread_cond_init(&b->idle_cv, NULL);
 	b->data_dir = wr_strdup(cfg->data_dir);
 	b->broker_dir = wr_asprintf("%s/broker", cfg->data_dir);
 	b->hooks_dir = wr_asprintf("%s/broker/.hooks", cfg->data_dir);
@@ -1143,19 +849,32 @@ int broker_start(const struct broker_config *cfg, struct broker **out,
 		r = wr_error_set(err, errno, "broker: clean %s", b->broker_dir);
 	if (r == 0 && wr_mkdir_p(b->broker_dir, 0700) < 0)
 		r = wr_error_set(err, errno, "broker: mkdir %s", b->broker_dir);
-	if (r == 0)
-		remove_stale_sessions(b);
+	/* the socket directories a previous server left
+	 * (DATA/sessions/<id>.broker): no session is open yet, so their
+	 * tokens are dead; the files go */
+	_cleanup_free_ char *sessions =
+	    wr_asprintf("%s/sessions", cfg->data_dir);
+	if (r == 0 && sessions)
+		sess_srv_remove_stale(sessions, ".broker");
 	if (r == 0)
 		r = write_hook(b, err);
 	if (r == 0) {
-		b->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (b->wake_fd < 0)
-			r = wr_error_set(err, errno, "broker: eventfd");
-	}
-	if (r == 0) {
-		int e = pthread_create(&b->acceptor, NULL, acceptor_main, b);
-		if (e)
-			r = wr_error_set(err, e, "broker: thread");
+		const struct sess_srv_config scfg = {
+		    .name = "broker",
+		    .socket_name = BROKER_SOCKET_NAME,
+		    .token_name = BROKER_TOKEN_NAME,
+		    .session_size = sizeof(struct broker_session),
+		    .conn_size = sizeof(struct conn),
+		    .max_conns =
+			cfg->max_conns ? cfg->max_conns : BROKER_CONN_MAX,
+		    /* a thread per connection: a push may hold one for
+		     * minutes */
+		    .spare_workers = 0,
+		    .nonblocking = false,
+		    .ops = &server_ops,
+		    .ctx = b,
+		};
+		r = sess_srv_start(&scfg, &b->srv, err);
 	}
 	if (r < 0) {
 		broker_free(b);
@@ -1169,26 +888,10 @@ void broker_stop(struct broker *b)
 {
 	if (!b)
 		return;
+	/* connections end once their sockets are shut down and their git
+	 * killed; one in a host git command within its timeout */
+	sess_srv_stop(b->srv, "the server stopped");
 	pthread_mutex_lock(&b->mu);
-	while (b->sessions) {
-		struct broker_session *s = b->sessions;
-		if (s->sock_path)
-			unlink(s->sock_path);
-		if (s->token_path)
-			unlink(s->token_path);
-		if (s->dir)
-			rmdir(s->dir);
-		detach_locked(b, &b->sessions, "the server stopped");
-	}
-	b->stopping = true;
-	wake(b);
-	pthread_mutex_unlock(&b->mu);
-	pthread_join(b->acceptor, NULL);
-	/* connection threads end once their sockets are shut down and
-	 * their git killed; one in a host git command within its timeout */
-	pthread_mutex_lock(&b->mu);
-	while (b->conns_total > 0)
-		pthread_cond_wait(&b->idle_cv, &b->mu);
 	while (b->locks) {
 		struct staging_lock *l = b->locks;
 		b->locks = l->next;

@@ -41,7 +41,8 @@
  * came through and to the session it belonged to.
  *
  * broker_policy.c owns the pure parts (tokens, the header, ref names and
- * the policy, pkt-lines); broker.c the sockets, threads and sessions;
+ * the policy, pkt-lines); broker.c the connections and sessions, over the
+ * session server (session_server.h: sockets, token files, threads);
  * broker_git.c the host's git (credentials in its environment, staging
  * repositories, applying a ref update). Nothing here prints. */
 #ifndef WR_SECURITY_BROKER_H

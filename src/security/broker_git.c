@@ -1,7 +1,8 @@
 /* broker_git.c - the credential broker's host git (broker.h): the
  * environment that carries a remote's credentials, git processes, the
  * sessions' staging repositories, and deciding and applying one ref
- * update of a push. broker.c owns the sockets, threads and sessions. */
+ * update of a push. broker.c owns the connections and sessions, over
+ * session_server.c's sockets and threads. */
 #include "security/broker_internal.h"
 
 #include "snapshot/git.h"
@@ -488,7 +489,7 @@ int broker_staging_ensure(struct broker *b, struct broker_session *s, char *why,
 {
 	_cleanup_free_ char *head = wr_asprintf("%s/HEAD", s->staging);
 	_cleanup_free_ char *tmp =
-	    wr_asprintf("%s/.%s.tmp", b->broker_dir, s->id);
+	    wr_asprintf("%s/.%s.tmp", b->broker_dir, s->base.id);
 	if (!head || !tmp) {
 		snprintf(why, why_size, "out of memory");
 		return -ENOMEM;
@@ -616,7 +617,7 @@ enum broker_ref_outcome broker_apply_command(struct broker *b,
 					     const struct broker_command *cmd,
 					     char *why, size_t why_size)
 {
-	if (broker_command_check(s->id, cmd, why, why_size) < 0)
+	if (broker_command_check(s->base.id, cmd, why, why_size) < 0)
 		return REF_REFUSED;
 	char err_tail[ERR_TAIL], current[BROKER_OID_MAX + 8], words[REASON_MAX];
 	char ref[BROKER_REF_MAX + 8];

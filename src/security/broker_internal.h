@@ -1,4 +1,4 @@
-/* broker_internal.h - what broker.c (sockets, threads, sessions) and
+/* broker_internal.h - what broker.c (connections, sessions) and
  * broker_git.c (host git: its environment and processes, the staging
  * repositories, applying a ref update) share. Not for other modules: the
  * interface is broker.h. */
@@ -6,6 +6,7 @@
 #define WR_SECURITY_BROKER_INTERNAL_H
 
 #include "security/broker.h"
+#include "security/session_server.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -20,16 +21,6 @@
 #define EXPIRED_MAX 256 /* expired tokens remembered, for the record */
 #define ENV_MAX 48
 
-struct broker_session;
-
-struct conn {
-	struct conn *next, *prev;
-	struct broker *b;
-	struct broker_session *sess;
-	int client_fd; /* closed under b->mu */
-	pid_t child;   /* the git process group it runs, 0 if none (b->mu) */
-};
-
 /* The session's repository: broker_remote, copied. */
 struct remote {
 	char *name, *url, *mirror, *username, *password, *ssh_key_file,
@@ -37,19 +28,13 @@ struct remote {
 };
 
 struct broker_session {
-	struct broker_session *next;
-	char id[BROKER_SESSION_MAX];
-	char *dir, *sock_path, *token_path, *staging;
+	/* first: id, directory, socket and token paths, expiry
+	 * (session_server.h); the server allocates the whole */
+	struct sess_srv_session base;
+	char *staging;
 	struct remote remote;
 	unsigned char token_hash[BROKER_TOKEN_HASH_BYTES];
-	char expired[64]; /* why the token no longer works, "" while it does */
 	double refreshed_ms; /* the last refresh (under the staging lock) */
-	int listen_fd;
-	unsigned refs;	 /* the registry's + one per connection */
-	unsigned active; /* connections */
-	bool closed;	 /* the sandbox stopped */
-	bool ended;	 /* the session ended: its staging goes at close */
-	struct conn *conns;
 };
 
 /* One per session id with work on its staging repository; outlives a
@@ -70,17 +55,14 @@ struct expired_token {
 struct broker {
 	struct broker_config cfg;
 	char *data_dir, *broker_dir, *hooks_dir, *hook_relay;
-	pthread_mutex_t mu;
-	pthread_cond_t idle_cv;		 /* conns_total reached 0 */
-	struct broker_session *sessions; /* open */
-	struct broker_session *closing;	 /* listening socket still open */
+	/* the sockets, token files, connections and their threads */
+	struct sess_srv *srv;
+	pthread_mutex_t mu; /* the staging locks: the list and their users */
 	struct staging_lock *locks;
-	struct expired_token expired[EXPIRED_MAX]; /* a ring */
+	/* a ring, under the session server's lock (written as a session
+	 * expires) */
+	struct expired_token expired[EXPIRED_MAX];
 	size_t n_expired, next_expired;
-	unsigned conns_total;
-	int wake_fd;
-	pthread_t acceptor;
-	bool stopping;
 };
 
 double broker_mono_ms(void);

@@ -1,13 +1,12 @@
-/* egress.c - the egress proxy's sockets and threads (egress.h).
+/* egress.c - the egress proxy's connections (egress.h), over the session
+ * server (session_server.c: the sockets, the acceptor and the workers).
  *
- * One acceptor thread polls every session's listening socket (and an
- * eventfd that wakes it when sessions come and go); each accepted
- * connection gets a thread of its own while it lasts, up to max_conns per
- * session: a worker that was waiting for one (up to SPARE_WORKERS wait),
- * else a new one. A connection's thread reads the request head, asks the
- * policy callback for
- * the session's allowlist, resolves and checks, connects, and relays with
- * poll(2) over two non-blocking sockets until both directions are done.
+ * Each accepted connection gets a thread of its own while it lasts, up to
+ * max_conns per session: a worker that was waiting for one (up to
+ * SPARE_WORKERS wait), else a new one. A connection's thread reads the
+ * request head, asks the policy callback for the session's allowlist,
+ * resolves and checks, connects, and relays with poll(2) over two
+ * non-blocking sockets until both directions are done.
  *
  * The relay in the sandbox (src/init/relay.c) does not copy bytes: it
  * passes each accepted TCP connection over its unix connection (one byte,
@@ -19,13 +18,13 @@
  * Anything else on the unix socket is the request itself, as a relay that
  * copies sends it.
  *
- * Lifetimes: a session is referenced by the registry (until the acceptor
- * has closed its listening socket) and by each of its connections; the
- * last reference frees it. Sockets of connections are closed under the
- * lock, so egress_session_close() can shut them down (waking their
- * threads) without racing a close and a reuse of the descriptor. */
+ * Lifetimes are the session server's. A connection's sockets, the client's
+ * and the upstream one, are replaced and closed under the server's lock,
+ * so egress_session_close() can shut them down (waking their threads)
+ * without racing a close and a reuse of the descriptor. */
 #include "security/egress.h"
 
+#include "security/session_server.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
 #include "util/fdpass.h"
@@ -39,13 +38,12 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,33 +54,23 @@
 #define MAX_ADDRS 16
 #define OWN_ADDRS_MAX 64
 #define OWN_REFRESH_MS 5000
-#define THREAD_STACK (256 * 1024) /* getaddrinfo's NSS modules need room */
 /* Threads kept waiting for the next connection: a connection handed to
  * one starts at once, where a new thread would first be created (about
  * 30 us here) and fault in its stack. */
 #define SPARE_WORKERS 8
 #define AUDIT_QUEUE_MAX 4096
 
-struct egress_session;
-
+/* One connection: the session server's, and the upstream socket. */
 struct conn {
-	struct conn *next, *prev;
-	struct conn *queued_next; /* waiting for a worker (eg->mu) */
+	struct sess_srv_conn base; /* first: the server allocates it */
 	struct egress *eg;
-	struct egress_session *sess;
-	int client_fd, upstream_fd; /* closed under eg->mu */
+	int upstream_fd; /* closed under the server's lock */
 };
 
-struct egress_session {
-	struct egress_session *next;
-	char id[EGRESS_SESSION_MAX];
-	char *dir, *sock_path;
-	int listen_fd;
-	unsigned refs;	 /* the registry's + one per connection */
-	unsigned active; /* connections */
-	bool closed;
-	struct conn *conns;
-};
+_Static_assert(offsetof(struct conn, base) == 0,
+	       "the session server's part comes first");
+_Static_assert(EGRESS_SESSION_MAX == SESS_SRV_ID_MAX,
+	       "a session id is the session server's");
 
 /* A decision waiting for the audit thread. */
 struct audit_item {
@@ -94,20 +82,8 @@ struct audit_item {
 struct egress {
 	struct egress_config cfg;
 	struct egress_rules *rules;
-	pthread_mutex_t mu;
-	pthread_cond_t idle_cv;		 /* conns_total reached 0 */
-	struct egress_session *sessions; /* open */
-	struct egress_session *closing;	 /* listening socket still open */
-	unsigned conns_total;
-	/* connections accepted and not yet taken by a worker, and the
-	 * workers: alive, and waiting for one (eg->mu; idle_cv also tells
-	 * that workers reached 0) */
-	struct conn *queue_head, *queue_tail;
-	unsigned queued, workers, idle_workers;
-	pthread_cond_t work_cv;
-	int wake_fd;
-	pthread_t acceptor;
-	bool stopping;
+	/* the sockets, connections and their workers */
+	struct sess_srv *srv;
 	/* decisions to record, in order (audit_mu): a connection hands its
 	 * record over and is done; the audit thread writes them. A full
 	 * queue makes connections wait, holding their session's slot. */
@@ -138,29 +114,6 @@ void egress_strv_free(char **v, size_t n)
 	for (size_t i = 0; i < n; i++)
 		free(v[i]);
 	free(v);
-}
-
-static bool session_id_ok(const char *id)
-{
-	size_t n = strlen(id);
-	if (n == 0 || n >= EGRESS_SESSION_MAX || id[0] == '.')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = id[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-		      c == '-'))
-			return false;
-	}
-	return true;
-}
-
-static void wake(struct egress *eg)
-{
-	uint64_t one = 1;
-	if (write(eg->wake_fd, &one, sizeof(one)) < 0) {
-		/* the counter is saturated: the acceptor wakes anyway */
-	}
 }
 
 /* ---- this host's addresses ------------------------------------------------
@@ -304,22 +257,22 @@ static void addr_text(const struct sockaddr_storage *ss, char *out, size_t size)
 static bool set_upstream(struct conn *cn, int fd)
 {
 	struct egress *eg = cn->eg;
-	pthread_mutex_lock(&eg->mu);
-	bool closed = cn->sess->closed;
+	sess_srv_lock(eg->srv);
+	bool closed = cn->base.sess->closed;
 	if (!closed)
 		cn->upstream_fd = fd;
-	pthread_mutex_unlock(&eg->mu);
+	sess_srv_unlock(eg->srv);
 	return !closed;
 }
 
 static void drop_upstream(struct conn *cn)
 {
 	struct egress *eg = cn->eg;
-	pthread_mutex_lock(&eg->mu);
+	sess_srv_lock(eg->srv);
 	if (cn->upstream_fd >= 0)
 		close(cn->upstream_fd);
 	cn->upstream_fd = -1;
-	pthread_mutex_unlock(&eg->mu);
+	sess_srv_unlock(eg->srv);
 }
 
 /* Connects to one address within the timeout: 0, or -errno. */
@@ -594,13 +547,13 @@ static int take_passed(int fd, char *buf, size_t cap, size_t *len)
 }
 
 /* The first bytes on a new connection: either the relay passes the
- * client's socket, which becomes cn->client_fd (the unix one is closed),
+ * client's socket, which becomes cn's client_fd (the unix one is closed),
  * or they start the request head (buf, *len). 0, or -errno with *why
  * (-EBADMSG: answer the client). */
 static int first_read(struct conn *cn, char *buf, size_t cap, size_t *len,
 		      const char **why)
 {
-	int fd = cn->client_fd;
+	int fd = cn->base.client_fd;
 	double until = mono_ms() + HEAD_TIMEOUT_MS;
 	int r;
 	for (;;) {
@@ -625,13 +578,13 @@ static int first_read(struct conn *cn, char *buf, size_t cap, size_t *len,
 	default: break;
 	}
 	struct egress *eg = cn->eg;
-	pthread_mutex_lock(&eg->mu);
-	bool closed = cn->sess->closed;
+	sess_srv_lock(eg->srv);
+	bool closed = cn->base.sess->closed;
 	if (!closed) {
-		close(cn->client_fd);
-		cn->client_fd = r;
+		close(cn->base.client_fd);
+		cn->base.client_fd = r;
 	}
-	pthread_mutex_unlock(&eg->mu);
+	sess_srv_unlock(eg->srv);
 	if (closed) {
 		close(r);
 		*why = "the session is closing";
@@ -715,21 +668,22 @@ static int resolve(struct egress *eg, const struct egress_request *req,
 static void handle(struct conn *cn, struct outcome *o)
 {
 	struct egress *eg = cn->eg;
-	const char *sid = cn->sess->id;
+	const char *sid = cn->base.sess->id;
 	char body[768];
 	const char *why = "";
 	_cleanup_free_ char *buf = wr_malloc(EGRESS_HEAD_MAX);
 	if (!buf) {
 		o->decision = "failed";
 		snprintf(o->reason, sizeof(o->reason), "out of memory");
-		reply(cn->client_fd, 503, "warren egress: out of memory\n");
+		reply(cn->base.client_fd, 503,
+		      "warren egress: out of memory\n");
 		return;
 	}
 	size_t len = 0;
 	struct egress_request req;
 	/* the relay's client socket, or the request's first bytes */
 	int r = first_read(cn, buf, EGRESS_HEAD_MAX, &len, &why);
-	int fd = cn->client_fd;
+	int fd = cn->base.client_fd;
 	if (r == 0)
 		r = read_head(fd, buf, EGRESS_HEAD_MAX, &len, &req, &why);
 	if (r < 0) {
@@ -915,7 +869,7 @@ static void audit(struct conn *cn, const struct outcome *o, double ms)
 	struct audit_item *it = wr_calloc(1, sizeof(*it));
 	if (!it)
 		return;
-	snprintf(it->session, sizeof(it->session), "%s", cn->sess->id);
+	snprintf(it->session, sizeof(it->session), "%s", cn->base.sess->id);
 	it->details = audit_details(o, ms);
 	pthread_mutex_lock(&eg->audit_mu);
 	while (eg->audit_len >= AUDIT_QUEUE_MAX && !eg->audit_stop)
@@ -958,129 +912,35 @@ static void *audit_main(void *arg)
 	return NULL;
 }
 
-/* Drops a reference to s (eg->mu held); the last one frees it. */
-static void session_unref(struct egress_session *s)
-{
-	if (--s->refs > 0)
-		return;
-	free(s->dir);
-	free(s->sock_path);
-	free(s);
-}
+/* ---- the session server's callbacks --------------------------------------
+ */
 
-/* One connection, from its head to its audit record; frees cn. */
-static void serve_conn(struct conn *cn)
+/* One connection, from its head to its audit record (a worker thread). */
+static void serve(void *ctx, struct sess_srv_conn *base)
 {
-	struct egress *eg = cn->eg;
+	struct egress *eg = ctx;
+	struct conn *cn = (struct conn *)base;
 	double t0 = mono_ms();
 	struct outcome o = {0};
 	handle(cn, &o);
 	double ms = mono_ms() - t0;
-	pthread_mutex_lock(&eg->mu);
+	sess_srv_lock(eg->srv);
 	if (cn->upstream_fd >= 0)
 		close(cn->upstream_fd);
-	close(cn->client_fd);
-	cn->upstream_fd = cn->client_fd = -1;
-	pthread_mutex_unlock(&eg->mu);
+	cn->upstream_fd = -1;
+	sess_srv_conn_hangup_locked(base);
+	sess_srv_unlock(eg->srv);
 	/* the record after the sockets are gone: the client is not kept
 	 * waiting for it */
 	audit(cn, &o, ms);
-	pthread_mutex_lock(&eg->mu);
-	struct egress_session *s = cn->sess;
-	if (cn->prev)
-		cn->prev->next = cn->next;
-	else
-		s->conns = cn->next;
-	if (cn->next)
-		cn->next->prev = cn->prev;
-	s->active--;
-	session_unref(s);
-	if (--eg->conns_total == 0)
-		pthread_cond_broadcast(&eg->idle_cv);
-	pthread_mutex_unlock(&eg->mu);
-	free(cn);
 }
-
-/* A worker: serves queued connections one after the other; waits for the
- * next while fewer than SPARE_WORKERS others wait, else ends. */
-static void *worker_main(void *arg)
-{
-	struct egress *eg = arg;
-	pthread_mutex_lock(&eg->mu);
-	for (;;) {
-		while (!eg->queue_head && !eg->stopping &&
-		       eg->idle_workers < SPARE_WORKERS) {
-			eg->idle_workers++;
-			pthread_cond_wait(&eg->work_cv, &eg->mu);
-			eg->idle_workers--;
-		}
-		struct conn *cn = eg->queue_head;
-		if (!cn)
-			break; /* stopping, or enough spares */
-		eg->queue_head = cn->queued_next;
-		if (!eg->queue_head)
-			eg->queue_tail = NULL;
-		eg->queued--;
-		pthread_mutex_unlock(&eg->mu);
-		serve_conn(cn);
-		pthread_mutex_lock(&eg->mu);
-	}
-	if (--eg->workers == 0)
-		pthread_cond_broadcast(&eg->idle_cv);
-	pthread_mutex_unlock(&eg->mu);
-	return NULL;
-}
-
-/* Hands cn to a waiting worker, or to a new one when every waiting worker
- * has a connection already (eg->mu held). -errno if there is none and
- * none could be started: cn stays the caller's. */
-static int dispatch(struct egress *eg, struct conn *cn)
-{
-	cn->queued_next = NULL;
-	if (eg->queue_tail)
-		eg->queue_tail->queued_next = cn;
-	else
-		eg->queue_head = cn;
-	eg->queue_tail = cn;
-	eg->queued++;
-	if (eg->idle_workers >= eg->queued) {
-		pthread_cond_signal(&eg->work_cv);
-		return 0;
-	}
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, THREAD_STACK);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_t t;
-	int e = pthread_create(&t, &attr, worker_main, eg);
-	pthread_attr_destroy(&attr);
-	if (e == 0) {
-		eg->workers++;
-		return 0;
-	}
-	if (eg->workers > 0)
-		return 0; /* a busy worker takes it when it is done */
-	/* nobody will: take it back (it is the queue's last) */
-	struct conn **pp = &eg->queue_head;
-	struct conn *prev = NULL;
-	while (*pp != cn) {
-		prev = *pp;
-		pp = &(*pp)->queued_next;
-	}
-	*pp = NULL;
-	eg->queue_tail = prev;
-	eg->queued--;
-	return -e;
-}
-
-/* ---- the acceptor ----------------------------------------------------------
- */
 
 /* A connection that cannot be served: a short answer, best effort (the
  * socket is non-blocking), to the client's socket if the relay passed it
  * already; if not yet, on the unix socket, and the relay hands it on. */
-static void refuse(int fd, const char *body)
+static void refuse(void *ctx, int fd, const char *why)
 {
+	(void)ctx;
 	if (set_nonblock(fd) == 0) {
 		char byte[1];
 		size_t len;
@@ -1097,7 +957,8 @@ static void refuse(int fd, const char *body)
 					break;
 		}
 	}
-	char text[512];
+	char body[256], text[512];
+	snprintf(body, sizeof(body), "warren egress: %s\n", why);
 	int n = snprintf(text, sizeof(text),
 			 "HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
 			 "text/plain; charset=utf-8\r\nContent-Length: "
@@ -1110,259 +971,77 @@ static void refuse(int fd, const char *body)
 	close(fd);
 }
 
-/* Accepts what s's listener has (eg->mu held). */
-static void accept_all(struct egress *eg, struct egress_session *s)
+static void conn_init(void *ctx, struct sess_srv_conn *base)
 {
-	unsigned max = eg->cfg.max_conns ? eg->cfg.max_conns : EGRESS_CONN_MAX;
-	for (;;) {
-		int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			return; /* EAGAIN: all taken */
-		if (s->closed) {
-			close(fd);
-			continue;
-		}
-		if (s->active >= max) {
-			refuse(fd, "warren egress: too many connections for "
-				   "this session\n");
-			continue;
-		}
-		struct conn *cn = wr_calloc(1, sizeof(*cn));
-		if (!cn || set_nonblock(fd) < 0) {
-			free(cn);
-			refuse(fd, "warren egress: out of memory\n");
-			continue;
-		}
-		cn->eg = eg;
-		cn->sess = s;
-		cn->client_fd = fd;
-		cn->upstream_fd = -1;
-		s->refs++;
-		s->active++;
-		eg->conns_total++;
-		cn->next = s->conns;
-		if (s->conns)
-			s->conns->prev = cn;
-		s->conns = cn;
-		if (dispatch(eg, cn) < 0) {
-			s->conns = cn->next;
-			if (s->conns)
-				s->conns->prev = NULL;
-			s->refs--;
-			s->active--;
-			eg->conns_total--;
-			free(cn);
-			refuse(fd, "warren egress: cannot start a connection "
-				   "thread\n");
-		}
-	}
+	struct conn *cn = (struct conn *)base;
+	cn->eg = ctx;
+	cn->upstream_fd = -1;
 }
 
-/* Closes the listeners of closed sessions (eg->mu held). */
-static void reap_closing(struct egress *eg)
+/* The session closes: the upstream socket is shut down with the client's,
+ * which wakes the relay. */
+static void conn_end(void *ctx, struct sess_srv_conn *base)
 {
-	while (eg->closing) {
-		struct egress_session *s = eg->closing;
-		eg->closing = s->next;
-		if (s->listen_fd >= 0)
-			close(s->listen_fd);
-		s->listen_fd = -1;
-		session_unref(s);
-	}
+	(void)ctx;
+	struct conn *cn = (struct conn *)base;
+	if (cn->upstream_fd >= 0)
+		shutdown(cn->upstream_fd, SHUT_RDWR);
 }
 
-static void *acceptor_main(void *arg)
-{
-	struct egress *eg = arg;
-	struct pollfd *pfd = NULL;
-	struct egress_session **owner = NULL;
-	size_t cap = 0;
-	pthread_mutex_lock(&eg->mu);
-	while (!eg->stopping) {
-		reap_closing(eg);
-		size_t n = 1;
-		for (struct egress_session *s = eg->sessions; s; s = s->next)
-			n++;
-		if (n > cap) {
-			struct pollfd *p = wr_realloc(pfd, n * sizeof(*p));
-			if (p)
-				pfd = p;
-			struct egress_session **o =
-			    wr_realloc(owner, n * sizeof(*o));
-			if (o)
-				owner = o;
-			if (!p || !o) {
-				/* try again in a moment */
-				pthread_mutex_unlock(&eg->mu);
-				usleep(100 * 1000);
-				pthread_mutex_lock(&eg->mu);
-				continue;
-			}
-			cap = n;
-		}
-		pfd[0] = (struct pollfd){eg->wake_fd, POLLIN, 0};
-		size_t k = 1;
-		for (struct egress_session *s = eg->sessions; s; s = s->next) {
-			pfd[k] = (struct pollfd){s->listen_fd, POLLIN, 0};
-			owner[k++] = s;
-		}
-		/* the listeners stay open while we poll: only this thread
-		 * closes them (reap_closing) */
-		pthread_mutex_unlock(&eg->mu);
-		int r = poll(pfd, (nfds_t)k, -1);
-		pthread_mutex_lock(&eg->mu);
-		if (r < 0)
-			continue;
-		if (pfd[0].revents & POLLIN) {
-			uint64_t v;
-			if (read(eg->wake_fd, &v, sizeof(v)) < 0) {
-				/* nothing pending */
-			}
-		}
-		for (size_t i = 1; i < k; i++)
-			if (pfd[i].revents & POLLIN)
-				accept_all(eg, owner[i]);
-	}
-	reap_closing(eg);
-	pthread_mutex_unlock(&eg->mu);
-	free(pfd);
-	free(owner);
-	return NULL;
-}
+static const struct sess_srv_ops server_ops = {
+    .serve = serve,
+    .refuse = refuse,
+    .conn_init = conn_init,
+    .conn_end = conn_end,
+};
 
 /* ---- sessions ---------------------------------------------------------------
  */
-
-/* Binds a listening unix socket at dir/proxy.sock through the directory's
- * descriptor: /proc/self/fd/N/proxy.sock fits sun_path however long the
- * data directory's path is. */
-static int listen_at(int dir_fd, struct wr_error **err, const char *dir)
-{
-	if (unlinkat(dir_fd, EGRESS_SOCKET_NAME, 0) < 0 && errno != ENOENT)
-		return wr_error_set(err, errno, "remove %s/%s", dir,
-				    EGRESS_SOCKET_NAME);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return wr_error_set(err, errno, "egress socket");
-	struct sockaddr_un sun = {.sun_family = AF_UNIX};
-	snprintf(sun.sun_path, sizeof(sun.sun_path), "/proc/self/fd/%d/%s",
-		 dir_fd, EGRESS_SOCKET_NAME);
-	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
-	    fchmodat(dir_fd, EGRESS_SOCKET_NAME, 0666, 0) < 0 ||
-	    listen(fd, SOMAXCONN) < 0) {
-		int e = errno;
-		close(fd);
-		return wr_error_set(err, e, "listen on %s/%s", dir,
-				    EGRESS_SOCKET_NAME);
-	}
-	return fd;
-}
 
 int egress_session_open(struct egress *eg, const char *session_id,
 			const char *dir, char **sock_path,
 			struct wr_error **err)
 {
-	if (!session_id_ok(session_id))
+	if (!sess_srv_id_ok(session_id))
 		return wr_error_set(err, EINVAL, "egress: bad session id");
-	pthread_mutex_lock(&eg->mu);
-	for (struct egress_session *s = eg->sessions; s; s = s->next)
-		if (!strcmp(s->id, session_id)) {
-			char *copy = sock_path ? wr_strdup(s->sock_path) : NULL;
-			pthread_mutex_unlock(&eg->mu);
-			if (sock_path && !copy)
-				return wr_error_set(err, ENOMEM, "egress");
-			if (sock_path)
-				*sock_path = copy;
-			return 0;
-		}
-	pthread_mutex_unlock(&eg->mu);
-	/* 0711: the sandbox's processes (an unmapped uid, "others" here)
-	 * may pass through to the socket, not list; the socket is 0666
-	 * since connect(2) needs write permission. Nobody else on the host
-	 * gets this far: DATA/sessions is 0700. */
-	if (mkdir(dir, 0711) < 0 && errno != EEXIST)
-		return wr_error_set(err, errno, "egress: mkdir %s", dir);
-	_cleanup_close_ int dir_fd =
-	    open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dir_fd < 0)
-		return wr_error_set(err, errno, "egress: open %s", dir);
-	if (fchmod(dir_fd, 0711) < 0)
-		return wr_error_set(err, errno, "egress: chmod %s", dir);
-	struct egress_session *s = wr_calloc(1, sizeof(*s));
-	if (!s)
-		return wr_error_set(err, ENOMEM, "egress");
-	snprintf(s->id, sizeof(s->id), "%s", session_id);
-	s->dir = wr_strdup(dir);
-	s->sock_path = wr_asprintf("%s/%s", dir, EGRESS_SOCKET_NAME);
-	char *copy = s->sock_path ? wr_strdup(s->sock_path) : NULL;
-	if (!s->dir || !s->sock_path || (sock_path && !copy)) {
-		free(copy);
-		free(s->dir);
-		free(s->sock_path);
-		free(s);
+	sess_srv_lock(eg->srv);
+	struct sess_srv_session *open =
+	    sess_srv_find_locked(eg->srv, session_id);
+	if (open) {
+		char *copy = sock_path ? wr_strdup(open->sock_path) : NULL;
+		sess_srv_unlock(eg->srv);
+		if (sock_path && !copy)
+			return wr_error_set(err, ENOMEM, "egress");
+		if (sock_path)
+			*sock_path = copy;
+		return 0;
+	}
+	sess_srv_unlock(eg->srv);
+	struct sess_srv_session *s;
+	int r = sess_srv_session_new(eg->srv, session_id, dir, &s, err);
+	if (r < 0)
+		return r;
+	/* the path, copied before s is the server's (and may go) */
+	char *copy = sock_path ? wr_strdup(s->sock_path) : NULL;
+	if (sock_path && !copy) {
+		sess_srv_session_free(eg->srv, s);
 		return wr_error_set(err, ENOMEM, "egress");
 	}
-	s->listen_fd = listen_at(dir_fd, err, dir);
-	if (s->listen_fd < 0) {
-		int r = s->listen_fd;
+	r = sess_srv_session_open(eg->srv, s, NULL, err);
+	if (r < 0) {
 		free(copy);
-		free(s->dir);
-		free(s->sock_path);
-		free(s);
 		return r;
 	}
-	s->refs = 1;
-	pthread_mutex_lock(&eg->mu);
-	s->next = eg->sessions;
-	eg->sessions = s;
-	wake(eg);
-	pthread_mutex_unlock(&eg->mu);
 	if (sock_path)
 		*sock_path = copy;
-	else
-		free(copy);
 	return 0;
-}
-
-/* Moves s from the open list to the closing one and ends its
- * connections (eg->mu held). */
-static void session_detach(struct egress *eg, struct egress_session *s)
-{
-	s->closed = true;
-	for (struct conn *cn = s->conns; cn; cn = cn->next) {
-		shutdown(cn->client_fd, SHUT_RDWR);
-		if (cn->upstream_fd >= 0)
-			shutdown(cn->upstream_fd, SHUT_RDWR);
-	}
-	s->next = eg->closing;
-	eg->closing = s;
 }
 
 void egress_session_close(struct egress *eg, const char *session_id)
 {
 	if (!eg || !session_id)
 		return;
-	pthread_mutex_lock(&eg->mu);
-	struct egress_session **pp = &eg->sessions;
-	while (*pp && strcmp((*pp)->id, session_id))
-		pp = &(*pp)->next;
-	struct egress_session *s = *pp;
-	char *dir = NULL, *sock = NULL;
-	if (s) {
-		*pp = s->next;
-		dir = wr_strdup(s->dir);
-		sock = wr_strdup(s->sock_path);
-		session_detach(eg, s);
-		wake(eg);
-	}
-	pthread_mutex_unlock(&eg->mu);
-	/* the path goes now; the listener with the acceptor's next turn */
-	if (sock)
-		unlink(sock);
-	if (dir)
-		rmdir(dir);
-	free(sock);
-	free(dir);
+	sess_srv_close(eg->srv, session_id, "its sandbox stopped", NULL);
 }
 
 /* Lets the audit thread write what is queued, and waits for it. */
@@ -1381,12 +1060,8 @@ static void stop_audit(struct egress *eg)
 
 static void egress_free(struct egress *eg)
 {
-	close(eg->wake_fd);
-	pthread_mutex_destroy(&eg->mu);
 	pthread_mutex_destroy(&eg->own_mu);
 	pthread_mutex_destroy(&eg->audit_mu);
-	pthread_cond_destroy(&eg->idle_cv);
-	pthread_cond_destroy(&eg->work_cv);
 	pthread_cond_destroy(&eg->audit_cv);
 	pthread_cond_destroy(&eg->audit_space_cv);
 	egress_rules_free(eg->rules);
@@ -1404,7 +1079,6 @@ int egress_start(const struct egress_config *cfg, struct egress **out,
 	eg->cfg = *cfg;
 	eg->cfg.rules = NULL;
 	eg->cfg.self_addr = NULL;
-	eg->wake_fd = -1;
 	int r = egress_rules_new(cfg->rules, &eg->rules, err);
 	if (r < 0) {
 		free(eg);
@@ -1415,31 +1089,35 @@ int egress_start(const struct egress_config *cfg, struct egress **out,
 		/* a name, not an address: any local address with the port */
 		egress_rules_set_self(eg->rules, NULL, cfg->self_port);
 	}
-	eg->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (eg->wake_fd < 0) {
-		r = wr_error_set(err, errno, "egress: eventfd");
-		egress_rules_free(eg->rules);
-		free(eg);
-		return r;
-	}
-	pthread_mutex_init(&eg->mu, NULL);
 	pthread_mutex_init(&eg->own_mu, NULL);
 	pthread_mutex_init(&eg->audit_mu, NULL);
-	pthread_cond_init(&eg->idle_cv, NULL);
-	pthread_cond_init(&eg->work_cv, NULL);
 	pthread_cond_init(&eg->audit_cv, NULL);
 	pthread_cond_init(&eg->audit_space_cv, NULL);
-	int e = 0;
-	if (eg->cfg.audit) {
-		e = pthread_create(&eg->audit_thread, NULL, audit_main, eg);
-		eg->audit_started = e == 0;
-	}
-	if (!e)
-		e = pthread_create(&eg->acceptor, NULL, acceptor_main, eg);
-	if (e) {
-		stop_audit(eg);
+	const struct sess_srv_config scfg = {
+	    .name = "egress",
+	    .socket_name = EGRESS_SOCKET_NAME,
+	    .token_name = NULL,
+	    .session_size = sizeof(struct sess_srv_session),
+	    .conn_size = sizeof(struct conn),
+	    .max_conns = cfg->max_conns ? cfg->max_conns : EGRESS_CONN_MAX,
+	    .spare_workers = SPARE_WORKERS,
+	    .nonblocking = true,
+	    .ops = &server_ops,
+	    .ctx = eg,
+	};
+	r = sess_srv_start(&scfg, &eg->srv, err);
+	if (r < 0) {
 		egress_free(eg);
-		return wr_error_set(err, e, "egress: threads");
+		return r;
+	}
+	if (eg->cfg.audit) {
+		int e = pthread_create(&eg->audit_thread, NULL, audit_main, eg);
+		if (e) {
+			sess_srv_stop(eg->srv, "the server stopped");
+			egress_free(eg);
+			return wr_error_set(err, e, "egress: threads");
+		}
+		eg->audit_started = true;
 	}
 	*out = eg;
 	return 0;
@@ -1449,30 +1127,9 @@ void egress_stop(struct egress *eg)
 {
 	if (!eg)
 		return;
-	pthread_mutex_lock(&eg->mu);
-	while (eg->sessions) {
-		struct egress_session *s = eg->sessions;
-		eg->sessions = s->next;
-		if (s->sock_path)
-			unlink(s->sock_path);
-		if (s->dir)
-			rmdir(s->dir);
-		session_detach(eg, s);
-	}
-	eg->stopping = true;
-	wake(eg);
-	pthread_mutex_unlock(&eg->mu);
-	pthread_join(eg->acceptor, NULL);
-	/* connection threads end once their sockets are shut down; one in
+	/* connections end once their sockets are shut down; one in
 	 * getaddrinfo ends with its resolver's timeout */
-	pthread_mutex_lock(&eg->mu);
-	while (eg->conns_total > 0)
-		pthread_cond_wait(&eg->idle_cv, &eg->mu);
-	/* the waiting workers end too */
-	pthread_cond_broadcast(&eg->work_cv);
-	while (eg->workers > 0)
-		pthread_cond_wait(&eg->idle_cv, &eg->mu);
-	pthread_mutex_unlock(&eg->mu);
+	sess_srv_stop(eg->srv, "the server stopped");
 	stop_audit(eg);
 	egress_free(eg);
 }

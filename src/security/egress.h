@@ -29,7 +29,8 @@
  * duration.
  *
  * egress_policy.c owns the pure parts (allowlist entries, deny rules,
- * request heads); egress.c the sockets and threads. Nothing here prints. */
+ * request heads); egress.c the connections, over the session server
+ * (session_server.h: sockets, threads). Nothing here prints. */
 #ifndef WR_SECURITY_EGRESS_H
 #define WR_SECURITY_EGRESS_H
 
