@@ -156,6 +156,11 @@ $(BUILD)/warren-git-connect: src/init/gitconnect.c
 	$(INIT_CC) $(INIT_CFLAGS) -o $@ src/init/gitconnect.c
 	strip $@
 
+# test_request reads what request.c builds with the CLI's own parser
+$(BUILD)/tests/test_request: tests/unit/test_request.c $(filter-out %/main.o,$(CLI_OBJ)) $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS) -lcmocka
+
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(SERVER_OBJ) $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS) -lcmocka

@@ -2,6 +2,8 @@
  * (see exec_sandbox.h). */
 #include "agent/exec_sandbox.h"
 
+#include "sandbox/request.h"
+
 #include "sched/proc.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
@@ -257,19 +259,13 @@ int exec_sandbox_run(void *ctx, char *const argv[], const void *stdin_data,
 	if (access(xs->warren_bin, X_OK) < 0)
 		return wr_error_set(err, errno, "exec in sandbox %s: %s",
 				    xs->sandbox, xs->warren_bin);
-	_cleanup_free_ char **full = wr_calloc(argc + 8, sizeof(char *));
-	if (!full)
-		return wr_error_set(err, ENOMEM, "exec in sandbox %s",
+	struct sandbox_exec_cmd ex = {
+	    .name = xs->sandbox, .cwd = TOOLS_WORKSPACE, .argv = argv};
+	struct sandbox_cmdline cl;
+	int built = sandbox_cmdline_exec(xs->warren_bin, &ex, &cl);
+	if (built < 0)
+		return wr_error_set(err, -built, "exec in sandbox %s",
 				    xs->sandbox);
-	size_t k = 0;
-	full[k++] = (char *)xs->warren_bin;
-	full[k++] = (char *)"sandbox";
-	full[k++] = (char *)"exec";
-	full[k++] = (char *)xs->sandbox;
-	full[k++] = (char *)"--cwd";
-	full[k++] = (char *)TOOLS_WORKSPACE;
-	full[k++] = (char *)"--";
-	memcpy(full + k, argv, argc * sizeof(char *));
 
 	struct run r = {
 	    .in_fd = -1,
@@ -288,7 +284,8 @@ int exec_sandbox_run(void *ctx, char *const argv[], const void *stdin_data,
 	sigpending(&pending);
 	bool pipe_was_pending = sigismember(&pending, SIGPIPE) == 1;
 
-	int ret = proc_spawn_stdin(full, &r.in_fd, &r.p, err);
+	int ret = proc_spawn_stdin(cl.argv, &r.in_fd, &r.p, err);
+	sandbox_cmdline_clear(&cl);
 	if (ret < 0) {
 		wr_error_wrap(err, "exec in sandbox %s", xs->sandbox);
 		goto restore;

@@ -146,7 +146,12 @@ json_t *api_session_json(struct api *a, const struct store_session *s,
 	set(o, "updated_ms", json_integer(s->updated_ms), &bad);
 	set(o, "started_ms", ms_or_null(s->started_ms), &bad);
 	set(o, "finished_ms", ms_or_null(s->finished_ms), &bad);
-	set(o, "outcome", api_json_embed(s->outcome_json), &bad);
+	json_t *outcome = api_json_embed(s->outcome_json);
+	/* where its sandboxes run: recorded once the snapshot is known */
+	json_t *backend = json_object_get(outcome, "backend");
+	set(o, "backend",
+	    json_is_string(backend) ? json_incref(backend) : json_null(), &bad);
+	set(o, "outcome", outcome, &bad);
 	return finish(o, bad);
 }
 

@@ -1,6 +1,8 @@
 /* sandbox.c - `warren sandbox ...`: sub-verb dispatch and shared options. */
 #include "cli/cli.h"
 
+#include "sandbox/request.h"
+
 #include "snapshot/build.h"
 #include "snapshot/script.h"
 #include "snapshot/session.h"
@@ -96,28 +98,29 @@ enum {
 	OPT_BACKEND,
 };
 
+/* the names are request.h's: the server's command lines use the same */
 static const struct option sandbox_options[] = {
-    {"rootfs", required_argument, NULL, OPT_ROOTFS},
-    {"layer", required_argument, NULL, OPT_LAYER},
-    {"upper", required_argument, NULL, OPT_UPPER},
-    {"bind", required_argument, NULL, OPT_BIND},
-    {"env", required_argument, NULL, OPT_ENV},
-    {"cwd", required_argument, NULL, OPT_CWD},
-    {"hostname", required_argument, NULL, OPT_HOSTNAME},
-    {"memory", required_argument, NULL, OPT_MEMORY},
-    {"cpus", required_argument, NULL, OPT_CPUS},
-    {"pids", required_argument, NULL, OPT_PIDS},
-    {"disk", required_argument, NULL, OPT_DISK},
-    {"timeout", required_argument, NULL, OPT_TIMEOUT},
-    {"net", required_argument, NULL, OPT_NET},
-    {"json", no_argument, NULL, OPT_JSON},
-    {"name", required_argument, NULL, OPT_NAME},
-    {"allow-userns", no_argument, NULL, OPT_ALLOW_USERNS},
-    {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
-    {"data", required_argument, NULL, OPT_DATA},
-    {"ref", required_argument, NULL, OPT_REF},
-    {"die-with-parent", no_argument, NULL, OPT_DIE_WITH_PARENT},
-    {"backend", required_argument, NULL, OPT_BACKEND},
+    {SBX_OPT_ROOTFS, required_argument, NULL, OPT_ROOTFS},
+    {SBX_OPT_LAYER, required_argument, NULL, OPT_LAYER},
+    {SBX_OPT_UPPER, required_argument, NULL, OPT_UPPER},
+    {SBX_OPT_BIND, required_argument, NULL, OPT_BIND},
+    {SBX_OPT_ENV, required_argument, NULL, OPT_ENV},
+    {SBX_OPT_CWD, required_argument, NULL, OPT_CWD},
+    {SBX_OPT_HOSTNAME, required_argument, NULL, OPT_HOSTNAME},
+    {SBX_OPT_MEMORY, required_argument, NULL, OPT_MEMORY},
+    {SBX_OPT_CPUS, required_argument, NULL, OPT_CPUS},
+    {SBX_OPT_PIDS, required_argument, NULL, OPT_PIDS},
+    {SBX_OPT_DISK, required_argument, NULL, OPT_DISK},
+    {SBX_OPT_TIMEOUT, required_argument, NULL, OPT_TIMEOUT},
+    {SBX_OPT_NET, required_argument, NULL, OPT_NET},
+    {SBX_OPT_JSON, no_argument, NULL, OPT_JSON},
+    {SBX_OPT_NAME, required_argument, NULL, OPT_NAME},
+    {SBX_OPT_ALLOW_USERNS, no_argument, NULL, OPT_ALLOW_USERNS},
+    {SBX_OPT_SNAPSHOT, required_argument, NULL, OPT_SNAPSHOT},
+    {SBX_OPT_DATA, required_argument, NULL, OPT_DATA},
+    {SBX_OPT_REF, required_argument, NULL, OPT_REF},
+    {SBX_OPT_DIE_WITH_PARENT, no_argument, NULL, OPT_DIE_WITH_PARENT},
+    {SBX_OPT_BACKEND, required_argument, NULL, OPT_BACKEND},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };

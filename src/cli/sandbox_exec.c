@@ -2,6 +2,8 @@
  * [--tty] -- CMD [ARGS...]`. */
 #include "cli/cli.h"
 
+#include "sandbox/request.h"
+
 #include "util/alloc.h"
 
 #include <errno.h>
@@ -14,8 +16,8 @@
 int cmd_sandbox_exec(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"cwd", required_argument, NULL, 'c'},
-	    {"env", required_argument, NULL, 'e'},
+	    {SBX_OPT_CWD, required_argument, NULL, 'c'},
+	    {SBX_OPT_ENV, required_argument, NULL, 'e'},
 	    {"tty", no_argument, NULL, 't'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},

@@ -2,6 +2,8 @@
  * (evidence.h). */
 #include "review/evidence.h"
 
+#include "sandbox/request.h"
+
 #include "snapshot/git.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
@@ -171,11 +173,15 @@ static int export_tree(const struct evidence_request *q, const char *pack_path,
 	    open(pack_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return wr_error_set(err, errno, "open %s", pack_path);
-	const char *argv[] = {q->warren_bin, "sandbox",	  "exec",
-			      q->sandbox,    "--cwd",	  "/workspace",
-			      "--",	     "/bin/sh",	  "-c",
-			      export_script, "warren-export", q->base,
-			      NULL};
+	char *cmd[] = {"/bin/sh", "-c", (char *)export_script,
+		       "warren-export", (char *)q->base, NULL};
+	struct sandbox_exec_cmd ex = {
+	    .name = q->sandbox, .cwd = "/workspace", .argv = cmd};
+	struct sandbox_cmdline cl;
+	int built = sandbox_cmdline_exec(q->warren_bin, &ex, &cl);
+	if (built < 0)
+		return wr_error_set(err, -built, "read the work tree");
+	const char *const *argv = (const char *const *)cl.argv;
 	static const char *const env[] = {"PATH=/usr/bin:/bin", "LC_ALL=C",
 					  NULL};
 	size_t len = 0;
@@ -189,6 +195,7 @@ static int export_tree(const struct evidence_request *q, const char *pack_path,
 	    .timeout_ms = EXPORT_TIMEOUT_MS,
 	};
 	int status = spawn_run(&c, err);
+	sandbox_cmdline_clear(&cl);
 	if (status == -EFBIG) {
 		wr_error_freep(err);
 		return wr_error_input(err, 0,

@@ -1,7 +1,8 @@
 /* backend.c - the backend table, and the public handle calls that go
  * through it.
  *
- * A backend is one row of `backends` below: how it creates a sandbox from
+ * A backend is one row of `backends` below (and its name in
+ * backend_name.c): how it creates a sandbox from
  * a checked configuration, waits for a one-off one, destroys it, and what
  * it must undo itself when a record is removed. Everything else is shared
  * by construction: the configuration and its checks (config.c), the
@@ -26,22 +27,6 @@ const struct sandbox_backend_ops *sandbox_backend_ops(enum sandbox_backend b)
 	return (unsigned)b < SANDBOX_BACKEND_MAX && backends[b]
 		   ? backends[b]
 		   : backends[SANDBOX_BACKEND_NATIVE];
-}
-
-const char *sandbox_backend_name(enum sandbox_backend b)
-{
-	return sandbox_backend_ops(b)->name;
-}
-
-int sandbox_backend_parse(const char *name, enum sandbox_backend *out)
-{
-	for (int b = 0; name && b < SANDBOX_BACKEND_MAX; b++) {
-		if (backends[b] && !strcmp(backends[b]->name, name)) {
-			*out = (enum sandbox_backend)b;
-			return 0;
-		}
-	}
-	return -EINVAL;
 }
 
 int sandbox_backend_check(enum sandbox_backend b, struct wr_error **err)

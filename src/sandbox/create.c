@@ -867,7 +867,6 @@ static int native_destroy(struct sandbox *sb, struct wr_error **err)
 }
 
 const struct sandbox_backend_ops native_backend_ops = {
-    .name = "native",
     .create = native_create,
     .run_wait = native_run_wait,
     .destroy = native_destroy,

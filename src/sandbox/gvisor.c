@@ -922,7 +922,6 @@ static void gvisor_cleanup(const struct sandbox_record *rec)
 }
 
 const struct sandbox_backend_ops gvisor_backend_ops = {
-    .name = "gvisor",
     .check = gvisor_check,
     .create = gvisor_create,
     .run_wait = gvisor_run_wait,

@@ -245,7 +245,6 @@ extern const size_t sandbox_n_kept_caps;
  * for a record being removed (before the shared cgroup, work dir and
  * record removal of manage.c); check says whether the host can run it. */
 struct sandbox_backend_ops {
-	const char *name;
 	int (*check)(struct wr_error **err);
 	int (*create)(const struct sandbox_config *cfg, enum sandbox_mode mode,
 		      char *const argv[], struct sandbox **out,

@@ -69,8 +69,8 @@ int control_broker_start(struct control *c, struct wr_error **err)
 
 void control_broker_clear(struct control_broker *b)
 {
-	free(b->bind_dir);
-	free(b->bind_client);
+	free(b->dir);
+	free(b->client);
 	memset(b, 0, sizeof(*b));
 }
 
@@ -128,10 +128,9 @@ int control_broker_prepare(struct run *run, const struct store_session *s,
 	store_repo_clear(&repo);
 	if (r < 0)
 		return wr_error_wrap(err, "credential broker");
-	out->bind_dir = wr_asprintf("%s:%s:ro", dir, BROKER_SANDBOX_DIR);
-	out->bind_client =
-	    wr_asprintf("%s:%s:ro", client, BROKER_SANDBOX_CLIENT);
-	if (!out->bind_dir || !out->bind_client) {
+	out->dir = wr_strdup(dir);
+	out->client = wr_strdup(client);
+	if (!out->dir || !out->client) {
 		control_broker_clear(out);
 		broker_session_close(c->broker, s->id);
 		return wr_error_set(err, ENOMEM, "broker");
@@ -140,15 +139,18 @@ int control_broker_prepare(struct run *run, const struct store_session *s,
 	return 0;
 }
 
-int control_broker_argv(const struct control_broker *b, char **argv, int n)
+int control_broker_request(const struct control_broker *b,
+			   struct sandbox_request *req)
 {
 	if (!b->on)
-		return n;
-	argv[n++] = "--bind";
-	argv[n++] = b->bind_dir;
-	argv[n++] = "--bind";
-	argv[n++] = b->bind_client;
-	return n;
+		return 0;
+	if (req->n_binds + 2 > SBX_MAX_BINDS)
+		return -E2BIG;
+	req->binds[req->n_binds++] =
+	    (struct sandbox_bind){b->dir, BROKER_SANDBOX_DIR, true};
+	req->binds[req->n_binds++] =
+	    (struct sandbox_bind){b->client, BROKER_SANDBOX_CLIENT, true};
+	return 0;
 }
 
 int control_broker_configure(struct run *run, struct wr_error **err)
@@ -162,19 +164,16 @@ int control_broker_configure(struct run *run, struct wr_error **err)
 	    "git config protocol.ext.allow always || exit 1\n"
 	    "git remote set-url origin \"$1\" 2>/dev/null || "
 	    "git remote add origin \"$1\"\n";
-	char *argv[] = {c->warren_bin,
-			"sandbox",
-			"exec",
-			run->sandbox,
-			"--",
-			"/bin/sh",
-			"-c",
-			(char *)script,
-			"warren-broker",
-			BROKER_REMOTE_URL,
-			NULL};
+	char *cmd[] = {"/bin/sh", "-c", (char *)script, "warren-broker",
+		       BROKER_REMOTE_URL, NULL};
+	struct sandbox_exec_cmd ex = {.name = run->sandbox, .argv = cmd};
+	struct sandbox_cmdline cl;
+	int status = sandbox_cmdline_exec(c->warren_bin, &ex, &cl);
+	if (status < 0)
+		return wr_error_set(err, -status, "broker: command line");
 	_cleanup_free_ char *errors = NULL;
-	int status = proc_run(argv, 4096, -1, NULL, &errors, err);
+	status = proc_run(cl.argv, 4096, -1, NULL, &errors, err);
+	sandbox_cmdline_clear(&cl);
 	if (status < 0)
 		return wr_error_wrap(err, "broker: configure the workspace");
 	if (status != 0) {

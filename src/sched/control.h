@@ -17,6 +17,7 @@
 #include "agent/agent.h"
 #include "review/evidence.h"
 #include "review/forge.h"
+#include "sandbox/sandbox.h"
 #include "store/store.h"
 #include "util/error.h"
 
@@ -84,6 +85,9 @@ struct control_config {
 	struct agent_budget budget;
 	struct agent_prices prices;
 	unsigned verify_retries; /* agent attempts after a failed verify */
+	/* sandbox.backend: where sessions run unless their repository's
+	 * spec says (customizations.warren.backend) */
+	enum sandbox_backend backend;
 	/* registering a repository does not ask its remote first (the unit
 	 * tests' fake URLs); a server always asks */
 	bool no_remote_check;

@@ -260,8 +260,8 @@ int control_egress_check(const json_t *list, json_t **out,
 
 void control_egress_clear(struct control_egress *e)
 {
-	free(e->bind_dir);
-	free(e->bind_relay);
+	free(e->dir);
+	free(e->relay);
 	memset(e, 0, sizeof(*e));
 }
 
@@ -293,9 +293,9 @@ int control_egress_prepare(struct run *run, const struct store_session *s,
 	int r = egress_session_open(c->egress, s->id, dir, NULL, err);
 	if (r < 0)
 		return wr_error_wrap(err, "egress");
-	out->bind_dir = wr_asprintf("%s:%s:ro", dir, EGRESS_SANDBOX_DIR);
-	out->bind_relay = wr_asprintf("%s:%s:ro", relay, EGRESS_SANDBOX_RELAY);
-	if (!out->bind_dir || !out->bind_relay) {
+	out->dir = wr_strdup(dir);
+	out->relay = wr_strdup(relay);
+	if (!out->dir || !out->relay) {
 		control_egress_clear(out);
 		egress_session_close(c->egress, s->id);
 		return wr_error_set(err, ENOMEM, "egress");
@@ -304,7 +304,8 @@ int control_egress_prepare(struct run *run, const struct store_session *s,
 	return 0;
 }
 
-int control_egress_argv(const struct control_egress *e, char **argv, int n)
+int control_egress_request(const struct control_egress *e,
+			   struct sandbox_request *req)
 {
 	static const char *const env[] = {
 	    "HTTP_PROXY=" EGRESS_PROXY_URL,
@@ -315,26 +316,31 @@ int control_egress_argv(const struct control_egress *e, char **argv, int n)
 	    "no_proxy=localhost,127.0.0.1,::1",
 	};
 	if (!e->on)
-		return n;
-	argv[n++] = "--bind";
-	argv[n++] = e->bind_dir;
-	argv[n++] = "--bind";
-	argv[n++] = e->bind_relay;
-	for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++) {
-		argv[n++] = "--env";
-		argv[n++] = (char *)env[i];
-	}
-	return n;
+		return 0;
+	if (req->n_binds + 2 > SBX_MAX_BINDS ||
+	    req->n_env + ARRAY_SIZE(env) > SBX_MAX_ENV)
+		return -E2BIG;
+	req->binds[req->n_binds++] =
+	    (struct sandbox_bind){e->dir, EGRESS_SANDBOX_DIR, true};
+	req->binds[req->n_binds++] =
+	    (struct sandbox_bind){e->relay, EGRESS_SANDBOX_RELAY, true};
+	for (size_t i = 0; i < ARRAY_SIZE(env); i++)
+		req->env[req->n_env++] = env[i];
+	return 0;
 }
 
 int control_egress_relay(struct run *run, struct wr_error **err)
 {
 	struct control *c = run->ctl;
-	char *argv[] = {c->warren_bin,	       "sandbox", "exec",
-			run->sandbox,	       "--",	  EGRESS_SANDBOX_RELAY,
-			EGRESS_SANDBOX_SOCKET, NULL};
+	char *cmd[] = {EGRESS_SANDBOX_RELAY, EGRESS_SANDBOX_SOCKET, NULL};
+	struct sandbox_exec_cmd ex = {.name = run->sandbox, .argv = cmd};
+	struct sandbox_cmdline cl;
+	int status = sandbox_cmdline_exec(c->warren_bin, &ex, &cl);
+	if (status < 0)
+		return wr_error_set(err, -status, "egress relay: command line");
 	_cleanup_free_ char *errors = NULL;
-	int status = proc_run(argv, 4096, -1, NULL, &errors, err);
+	status = proc_run(cl.argv, 4096, -1, NULL, &errors, err);
+	sandbox_cmdline_clear(&cl);
 	if (status < 0)
 		return wr_error_wrap(err, "egress relay");
 	if (status != 0) {

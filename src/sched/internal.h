@@ -2,6 +2,7 @@
 #ifndef WR_SCHED_INTERNAL_H
 #define WR_SCHED_INTERNAL_H
 
+#include "sandbox/request.h"
 #include "sched/control.h"
 #include "sched/proc.h"
 
@@ -70,6 +71,7 @@ struct run {
 	json_t *artifacts; /* the spec's evidence files (relative paths) */
 	char base[41];
 	char snapshot_id[72];	  /* the snapshot the sandbox came from */
+	enum sandbox_backend backend; /* where its sandboxes run */
 	char snapshot_commit[41]; /* its commit */
 	uint64_t output_bytes;	  /* the agent's output stored, all turns */
 	bool output_capped;	  /* the session's output cap was reached */
@@ -120,6 +122,7 @@ struct control {
 		json_t *artifacts; /* paths of the evidence files */
 		json_t *egress;	   /* the spec's allowed hosts */
 		bool origin_set;   /* its origin points at the broker */
+		int backend;	   /* the spec's backend, -1: not said */
 	} spec_cache[64];
 	size_t n_spec_cache, next_spec_cache;
 
@@ -174,19 +177,25 @@ int control_snapshot_for_session(struct control *c,
  * credential broker (its manifest says so)? Reads the cache
  * control_spec_info fills; false when it is not there. */
 bool control_snapshot_origin_set(struct control *c, const char *snapshot_id);
+/* Where a session on the snapshot runs: its spec's backend, else the
+ * server's (call after control_spec_info). */
+enum sandbox_backend control_spec_backend(struct control *c,
+					  const char *snapshot_id);
 void control_spec_info(struct control *c, const char *snapshot_id,
 		       struct control_limits *limits, uint64_t *refresh_ms,
 		       json_t **verify, json_t **artifacts);
 
 /* runner.c */
 bool run_stop_requested(struct run *run);
-/* Appends the run's --memory, --cpus and --pids (their text in *b) to
- * argv at n (6 slots at most); returns the new count. */
-struct limit_bufs {
-	char mem[32], cpus[32], pids[32];
-};
-int run_limit_argv(const struct run *run, struct limit_bufs *b, char **argv,
-		   int n);
+/* The run's memory, CPU and pids limits and its backend, into req. */
+void run_sandbox_request(const struct run *run, struct sandbox_request *req);
+/* Runs a `warren sandbox` command line to completion (its pid tracked in
+ * run->child while it runs), keeping at most max bytes of its stdout in
+ * *out; a status other than 0 becomes an error naming what and the last
+ * line the command wrote to stderr. Returns the status or -errno. */
+int run_sandbox_cmd(struct run *run, const struct sandbox_cmdline *cl,
+		    size_t max, char **out, const char *what,
+		    struct wr_error **err);
 /* snapshots.c: a repository's last build, kept in DATA/builds/<id>.json
  * (survives restarts): {"state": queued|building|ready|failed,
  * "queued_ms", "started_ms", "finished_ms", "error", "snapshot"}. */
@@ -293,14 +302,14 @@ int control_egress_check(const json_t *list, json_t **out,
  * listener is open, argv gets the binds and the proxy environment. */
 struct control_egress {
 	bool on;
-	char *bind_dir, *bind_relay;
+	char *dir, *relay; /* host paths: the session's socket dir, the relay */
 };
 int control_egress_prepare(struct run *run, const struct store_session *s,
 			   const char *snapshot_id, struct control_egress *out,
 			   struct wr_error **err);
-/* Appends the --bind and --env options to argv at n; returns the new n
- * (at most 16 more). */
-int control_egress_argv(const struct control_egress *e, char **argv, int n);
+/* Adds the binds and the proxy environment to req (-E2BIG if full). */
+int control_egress_request(const struct control_egress *e,
+			   struct sandbox_request *req);
 void control_egress_clear(struct control_egress *e);
 /* Starts the relay inside the sandbox (it daemonizes). */
 int control_egress_relay(struct run *run, struct wr_error **err);
@@ -314,12 +323,13 @@ int control_broker_start(struct control *c, struct wr_error **err);
  * gets the binds. */
 struct control_broker {
 	bool on;
-	char *bind_dir, *bind_client;
+	char *dir, *client; /* host paths: the session's socket dir, client */
 };
 int control_broker_prepare(struct run *run, const struct store_session *s,
 			   struct control_broker *out, struct wr_error **err);
-/* Appends the --bind options to argv at n; returns the new n (4 more). */
-int control_broker_argv(const struct control_broker *b, char **argv, int n);
+/* Adds the binds to req (-E2BIG if full). */
+int control_broker_request(const struct control_broker *b,
+			   struct sandbox_request *req);
 void control_broker_clear(struct control_broker *b);
 /* Points the workspace's origin at the broker (in the running sandbox). */
 int control_broker_configure(struct run *run, struct wr_error **err);

@@ -125,28 +125,31 @@ uint64_t run_disk_used(const struct run *run)
 	return used + (art ? workspace_bytes(art) : 0);
 }
 
-int run_limit_argv(const struct run *run, struct limit_bufs *b, char **argv,
-		   int n)
+void run_sandbox_request(const struct run *run, struct sandbox_request *req)
 {
-	if (run->limits.memory_bytes) {
-		snprintf(b->mem, sizeof(b->mem), "%llu",
-			 (unsigned long long)run->limits.memory_bytes);
-		argv[n++] = "--memory";
-		argv[n++] = b->mem;
+	req->memory_bytes = run->limits.memory_bytes;
+	req->millicpus = run->limits.millicpus;
+	req->pids = run->limits.pids;
+	req->backend = run->backend;
+}
+
+int run_sandbox_cmd(struct run *run, const struct sandbox_cmdline *cl,
+		    size_t max, char **out, const char *what,
+		    struct wr_error **err)
+{
+	struct control *c = run->ctl;
+	_cleanup_free_ char *errors = NULL;
+	int status = proc_run_tracked(cl->argv, max, -1, out, &errors,
+				      &run->child, &c->mu, err);
+	if (status < 0)
+		return wr_error_wrap(err, "%s", what);
+	if (status != 0) {
+		char why[1024];
+		tail_line(errors, why, sizeof(why));
+		wr_error_set(err, EIO, "%s failed (exit %d): %s", what, status,
+			     why[0] ? why : "no output");
 	}
-	if (run->limits.millicpus) {
-		snprintf(b->cpus, sizeof(b->cpus), "%.3f",
-			 run->limits.millicpus / 1000.0);
-		argv[n++] = "--cpus";
-		argv[n++] = b->cpus;
-	}
-	if (run->limits.pids) {
-		snprintf(b->pids, sizeof(b->pids), "%llu",
-			 (unsigned long long)run->limits.pids);
-		argv[n++] = "--pids";
-		argv[n++] = b->pids;
-	}
-	return n;
+	return status;
 }
 
 /* ---- the sandbox ----------------------------------------------------------
@@ -155,10 +158,14 @@ int run_limit_argv(const struct run *run, struct limit_bufs *b, char **argv,
 static void sandbox_stop(struct run *run)
 {
 	struct control *c = run->ctl;
-	char *argv[] = {c->warren_bin, "sandbox", "rm", run->sandbox, NULL};
+	struct sandbox_cmdline cl;
 	struct wr_error *err = NULL;
 	_cleanup_free_ char *errors = NULL;
-	int status = proc_run(argv, 4096, -1, NULL, &errors, &err);
+	int status = sandbox_cmdline_remove(c->warren_bin, run->sandbox, &cl);
+	if (status == 0) {
+		status = proc_run(cl.argv, 4096, -1, NULL, &errors, &err);
+		sandbox_cmdline_clear(&cl);
+	}
 	/* exit 1 with "no such sandbox" is fine: it is gone already */
 	if (status < 0)
 		log_error(run, "stop sandbox", err);
@@ -233,62 +240,46 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	er = control_broker_prepare(run, s, &broker, err);
 	if (er < 0)
 		return er;
-	struct limit_bufs lb;
-	char *argv[64];
-	int n = 0;
-	argv[n++] = c->warren_bin;
-	argv[n++] = "sandbox";
-	argv[n++] = "create";
-	argv[n++] = "--name";
-	argv[n++] = run->sandbox;
-	argv[n++] = "--snapshot";
-	argv[n++] = (char *)snapshot_id;
-	argv[n++] = "--data";
-	argv[n++] = c->data_dir;
-	argv[n++] = "--upper";
-	argv[n++] = upper;
-	argv[n++] = "--json";
-	if (s->ref) {
-		argv[n++] = "--ref";
-		argv[n++] = s->ref;
-	}
-	n = run_limit_argv(run, &lb, argv, n);
-	n = control_egress_argv(&egress, argv, n);
-	n = control_broker_argv(&broker, argv, n);
-	argv[n] = NULL;
-	_cleanup_free_ char *output = NULL, *errors = NULL;
+	struct sandbox_request req = {
+	    .name = run->sandbox,
+	    .snapshot = snapshot_id,
+	    .data_dir = c->data_dir,
+	    .upper = upper,
+	    .ref = s->ref,
+	};
+	run_sandbox_request(run, &req);
+	struct sandbox_cmdline cl;
+	int r = control_egress_request(&egress, &req);
+	if (r == 0)
+		r = control_broker_request(&broker, &req);
+	if (r == 0)
+		r = sandbox_cmdline_create(c->warren_bin, &req, &cl);
+	if (r < 0)
+		return wr_error_set(err, -r, "sandbox create: command line");
+	_cleanup_free_ char *output = NULL;
 	double t0 = mono_ms();
-	int status = proc_run_tracked(argv, 1 << 16, -1, &output, &errors,
-				      &run->child, &c->mu, err);
+	int status = run_sandbox_cmd(run, &cl, 1 << 16, &output,
+				     "sandbox create", err);
+	sandbox_cmdline_clear(&cl);
 	double wall = mono_ms() - t0;
-	if (status < 0)
-		return status;
-	json_t *j = status == 0 ? json_loads(output, 0, NULL) : NULL;
-	json_int_t init_pid =
-	    json_integer_value(json_object_get(j, "init_pid"));
-	if (status != 0 || init_pid <= 0) {
-		char why[1024];
-		tail_line(errors, why, sizeof(why));
-		json_decref(j);
-		return wr_error_set(err, EIO,
-				    "sandbox create failed (exit %d): %s",
-				    status, why[0] ? why : "no output");
-	}
-	json_t *sess = json_object_get(j, "session");
-	double sync = json_real_value(json_object_get(sess, "sync_ms")) +
-		      json_real_value(json_object_get(sess, "hooks_ms"));
-	double services = json_real_value(json_object_get(sess, "services_ms"));
+	if (status != 0)
+		return status < 0 ? status : -EIO;
+	struct sandbox_create_answer ans;
+	if (sandbox_create_answer_parse(output, &ans, err) < 0)
+		return -EIO;
+	pid_t init_pid = ans.init_pid;
+	double sync = ans.sync_ms + ans.hooks_ms;
+	double services = ans.services_ms;
 	double restore = wall - sync - services;
 	json_object_set_new(start, "restore", json_real(restore));
 	json_object_set_new(start, "sync", json_real(sync));
 	json_object_set_new(start, "services", json_real(services));
-	if (sess)
-		json_object_set(outcome, "session", sess);
+	if (ans.session)
+		json_object_set(outcome, "session", ans.session);
 	/* the commit the session starts from: the base of its diff */
-	const char *base = json_string_value(json_object_get(sess, "commit"));
-	if (base && strlen(base) == 40)
-		memcpy(run->base, base, 41);
-	json_decref(j);
+	if (ans.commit[0])
+		memcpy(run->base, ans.commit, 41);
+	sandbox_create_answer_clear(&ans);
 	metrics_observe(c, PHASE_RESTORE, restore);
 	metrics_observe(c, PHASE_SYNC, sync);
 	metrics_observe(c, PHASE_SERVICES, services);
@@ -437,35 +428,22 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 	_cleanup_free_ char *env_session =
 	    wr_asprintf("WARREN_SESSION=%s", s->id);
 	_cleanup_free_ char *env_turn = wr_asprintf("WARREN_TURN=%d", number);
-	char **argv = wr_calloc(32 + na, sizeof(char *));
-	if (!env_session || !env_turn || !argv) {
-		free(argv);
+	char **cmd = wr_calloc(8 + na, sizeof(char *));
+	if (!env_session || !env_turn || !cmd) {
+		free(cmd);
 		json_decref(agent);
 		return wr_error_set(err, ENOMEM, "turn");
 	}
 	int n = 0;
-	argv[n++] = c->warren_bin;
-	argv[n++] = "sandbox";
-	argv[n++] = "exec";
-	argv[n++] = run->sandbox;
-	argv[n++] = "--cwd";
-	argv[n++] = "/workspace";
-	argv[n++] = "--env";
-	argv[n++] = "WARREN_PROMPT_FILE=" PROMPT_FILE;
-	argv[n++] = "--env";
-	argv[n++] = env_session;
-	argv[n++] = "--env";
-	argv[n++] = env_turn;
-	argv[n++] = "--";
 	/* The prompt never is on a command line or in a host process's
 	 * environment (any host user reads those in ps): it comes on stdin,
 	 * into the file inside the sandbox, and from there into
 	 * $WARREN_PROMPT and each "{prompt}" of the agent's command
 	 * template, replaced inside; then the agent's own argv runs, its
 	 * stdin /dev/null. */
-	argv[n++] = "/bin/sh";
-	argv[n++] = "-c";
-	argv[n++] =
+	cmd[n++] = "/bin/sh";
+	cmd[n++] = "-c";
+	cmd[n++] =
 	    /* read with builtins only: no process on the start path */
 	    "WARREN_PROMPT=; nl='\n'\n"
 	    "while IFS= read -r l || [ -n \"$l\" ]; do "
@@ -481,16 +459,29 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 	    "  set -- \"$@\" \"$a\"\n"
 	    "done\n"
 	    "exec \"$@\" </dev/null\n";
-	argv[n++] = "warren-agent";
+	cmd[n++] = "warren-agent";
 	for (size_t i = 0; i < na; i++)
-		argv[n++] = (char *)json_string_value(json_array_get(agent, i));
-	argv[n] = NULL;
-
+		cmd[n++] = (char *)json_string_value(json_array_get(agent, i));
+	cmd[n] = NULL;
+	struct sandbox_exec_cmd ex = {
+	    .name = run->sandbox,
+	    .cwd = "/workspace",
+	    .env = {"WARREN_PROMPT_FILE=" PROMPT_FILE, env_session, env_turn},
+	    .n_env = 3,
+	    .argv = cmd,
+	};
+	struct sandbox_cmdline cl;
+	int built = sandbox_cmdline_exec(c->warren_bin, &ex, &cl);
+	free(cmd);
+	if (built < 0) {
+		json_decref(agent);
+		return wr_error_set(err, -built, "turn: command line");
+	}
 	struct proc p;
 	t->spawned_ms = mono_ms();
 	int in_fd = -1;
-	int r = proc_spawn_stdin(argv, &in_fd, &p, err);
-	free(argv);
+	int r = proc_spawn_stdin(cl.argv, &in_fd, &p, err);
+	sandbox_cmdline_clear(&cl);
 	json_decref(agent);
 	if (r == 0) {
 		/* the wrapper reads all of it before anything else; a child
@@ -577,14 +568,7 @@ static void checkpoint(struct run *run)
 	struct control *c = run->ctl;
 	json_t *data = json_object();
 	if (run_sandbox_alive(run, 0)) {
-		char *argv[] = {
-		    c->warren_bin,
-		    "sandbox",
-		    "exec",
-		    run->sandbox,
-		    "--cwd",
-		    "/workspace",
-		    "--",
+		char *cmd[] = {
 		    "/bin/sh",
 		    "-c",
 		    "git add -A >/dev/null 2>&1; "
@@ -596,10 +580,17 @@ static void checkpoint(struct run *run)
 		    "2>/dev/null; "
 		    "echo \"$sha\"; git status --porcelain 2>/dev/null | wc -l",
 		    NULL};
+		struct sandbox_exec_cmd ex = {
+		    .name = run->sandbox, .cwd = "/workspace", .argv = cmd};
+		struct sandbox_cmdline cl;
 		_cleanup_free_ char *output = NULL;
 		struct wr_error *err = NULL;
-		if (proc_run(argv, 4096, -1, &output, NULL, &err) == 0 &&
-		    output) {
+		int st = sandbox_cmdline_exec(c->warren_bin, &ex, &cl);
+		if (st == 0) {
+			st = proc_run(cl.argv, 4096, -1, &output, NULL, &err);
+			sandbox_cmdline_clear(&cl);
+		}
+		if (st == 0 && output) {
 			char sha[64] = "";
 			long files = 0;
 			if (sscanf(output, "%63s %ld", sha, &files) >= 1) {
@@ -1152,9 +1143,14 @@ void *runner_main(void *arg)
 		control_spec_info(c, snap.id, &from_spec, &spec_refresh,
 				  &run->verify, &run->artifacts);
 		control_limits_resolve(c, &asked, &from_spec, &lim);
+		enum sandbox_backend backend = control_spec_backend(c, snap.id);
 		pthread_mutex_lock(&c->mu);
 		run->limits = lim;
+		run->backend = backend;
 		pthread_mutex_unlock(&c->mu);
+		/* the session record says where it ran */
+		json_object_set_new(outcome, "backend",
+				    json_string(sandbox_backend_name(backend)));
 		json_object_set_new(outcome, "limits",
 				    control_limits_to_json(&lim));
 		if (mono_ms() - t0 > 50)

@@ -459,8 +459,11 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 	struct wr_error *err = NULL;
 	json_t *verify_cmds = NULL, *artifact_paths = NULL;
 	json_t *egress_hosts = NULL;
+	int backend = -1;
 	if (mirror && commit &&
 	    snap_load_spec(mirror, commit, &spec, &err) == 0) {
+		if (spec->backend_set)
+			backend = (int)spec->backend;
 		out->millicpus = spec->limits.millicpus;
 		out->memory_bytes = spec->limits.memory_bytes;
 		out->pids = spec->limits.pids;
@@ -492,6 +495,7 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 	c->spec_cache[slot].limits = *out;
 	c->spec_cache[slot].refresh_ms = *refresh_ms;
 	c->spec_cache[slot].origin_set = origin_set;
+	c->spec_cache[slot].backend = backend;
 	json_decref(c->spec_cache[slot].verify);
 	c->spec_cache[slot].verify = verify_cmds ? verify_cmds : json_array();
 	if (verify)
@@ -504,6 +508,19 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 	if (artifacts)
 		*artifacts = json_incref(c->spec_cache[slot].artifacts);
 	pthread_mutex_unlock(&c->mu);
+}
+
+enum sandbox_backend control_spec_backend(struct control *c,
+					  const char *snapshot_id)
+{
+	enum sandbox_backend b = c->cfg.backend;
+	pthread_mutex_lock(&c->mu);
+	for (size_t i = 0; i < c->n_spec_cache; i++)
+		if (!strcmp(c->spec_cache[i].snapshot_id, snapshot_id) &&
+		    c->spec_cache[i].backend >= 0)
+			b = (enum sandbox_backend)c->spec_cache[i].backend;
+	pthread_mutex_unlock(&c->mu);
+	return b;
 }
 
 bool control_snapshot_origin_set(struct control *c, const char *snapshot_id)

@@ -347,66 +347,45 @@ static int verify_sandbox_create(struct run *run, const char *name,
 				 const char *commit, struct wr_error **err)
 {
 	struct control *c = run->ctl;
-	struct limit_bufs lb;
-	char bind[PATH_MAX + 32];
-	char *argv[40];
-	int n = 0;
-	argv[n++] = c->warren_bin;
-	argv[n++] = "sandbox";
-	argv[n++] = "create";
-	argv[n++] = "--name";
-	argv[n++] = (char *)name;
-	argv[n++] = "--snapshot";
-	argv[n++] = run->snapshot_id;
-	argv[n++] = "--data";
-	argv[n++] = c->data_dir;
-	argv[n++] = "--upper";
-	argv[n++] = (char *)upper;
-	argv[n++] = "--json";
+	struct sandbox_request req = {
+	    .name = name,
+	    .snapshot = run->snapshot_id,
+	    .data_dir = c->data_dir,
+	    .upper = upper,
+	};
 	/* a session that synced past its snapshot: the same base (the
 	 * mirror has it; no fetch) */
-	if (strcmp(run->base, run->snapshot_commit)) {
-		argv[n++] = "--ref";
-		argv[n++] = run->base;
-	}
-	if (strcmp(commit, run->base)) {
-		snprintf(bind, sizeof(bind), "%s:" VERIFY_BUNDLE_DIR ":ro",
-			 bundle_dir);
-		argv[n++] = "--bind";
-		argv[n++] = bind;
-	}
-	n = run_limit_argv(run, &lb, argv, n);
-	argv[n] = NULL;
-	_cleanup_free_ char *output = NULL, *errors = NULL;
-	int status = proc_run_tracked(argv, 1 << 16, -1, &output, &errors,
-				      &run->child, &c->mu, err);
-	if (status < 0)
-		return wr_error_wrap(err, "verification sandbox");
-	if (status != 0) {
-		char why[512] = "";
-		if (errors) {
-			size_t l = strlen(errors);
-			while (l && (errors[l - 1] == '\n' || errors[l - 1] == ' '))
-				errors[--l] = '\0';
-			const char *last = strrchr(errors, '\n');
-			snprintf(why, sizeof(why), "%s", last ? last + 1 : errors);
-		}
-		return wr_error_set(err, EIO,
-				    "verification sandbox: create failed (exit "
-				    "%d): %s",
-				    status, why[0] ? why : "no output");
-	}
-	return 0;
+	if (strcmp(run->base, run->snapshot_commit))
+		req.ref = run->base;
+	if (strcmp(commit, run->base))
+		req.binds[req.n_binds++] =
+		    (struct sandbox_bind){bundle_dir, VERIFY_BUNDLE_DIR, true};
+	run_sandbox_request(run, &req);
+	struct sandbox_cmdline cl;
+	int r = sandbox_cmdline_create(c->warren_bin, &req, &cl);
+	if (r < 0)
+		return wr_error_set(err, -r, "verification sandbox");
+	_cleanup_free_ char *output = NULL;
+	int status = run_sandbox_cmd(run, &cl, 1 << 16, &output,
+				     "verification sandbox: create", err);
+	sandbox_cmdline_clear(&cl);
+	return status == 0 ? 0 : status < 0 ? status : -EIO;
 }
 
 static void verify_sandbox_remove(struct run *run, const char *name,
 				  const char *upper)
 {
-	char *argv[] = {run->ctl->warren_bin, "sandbox", "rm", (char *)name,
-			NULL};
+	struct sandbox_cmdline cl;
 	struct wr_error *err = NULL;
 	_cleanup_free_ char *errors = NULL;
-	if (proc_run(argv, 4096, -1, NULL, &errors, &err) < 0)
+	int r = sandbox_cmdline_remove(run->ctl->warren_bin, name, &cl);
+	if (r == 0) {
+		r = proc_run(cl.argv, 4096, -1, NULL, &errors, &err);
+		sandbox_cmdline_clear(&cl);
+	} else {
+		wr_error_set(&err, -r, "command line");
+	}
+	if (r < 0)
 		fprintf(stderr,
 			"warren serve: session %s: remove %s: %s\n", run->id,
 			name, err && err->msg ? err->msg : "failed");

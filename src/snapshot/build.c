@@ -1,6 +1,8 @@
 /* build.c - building a snapshot (see build.h for the phases). */
 #include "snapshot/build.h"
 
+#include "sandbox/request.h"
+
 #include "security/broker.h" /* the sandbox side's constants only */
 #include "security/egress.h" /* the same */
 #include "security/secrets.h"
@@ -36,8 +38,6 @@
 #define SPEC_MAX_BYTES (1 << 20)
 #define LOCKFILE_MAX_BYTES (64 << 20)
 #define TAIL_LINES 20
-/* a step's sandbox arguments for the egress proxy: --bind x2, --env x6 */
-#define PROXY_ARGS 16
 
 char *snap_default_data_dir(void)
 {
@@ -421,34 +421,32 @@ static void feed_secrets(int fd, const struct secret_set *secrets)
  * With secrets, the script's stdin is a pipe they are written to: the
  * script is in argv (host /proc/PID/cmdline), the values never are. */
 static int run_step(const struct snap_build_opts *o, const char *label,
-		    const char *const *args, const char *script, int log_fd,
+		    struct sandbox_request *req, const char *script, int log_fd,
 		    const struct secret_set *secrets, struct step_result *r,
 		    struct wr_error **err)
 {
-	const char *argv[24 + PROXY_ARGS + 8];
-	size_t n = 0;
-	argv[n++] = o->warren;
-	argv[n++] = "sandbox";
-	argv[n++] = "run";
-	argv[n++] = "--json";
+	char *cmd[] = {"sh", "-c", (char *)script, NULL};
+	req->argv = cmd;
+	req->json = true;
 	/* a builder killed (with the server that ran it) takes its step's
 	 * sandbox down with it */
-	argv[n++] = "--die-with-parent";
-	for (size_t i = 0; args[i] && n < ARRAY_SIZE(argv) - 8; i++)
-		argv[n++] = args[i];
-	argv[n++] = "--";
-	argv[n++] = "sh";
-	argv[n++] = "-c";
-	argv[n++] = script;
-	argv[n] = NULL;
+	req->die_with_parent = true;
+	struct sandbox_cmdline cl;
+	int built = sandbox_cmdline_run(o->warren, req, &cl);
+	if (built < 0)
+		return wr_error_set(err, -built, "%s: command line", label);
+	char *const *argv = cl.argv;
 	bool feed = secrets && secrets->n > 0;
 	int pipefd[2], in_pipe[2] = {-1, -1};
-	if (pipe2(pipefd, O_CLOEXEC) < 0)
+	if (pipe2(pipefd, O_CLOEXEC) < 0) {
+		sandbox_cmdline_clear(&cl);
 		return wr_error_set(err, errno, "%s: pipe", label);
+	}
 	if (feed && pipe2(in_pipe, O_CLOEXEC) < 0) {
 		int e = errno;
 		close(pipefd[0]);
 		close(pipefd[1]);
+		sandbox_cmdline_clear(&cl);
 		return wr_error_set(err, e, "%s: pipe", label);
 	}
 	posix_spawn_file_actions_t fa;
@@ -463,7 +461,8 @@ static int run_step(const struct snap_build_opts *o, const char *label,
 	static char *const env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
 	pid_t pid;
 	int sr =
-	    posix_spawn(&pid, o->warren, &fa, NULL, (char *const *)argv, env);
+	    posix_spawn(&pid, o->warren, &fa, NULL, argv, env);
+	sandbox_cmdline_clear(&cl);
 	posix_spawn_file_actions_destroy(&fa);
 	close(pipefd[1]);
 	if (feed)
@@ -539,18 +538,18 @@ static int run_step(const struct snap_build_opts *o, const char *label,
 #define PROXY_READY_MS 10000
 
 static const char *const proxy_env[] = {
-    "--env", "HTTP_PROXY=" EGRESS_PROXY_URL,
-    "--env", "HTTPS_PROXY=" EGRESS_PROXY_URL,
-    "--env", "http_proxy=" EGRESS_PROXY_URL,
-    "--env", "https_proxy=" EGRESS_PROXY_URL,
-    "--env", "NO_PROXY=localhost,127.0.0.1,::1",
-    "--env", "no_proxy=localhost,127.0.0.1,::1",
+    "HTTP_PROXY=" EGRESS_PROXY_URL,
+    "HTTPS_PROXY=" EGRESS_PROXY_URL,
+    "http_proxy=" EGRESS_PROXY_URL,
+    "https_proxy=" EGRESS_PROXY_URL,
+    "NO_PROXY=localhost,127.0.0.1,::1",
+    "no_proxy=localhost,127.0.0.1,::1",
 };
 
 struct build_proxy {
 	pid_t pid; /* -1: none */
-	char *dir; /* DATA/build-egress.<pid>: the socket's */
-	char *bind_dir, *bind_relay;
+	char *dir;   /* DATA/build-egress.<pid>: the socket's */
+	char *relay; /* warren-relay, bound in */
 };
 
 static void proxy_stop(struct build_proxy *p)
@@ -565,9 +564,8 @@ static void proxy_stop(struct build_proxy *p)
 	if (p->dir)
 		wr_rm_rf(p->dir);
 	free(p->dir);
-	free(p->bind_dir);
-	free(p->bind_relay);
-	p->dir = p->bind_dir = p->bind_relay = NULL;
+	free(p->relay);
+	p->dir = p->relay = NULL;
 }
 
 /* Waits for "ready" on fd; false if the proxy failed or took too long. */
@@ -672,9 +670,8 @@ static int proxy_start(const struct snap_build_opts *o, const struct spec *spec,
 				    "in the build log)",
 				    proxy);
 	}
-	p->bind_dir = wr_asprintf("%s:%s:ro", p->dir, EGRESS_SANDBOX_DIR);
-	p->bind_relay = wr_asprintf("%s:%s:ro", relay, EGRESS_SANDBOX_RELAY);
-	if (!p->bind_dir || !p->bind_relay) {
+	p->relay = wr_strdup(relay);
+	if (!p->relay) {
 		proxy_stop(p);
 		return wr_error_set(err, ENOMEM, "egress");
 	}
@@ -684,17 +681,17 @@ static int proxy_start(const struct snap_build_opts *o, const struct spec *spec,
 }
 
 /* The step's sandbox gets the socket, the relay and the variables. */
-static void proxy_args(const struct build_proxy *p, const char **args,
-		       size_t *n)
+static void proxy_request(const struct build_proxy *p,
+			  struct sandbox_request *req)
 {
 	if (p->pid <= 0)
 		return;
-	args[(*n)++] = "--bind";
-	args[(*n)++] = p->bind_dir;
-	args[(*n)++] = "--bind";
-	args[(*n)++] = p->bind_relay;
+	req->binds[req->n_binds++] =
+	    (struct sandbox_bind){p->dir, EGRESS_SANDBOX_DIR, true};
+	req->binds[req->n_binds++] =
+	    (struct sandbox_bind){p->relay, EGRESS_SANDBOX_RELAY, true};
 	for (size_t i = 0; i < ARRAY_SIZE(proxy_env); i++)
-		args[(*n)++] = proxy_env[i];
+		req->env[req->n_env++] = proxy_env[i];
 }
 
 /* The step's script, after starting the relay (it daemonizes; it ends
@@ -962,36 +959,17 @@ static void secret_names(const struct secret_set *s, char *buf, size_t size)
 
 #define BUILD_STEP_TIMEOUT_MS (30 * 60 * 1000)
 
-static void limit_args(const struct spec *spec, const char **args, size_t *n,
-		       char bufs[4][32])
+static void limit_request(const struct spec *spec, struct sandbox_request *req)
 {
 	/* a hung hook must not hang the build: the spec's lifetime, else
 	 * 30 minutes per step */
-	uint64_t timeout_ms = spec->limits.lifetime_ms
-				  ? spec->limits.lifetime_ms
-				  : BUILD_STEP_TIMEOUT_MS;
-	snprintf(bufs[3], 32, "%llums", (unsigned long long)timeout_ms);
-	args[(*n)++] = "--timeout";
-	args[(*n)++] = bufs[3];
-	if (spec->limits.memory_bytes) {
-		snprintf(bufs[0], 32, "%llu",
-			 (unsigned long long)spec->limits.memory_bytes);
-		args[(*n)++] = "--memory";
-		args[(*n)++] = bufs[0];
-	}
-	if (spec->limits.pids) {
-		snprintf(bufs[1], 32, "%llu",
-			 (unsigned long long)spec->limits.pids);
-		args[(*n)++] = "--pids";
-		args[(*n)++] = bufs[1];
-	}
-	if (spec->limits.millicpus) {
-		snprintf(bufs[2], 32, "%llu.%03llu",
-			 (unsigned long long)(spec->limits.millicpus / 1000),
-			 (unsigned long long)(spec->limits.millicpus % 1000));
-		args[(*n)++] = "--cpus";
-		args[(*n)++] = bufs[2];
-	}
+	req->timeout_ms = spec->limits.lifetime_ms ? spec->limits.lifetime_ms
+						   : BUILD_STEP_TIMEOUT_MS;
+	req->memory_bytes = spec->limits.memory_bytes;
+	req->pids = spec->limits.pids;
+	req->millicpus = spec->limits.millicpus;
+	if (spec->backend_set)
+		req->backend = spec->backend;
 }
 
 int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
@@ -1005,7 +983,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	struct snap_manifest *m = NULL;
 	char *mirror = NULL, *deps_stage = NULL, *repo_stage = NULL;
 	char *deps_script = NULL, *repo_script = NULL, *log_path = NULL;
-	char *deps_path = NULL, *bind = NULL, *logs = NULL, *layer = NULL;
+	char *deps_path = NULL, *logs = NULL, *layer = NULL;
 	char *warning = NULL;
 	int log_fd = -1;
 	struct step_result step = {0};
@@ -1096,15 +1074,9 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 		goto out;
 	}
 
-	bind = wr_asprintf("%s:" MIRROR_IN_SANDBOX ":ro", mirror);
-	if (!bind) {
-		r = wr_error_set(err, ENOMEM, "build");
-		goto out;
-	}
 	r = proxy_start(o, spec, log_fd, &proxy, err);
 	if (r < 0)
 		goto out;
-	char limit_bufs[4][32];
 	char deps_id[65];
 	uint64_t deps_bytes = 0;
 	bool reused = !o->rebuild_deps &&
@@ -1124,16 +1096,12 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 				       : -EIO;
 			goto out;
 		}
-		const char *args[16 + PROXY_ARGS];
-		size_t n = 0;
-		args[n++] = "--upper";
-		args[n++] = deps_stage;
-		args[n++] = "--bind";
-		args[n++] = bind;
-		limit_args(spec, args, &n, limit_bufs);
-		proxy_args(&proxy, args, &n);
-		args[n] = NULL;
-		r = run_step(o, "install", args, deps_script, log_fd,
+		struct sandbox_request req = {.upper = deps_stage};
+		req.binds[req.n_binds++] =
+		    (struct sandbox_bind){mirror, MIRROR_IN_SANDBOX, true};
+		limit_request(spec, &req);
+		proxy_request(&proxy, &req);
+		r = run_step(o, "install", &req, deps_script, log_fd,
 			     deps_secrets, &step, err);
 		if (r < 0)
 			goto out;
@@ -1172,18 +1140,13 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 		r = repo_stage ? wr_error_set(err, ENOMEM, "build") : -EIO;
 		goto out;
 	}
-	const char *args[16 + PROXY_ARGS];
-	size_t n = 0;
-	args[n++] = "--layer";
-	args[n++] = deps_path;
-	args[n++] = "--upper";
-	args[n++] = repo_stage;
-	args[n++] = "--bind";
-	args[n++] = bind;
-	limit_args(spec, args, &n, limit_bufs);
-	proxy_args(&proxy, args, &n);
-	args[n] = NULL;
-	r = run_step(o, "build", args, repo_script, log_fd, repo_secrets, &step,
+	struct sandbox_request req = {.upper = repo_stage};
+	req.layers[req.n_layers++] = deps_path;
+	req.binds[req.n_binds++] =
+	    (struct sandbox_bind){mirror, MIRROR_IN_SANDBOX, true};
+	limit_request(spec, &req);
+	proxy_request(&proxy, &req);
+	r = run_step(o, "build", &req, repo_script, log_fd, repo_secrets, &step,
 		     err);
 	if (r < 0)
 		goto out;
@@ -1313,7 +1276,6 @@ out:
 	free(repo_script);
 	free(log_path);
 	free(deps_path);
-	free(bind);
 	free(logs);
 	free(layer);
 	free(warning);

@@ -828,6 +828,20 @@ void spec_free(struct spec *spec)
 	free(spec);
 }
 
+static int parse_backend(struct key_path *p, const json_t *v, struct spec *s,
+			 struct wr_error **err)
+{
+	if (!json_is_string(v))
+		return type_error(p, "\"native\" or \"gvisor\"", v, err);
+	if (sandbox_backend_parse(json_string_value(v), &s->backend) < 0)
+		return wr_error_input(err, 0,
+				      "%s: expected \"native\" or \"gvisor\", "
+				      "got \"%.64s\"",
+				      p->buf, json_string_value(v));
+	s->backend_set = true;
+	return 0;
+}
+
 static int parse_warren(struct key_path *p, const json_t *obj, struct spec *s,
 			struct wr_error **err)
 {
@@ -846,6 +860,7 @@ static int parse_warren(struct key_path *p, const json_t *obj, struct spec *s,
 		 parse_string_list(p, v, &egress_kind, &s->build_egress,
 				   &s->n_build_egress, err));
 	WITH_KEY(obj, "limits", parse_limits(p, v, &s->limits, err));
+	WITH_KEY(obj, "backend", parse_backend(p, v, s, err));
 	WITH_KEY(obj, "refresh",
 		 parse_duration_value(p, v, &s->refresh_ms, err));
 	WITH_KEY(obj, "secrets",

@@ -49,6 +49,7 @@
 #ifndef WR_SNAPSHOT_SPEC_H
 #define WR_SNAPSHOT_SPEC_H
 
+#include "sandbox/sandbox.h"
 #include "util/error.h"
 
 #include <jansson.h>
@@ -132,6 +133,10 @@ struct spec {
 	char **build_egress; /* snapshot builds only, on top of egress */
 	size_t n_build_egress;
 	struct spec_limits limits;
+	/* customizations.warren.backend: where its sandboxes run (builds,
+	 * sessions, verification); unset: the server's sandbox.backend */
+	bool backend_set;
+	enum sandbox_backend backend;
 	uint64_t refresh_ms; /* default 30 minutes */
 	char **secrets;
 	size_t n_secrets;

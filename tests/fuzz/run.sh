@@ -44,7 +44,7 @@ target_sources() {
 	gitpath) echo src/util/*.c src/snapshot/git.c -ljansson -lsodium ;;
 	slack) echo src/util/*.c src/notify/slack_request.c src/notify/slack_message.c \
 		    -ljansson -lsodium ;;
-	*) echo src/util/*.c src/sandbox/proto.c src/snapshot/spec.c \
+	*) echo src/util/*.c src/sandbox/proto.c src/sandbox/backend_name.c src/snapshot/spec.c \
 		src/snapshot/jsonc.c -ljansson -lsodium ;;
 	esac
 }

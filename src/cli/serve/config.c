@@ -696,6 +696,33 @@ static int load_api(const char *path, json_t *v, struct serve_config *cfg,
 	return 0;
 }
 
+/* "sandbox": {"backend": "native" | "gvisor"}. */
+static int load_sandbox(const char *path, json_t *v,
+			struct control_config *ctl, struct wr_error **err)
+{
+	const char *key;
+	json_t *x;
+	if (!json_is_object(v))
+		return bad(err, path, "sandbox",
+			   "{\"backend\": \"native\" or \"gvisor\"}");
+	json_object_foreach(v, key, x)
+	{
+		if (strcmp(key, "backend"))
+			return wr_error_input(
+			    err, EINVAL,
+			    "%s: sandbox: unknown key '%s' (backend)", path,
+			    key);
+		if (!json_is_string(x) ||
+		    sandbox_backend_parse(json_string_value(x),
+					  &ctl->backend) < 0)
+			return bad(err, path, "sandbox.backend",
+				   "\"native\" or \"gvisor\"");
+		if (sandbox_backend_check(ctl->backend, err) < 0)
+			return wr_error_wrap(err, "%s: sandbox.backend", path);
+	}
+	return 0;
+}
+
 /* "review": the limits of a change (review/evidence.h). */
 static int load_review(const char *path, json_t *v,
 		       struct evidence_limits *lim, struct wr_error **err)
@@ -818,6 +845,8 @@ int serve_config_load(const char *path, struct serve_config *cfg,
 			r = load_api(path, v, cfg, err);
 		} else if (!strcmp(key, "review")) {
 			r = load_review(path, v, &cfg->control.evidence, err);
+		} else if (!strcmp(key, "sandbox")) {
+			r = load_sandbox(path, v, &cfg->control, err);
 		} else if (!strcmp(key, "egress")) {
 			/* checked here, where the file is named; the proxy
 			 * takes it again when the control plane starts */
