@@ -12,7 +12,9 @@ ROOT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WARREN="${WARREN:-$ROOT_DIR/$BUILD/warren}"
 PROBE="${PROBE:-$ROOT_DIR/$BUILD/tests/probe}"
 : "${WARREN_RESULTS:=/dev/stdout}"
-TEST_FILE="$(basename "$0" .sh)"
+# under WARREN_SANDBOX_BACKEND=gvisor (tests/run.sh's second pass of the
+# escape probes) every `warren sandbox` of the file runs under gVisor
+TEST_FILE="$(basename "$0" .sh)${WARREN_SANDBOX_BACKEND:+[$WARREN_SANDBOX_BACKEND]}"
 
 pass() { echo "PASS $TEST_FILE: $1" >>"$WARREN_RESULTS"; }
 fail() { echo "FAIL $TEST_FILE: $1: ${2:-}" >>"$WARREN_RESULTS"; }

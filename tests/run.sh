@@ -43,6 +43,14 @@ for f in tests/integration/*.sh tests/security/*.sh; do
 	timeout 600 bash "$f" >"$LOG_DIR/$(basename "$f").log" 2>&1 ||
 		{ rc=$?; [ $rc = 124 ] && echo "FAIL $(basename "$f" .sh): timed out" >>"$RESULTS"; }
 done
+# The escape probes and the posture probe again, every sandbox under gVisor
+# (the gvisor backend; runsc from scripts/install-runsc.sh)
+for f in tests/security/escape_*.sh tests/security/limits.sh tests/security/userns.sh; do
+	[ -f "$f" ] || continue
+	echo "== $f [gvisor]" >&2
+	WARREN_SANDBOX_BACKEND=gvisor timeout 600 bash "$f" >"$LOG_DIR/$(basename "$f" .sh).gvisor.log" 2>&1 ||
+		{ rc=$?; [ $rc = 124 ] && echo "FAIL $(basename "$f" .sh)[gvisor]: timed out" >>"$RESULTS"; }
+done
 for f in tests/integration/zz_*.sh; do
 	[ -f "$f" ] && bash "$f" >"$LOG_DIR/$(basename "$f").log" 2>&1
 done

@@ -45,8 +45,9 @@ static const char sandbox_usage[] =
     "10G)\n"
     "  --timeout DURATION    wall-clock limit: 90s, 5m, 1h30m (default: none)\n"
     "  --net none            network: loopback only (the only mode for now)\n"
-    "  --backend NAME        native (default: namespaces, seccomp) or gvisor\n"
-    "                        (the same sandbox under gVisor's runsc)\n"
+    "  --backend NAME        native (namespaces, seccomp) or gvisor (the same\n"
+    "                        sandbox under gVisor's runsc); default:\n"
+    "                        $WARREN_SANDBOX_BACKEND, else native\n"
     "  --allow-userns        let the sandbox create user namespaces\n"
     "  --snapshot ID         start from a snapshot's layers (below any "
     "--layer)\n"
@@ -163,6 +164,16 @@ int cli_parse_sandbox_opts(int argc, char **argv, struct cli_sandbox_opts *o,
 {
 	const char *verb = argv[0];
 	memset(o, 0, sizeof(*o));
+	/* the default backend: WARREN_SANDBOX_BACKEND, else native */
+	const char *env_backend = getenv("WARREN_SANDBOX_BACKEND");
+	if (env_backend && *env_backend &&
+	    sandbox_backend_parse(env_backend, &o->cfg.backend) < 0) {
+		cli_usage_error(verb,
+				"WARREN_SANDBOX_BACKEND='%s': expected native "
+				"or gvisor",
+				env_backend);
+		return -1;
+	}
 	optind = 1;
 	opterr = 0;
 	int c;

@@ -3,6 +3,8 @@
  *   warren-init run [--timeout-ms N] -- CMD [ARGS...]
  *   warren-init serve --socket FD [--timeout-ms N]
  *   warren-init serve --listen PATH [--timeout-ms N]
+ *   (with --seccomp FILE first: install that compiled filter, the gvisor
+ *   backend's way of giving its sandbox the native one's filter)
  *
  * A PID 1 in a pid namespace gets no default signal actions and inherits every
  * orphan, so this init must (a) reap every child, or zombies pile up until the
@@ -467,6 +469,44 @@ static int listen_at(const char *path)
 	return fd;
 }
 
+/* The kernel's seccomp ABI (linux/filter.h, linux/seccomp.h), which the
+ * musl toolchain ships no headers for. */
+struct wr_sock_filter {
+	uint16_t code;
+	uint8_t jt, jf;
+	uint32_t k;
+};
+struct wr_sock_fprog {
+	unsigned short len;
+	struct wr_sock_filter *filter;
+};
+#define WR_BPF_MAXINSNS 4096
+#define WR_SECCOMP_MODE_FILTER 2
+
+/* --seccomp FILE: the BPF program sandbox/security.c compiled (an array
+ * of struct sock_filter), installed with no_new_privs before anything
+ * else runs; every command init starts inherits it. */
+static void apply_seccomp(const char *path)
+{
+	static struct wr_sock_filter insns[WR_BPF_MAXINSNS];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		die("seccomp: open");
+	ssize_t n = read(fd, insns, sizeof(insns));
+	close(fd);
+	if (n <= 0 || n % (ssize_t)sizeof(insns[0]) != 0) {
+		errno = EINVAL;
+		die("seccomp: read");
+	}
+	struct wr_sock_fprog prog = {
+	    .len = (unsigned short)(n / (ssize_t)sizeof(insns[0])),
+	    .filter = insns,
+	};
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+	    prctl(PR_SET_SECCOMP, WR_SECCOMP_MODE_FILTER, &prog) < 0)
+		die("seccomp: install");
+}
+
 static void usage(void)
 {
 	fprintf(stderr,
@@ -490,6 +530,8 @@ int main(int argc, char **argv)
 			timeout_ms = atoll(argv[++i]);
 		else if (!strcmp(argv[i], "--socket") && i + 1 < argc)
 			sock = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--seccomp") && i + 1 < argc)
+			apply_seccomp(argv[++i]);
 		else if (!strcmp(argv[i], "--listen") && i + 1 < argc) {
 			sock = listen_at(argv[++i]);
 			if (sock < 0)

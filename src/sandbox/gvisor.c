@@ -52,6 +52,7 @@
 
 #define GV_INIT_PATH "/dev/.warren-init"
 #define GV_EXEC_DIR "/dev/.warren-exec"
+#define GV_SECCOMP_PATH "/dev/.warren-seccomp"
 #define GV_SOCKET_WAIT_MS 10000
 #define GV_ERR_MAX 4096
 
@@ -207,20 +208,25 @@ static json_t *string_array(char *const *list)
 static json_t *bundle_config(const struct sandbox_config *cfg,
 			     enum sandbox_mode mode, char *const argv[],
 			     const char *root, const char *init_path,
-			     const char *exec_dir, bool persistent_upper)
+			     const char *exec_dir, const char *seccomp_path,
+			     bool persistent_upper)
 {
 	char timeout_arg[32];
 	json_t *args = json_array();
 	json_array_append_new(args, json_string(GV_INIT_PATH));
+	json_array_append_new(
+	    args, json_string(mode == SANDBOX_MODE_RUN ? "run" : "serve"));
+	if (seccomp_path) {
+		json_array_append_new(args, json_string("--seccomp"));
+		json_array_append_new(args, json_string(GV_SECCOMP_PATH));
+	}
 	_cleanup_free_ char **env = NULL;
 	if (mode == SANDBOX_MODE_RUN) {
-		json_array_append_new(args, json_string("run"));
 		json_array_append_new(args, json_string("--"));
 		for (size_t i = 0; argv[i]; i++)
 			json_array_append_new(args, json_string(argv[i]));
 		env = sandbox_config_env(cfg);
 	} else {
-		json_array_append_new(args, json_string("serve"));
 		json_array_append_new(args, json_string("--listen"));
 		json_array_append_new(args,
 				      json_string(GV_EXEC_DIR "/exec.sock"));
@@ -308,6 +314,9 @@ static json_t *bundle_config(const struct sandbox_config *cfg,
 	r |= add_mount(mounts, GV_INIT_PATH, "bind", init_path, init_opts);
 	if (exec_dir)
 		r |= add_mount(mounts, GV_EXEC_DIR, "bind", exec_dir, rw_bind);
+	if (seccomp_path)
+		r |= add_mount(mounts, GV_SECCOMP_PATH, "bind", seccomp_path,
+			       init_opts);
 	if (r) {
 		json_decref(o);
 		return NULL;
@@ -617,7 +626,8 @@ static int gvisor_create(const struct sandbox_config *cfg,
 	_cleanup_free_ char *init_path = NULL, *base = NULL, *dir = NULL,
 			    *stage = NULL, *bundle = NULL, *exec_dir = NULL,
 			    *out_path = NULL, *config_path = NULL,
-			    *runsc_root = NULL, *root = NULL;
+			    *runsc_root = NULL, *root = NULL,
+			    *seccomp_path = NULL;
 	_cleanup_close_ int report_rd = -1;
 	struct launcher l = {.report_fd = -1, .out_fd = -1, .relay_w = {-1, -1}};
 	l.plan.upper_parent_fd = -1;
@@ -684,10 +694,29 @@ static int gvisor_create(const struct sandbox_config *cfg,
 	r = open_layers(&l, cfg, base, sb, err);
 	if (r < 0)
 		goto fail;
+	/* the native filter, installed by init inside gVisor: the Sentry's
+	 * own surface, and the same denials on top */
+	if (!cfg->no_seccomp) {
+		seccomp_path =
+		    runtime_path("sandboxes/%s/seccomp.bpf", sb->name);
+		struct seccomp_program prog = {0};
+		r = seccomp_path ? seccomp_prepare(cfg->allow_userns, &prog)
+				 : -ENOMEM;
+		if (r == 0)
+			r = wr_write_file_atomic(
+			    seccomp_path, (const char *)prog.prog.filter,
+			    prog.prog.len * sizeof(prog.prog.filter[0]), 0600,
+			    false);
+		seccomp_program_clear(&prog);
+		if (r < 0) {
+			r = wr_error_set(err, -r, "seccomp filter");
+			goto fail;
+		}
+	}
 	json_t *config =
 	    bundle_config(cfg, mode, argv, root, init_path,
 			  mode == SANDBOX_MODE_SERVE ? exec_dir : NULL,
-			  sb->upper_real != NULL);
+			  seccomp_path, sb->upper_real != NULL);
 	char *text = config ? json_dumps(config, JSON_INDENT(1)) : NULL;
 	json_decref(config);
 	r = text ? wr_write_file_atomic(config_path, text, strlen(text), 0600,

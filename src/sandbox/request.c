@@ -95,8 +95,9 @@ static int finish(struct builder *b)
 static void request_options(struct builder *b, const struct sandbox_request *r)
 {
 	opt(b, "--" SBX_OPT_NAME, r->name);
-	if (r->backend != SANDBOX_BACKEND_NATIVE)
-		opt(b, "--" SBX_OPT_BACKEND, sandbox_backend_name(r->backend));
+	/* always said: WARREN_SANDBOX_BACKEND in the caller's environment
+	 * must not change what the server asked for */
+	opt(b, "--" SBX_OPT_BACKEND, sandbox_backend_name(r->backend));
 	opt(b, "--" SBX_OPT_SNAPSHOT, r->snapshot);
 	opt(b, "--" SBX_OPT_DATA, r->data_dir);
 	opt(b, "--" SBX_OPT_REF, r->ref);

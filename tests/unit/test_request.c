@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -88,14 +89,25 @@ static void native_is_the_default(void **state)
 	struct sandbox_request req = {.name = "n1"};
 	struct sandbox_cmdline cl;
 	assert_int_equal(sandbox_cmdline_create("w", &req, &cl), 0);
+	/* said explicitly, so that the environment cannot change it */
+	bool said = false;
 	for (size_t i = 0; cl.argv[i]; i++)
-		assert_string_not_equal(cl.argv[i], "--backend");
+		said |= !strcmp(cl.argv[i], "--backend") &&
+			!strcmp(cl.argv[i + 1], "native");
+	assert_true(said);
+	setenv("WARREN_SANDBOX_BACKEND", "gvisor", 1);
 	struct cli_sandbox_opts o;
 	int argc = (int)count(cl.argv) - 2;
 	assert_int_equal(cli_parse_sandbox_opts(argc, cl.argv + 2, &o, true),
 			 argc);
 	assert_int_equal(o.cfg.backend, SANDBOX_BACKEND_NATIVE);
 	cli_sandbox_opts_clear(&o);
+	/* without --backend, the environment's default */
+	char *bare[] = {"create", "--name", "n2", NULL};
+	assert_int_equal(cli_parse_sandbox_opts(3, bare, &o, true), 3);
+	assert_int_equal(o.cfg.backend, SANDBOX_BACKEND_GVISOR);
+	cli_sandbox_opts_clear(&o);
+	unsetenv("WARREN_SANDBOX_BACKEND");
 	sandbox_cmdline_clear(&cl);
 }
 
