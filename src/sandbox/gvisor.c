@@ -6,10 +6,13 @@
  * the native sandbox's:
  *   - the root: the same overlay of the same layers and writable upper,
  *     built by rootfs.c, here on the host in a private mount namespace of
- *     a launcher process that then runs runsc. Layers and upper owned by
- *     the store range on disk are idmapped onto ids 0.. for runsc's gofer,
- *     which serves the root to the Sentry; a file root writes inside is
- *     store-owned on disk, as with native;
+ *     a launcher process that then runs runsc; runsc's gofer serves it
+ *     to the Sentry;
+ *   - the uid model (internal.h): the Sentry runs the sandbox in a user
+ *     namespace mapping 0.. onto the sandbox's slot range, the layers and
+ *     the upper are idmapped from the store range onto that slot range:
+ *     root inside owns its files (store-owned on disk) and is nobody to
+ *     any other host file, bound ones included;
  *   - the limits: one cgroup (cgroup.c) built before the launcher moves
  *     into it; runsc runs with --ignore-cgroups and its gofer and Sentry
  *     inherit the launcher's cgroup, so memory, CPU and pids hold for the
@@ -42,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -50,9 +54,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define GV_INIT_PATH "/dev/.warren-init"
-#define GV_EXEC_DIR "/dev/.warren-exec"
-#define GV_SECCOMP_PATH "/dev/.warren-seccomp"
+/* Warren's own plumbing inside, in the Sentry's /dev (a tmpfs of its own,
+ * never part of a layer): init (named warren-init, as with native), its
+ * filter, the directory of its exec socket */
+#define GV_INIT_PATH "/dev/.warren/warren-init"
+#define GV_EXEC_DIR "/dev/.warren/exec"
+#define GV_SECCOMP_PATH "/dev/.warren/seccomp"
+/* pids: what gVisor's own processes and threads (Sentry, gofer, ptrace
+ * stubs) take of the cgroup's count on top of the sandbox's tasks, whose
+ * own limit gVisor enforces as RLIMIT_NPROC */
+#define GV_PIDS_OVERHEAD 512
+#define GV_DIR "gvisor" /* under the runtime directory */
 #define GV_SOCKET_WAIT_MS 10000
 #define GV_ERR_MAX 4096
 
@@ -209,7 +221,8 @@ static json_t *bundle_config(const struct sandbox_config *cfg,
 			     enum sandbox_mode mode, char *const argv[],
 			     const char *root, const char *init_path,
 			     const char *exec_dir, const char *seccomp_path,
-			     bool persistent_upper)
+			     bool persistent_upper, int slot,
+			     char *const *bind_paths)
 {
 	char timeout_arg[32];
 	json_t *args = json_array();
@@ -250,14 +263,23 @@ static json_t *bundle_config(const struct sandbox_config *cfg,
 	    "noNewPrivileges", 1, "capabilities", "bounding", caps,
 	    "effective", caps, "permitted", caps);
 	json_decref(caps);
+	uint64_t pids = cfg->pids ? cfg->pids : SANDBOX_DEFAULT_PIDS;
+	json_object_set_new(process, "rlimits",
+			    json_pack("[{s:s, s:I, s:I}]", "type", "RLIMIT_NPROC",
+				      "hard", (json_int_t)pids, "soft",
+				      (json_int_t)pids));
 	json_t *mounts = json_array();
+	json_int_t host_id = (json_int_t)wr_slot_uid(slot);
 	json_t *o = json_pack(
 	    "{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:{s:[{s:s}, {s:s}, {s:s}, "
-	    "{s:s}, {s:s}]}}",
+	    "{s:s}, {s:s}, {s:s}], s:[{s:i, s:I, s:i}], s:[{s:i, s:I, s:i}]}}",
 	    "ociVersion", "1.0.2", "process", process, "root", "path", root,
 	    "readonly", 0, "hostname", cfg->hostname ? cfg->hostname : "warren",
 	    "mounts", mounts, "linux", "namespaces", "type", "pid", "type",
-	    "network", "type", "ipc", "type", "uts", "type", "mount");
+	    "network", "type", "ipc", "type", "uts", "type", "mount", "type",
+	    "user", "uidMappings", "containerID", 0, "hostID", host_id, "size",
+	    (int)WR_IDS_PER_SLOT, "gidMappings", "containerID", 0, "hostID",
+	    host_id, "size", (int)WR_IDS_PER_SLOT);
 	if (!o)
 		return NULL;
 	static const char *const proc_opts[] = {"nosuid", "nodev", "noexec",
@@ -278,6 +300,20 @@ static json_t *bundle_config(const struct sandbox_config *cfg,
 	r |= add_mount(mounts, "/dev", "tmpfs", "tmpfs", dev_opts);
 	r |= add_mount(mounts, "/dev/pts", "devpts", "devpts", pts_opts);
 	r |= add_mount(mounts, "/dev/shm", "tmpfs", "shm", shm_opts);
+	/* no sysfs: native has none either (an empty read-only tmpfs over
+	 * the Sentry's own) */
+	static const char *const sys_opts[] = {"ro", "nosuid", "nodev",
+					       "noexec", "size=4k", NULL};
+	r |= add_mount(mounts, "/sys", "tmpfs", "tmpfs", sys_opts);
+	if (!persistent_upper) {
+		/* /tmp in the scratch layer, under the disk cap, as with
+		 * native (runsc would give it a tmpfs of its own) */
+		char tmp_src[4200];
+		snprintf(tmp_src, sizeof(tmp_src), "%s/tmp", root);
+		static const char *const tmp_bind[] = {"rbind", "rw", "nosuid",
+						       "nodev", NULL};
+		r |= add_mount(mounts, "/tmp", "bind", tmp_src, tmp_bind);
+	}
 	if (persistent_upper) {
 		/* /tmp and /run stay out of a persistent layer (rootfs.c) */
 		char size_opt[64];
@@ -305,9 +341,11 @@ static json_t *bundle_config(const struct sandbox_config *cfg,
 			r |= add_mount(mounts, host, "bind", host, ro_bind);
 		}
 	}
+	/* binds: the launcher's nosuid, nodev (and ro) mounts of the
+	 * sources, which the kernel enforces for the gofer */
 	for (size_t i = 0; i < cfg->n_binds; i++) {
 		r |= add_mount(mounts, cfg->binds[i].dest, "bind",
-			       cfg->binds[i].source,
+			       bind_paths[i],
 			       cfg->binds[i].read_only ? ro_bind : rw_bind);
 	}
 	static const char *const init_opts[] = {"bind", "ro", NULL};
@@ -338,7 +376,9 @@ struct launcher {
 	int out_fd; /* serve mode: runsc's output, else -1 (inherited) */
 	int relay_w[2]; /* run mode: pipes for stdout/stderr, or -1 */
 	bool host_mode;
-	char **argv; /* runsc */
+	uid_t slot_uid; /* the sandbox's root on the host */
+	char **argv;	/* runsc */
+	char *bind_paths[WR_MAX_BINDS]; /* where plan.bind_fds go */
 };
 
 __attribute__((noreturn)) static void launcher_fail(struct launcher *l,
@@ -348,6 +388,25 @@ __attribute__((noreturn)) static void launcher_fail(struct launcher *l,
 		/* the parent sees EOF and says the launcher died */
 	}
 	_exit(125);
+}
+
+/* File-system ids uid (setfsuid clears the file capabilities from the
+ * effective set when leaving 0: raised again from the permitted set). */
+static int as_slot_root(uid_t uid)
+{
+	setfsuid(uid);
+	setfsgid(uid);
+	if ((uid_t)setfsuid((uid_t)-1) != uid) {
+		errno = EPERM;
+		return -1;
+	}
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[2];
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return -1;
+	for (int i = 0; i < 2; i++)
+		data[i].effective = data[i].permitted;
+	return (int)syscall(SYS_capset, &hdr, data);
 }
 
 __attribute__((noreturn)) static void launcher_main(struct launcher *l)
@@ -369,6 +428,25 @@ __attribute__((noreturn)) static void launcher_main(struct launcher *l)
 		snprintf(rep.step, sizeof(rep.step), "private mount namespace");
 		launcher_fail(l, &rep);
 	}
+	for (size_t i = 0; i < l->plan.cfg->n_binds; i++) {
+		if (syscall(SYS_move_mount, l->plan.bind_fds[i], "", AT_FDCWD,
+			    l->bind_paths[i], MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+			rep.err = errno;
+			snprintf(rep.step, sizeof(rep.step), "bind %s",
+				 l->plan.cfg->binds[i].source);
+			launcher_fail(l, &rep);
+		}
+	}
+	/* overlayfs does its upper-layer work with its mounter's credentials:
+	 * mount it as the sandbox's root (the slot's first id, through the
+	 * upper's idmapped mount the store uid on disk), with the
+	 * capabilities kept in effect; host root is not mapped there */
+	if (as_slot_root(l->slot_uid) < 0) {
+		rep.err = errno;
+		snprintf(rep.step, sizeof(rep.step),
+			 "take the slot's ids for the overlay");
+		launcher_fail(l, &rep);
+	}
 	int root_fd = rootfs_stage_overlay(&l->plan, &rep);
 	if (root_fd < 0)
 		launcher_fail(l, &rep);
@@ -376,6 +454,11 @@ __attribute__((noreturn)) static void launcher_main(struct launcher *l)
 	    rootfs_write_host_names(root_fd, l->plan.cfg, &rep) < 0)
 		launcher_fail(l, &rep);
 	close(root_fd);
+	if (as_slot_root(0) < 0) {
+		rep.err = errno;
+		snprintf(rep.step, sizeof(rep.step), "take host root's ids back");
+		launcher_fail(l, &rep);
+	}
 	if (chdir("/") < 0) {
 		rep.err = errno;
 		snprintf(rep.step, sizeof(rep.step), "chdir /");
@@ -398,16 +481,22 @@ __attribute__((noreturn)) static void launcher_main(struct launcher *l)
 	launcher_fail(l, &rep);
 }
 
-/* Idmapped detached mounts for the launcher: store-owned paths map onto
- * ids 0.. (what the gofer, host root, sees); others stay as they are. */
+/* Idmapped detached mounts for the launcher, as native makes them
+ * (create.c): store-owned paths onto the sandbox's slot range, others
+ * (a root-owned --rootfs) from ids 0.. onto it. The Sentry runs the
+ * sandbox in a user namespace mapping 0.. to the same slot range
+ * (bundle_config), so root inside owns its layers and upper and is
+ * nobody to every other host file, as with native. */
 static int open_layers(struct launcher *l, const struct sandbox_config *cfg,
 		       const char *base, const struct sandbox *sb,
 		       struct wr_error **err)
 {
-	_cleanup_close_ int store_ns =
-	    idmap_userns_open(WR_STORE_UID, 0, WR_IDS_PER_SLOT);
-	if (store_ns < 0)
-		return wr_error_set(err, -store_ns,
+	_cleanup_close_ int store_ns = idmap_userns_open(
+	    WR_STORE_UID, wr_slot_uid(sb->slot), WR_IDS_PER_SLOT);
+	_cleanup_close_ int zero_ns =
+	    idmap_userns_open(0, wr_slot_uid(sb->slot), WR_IDS_PER_SLOT);
+	if (store_ns < 0 || zero_ns < 0)
+		return wr_error_set(err, store_ns < 0 ? -store_ns : -zero_ns,
 				    "create a user namespace for the idmapped "
 				    "layers (see docs/security.md)");
 	size_t n = 0;
@@ -426,7 +515,7 @@ static int open_layers(struct launcher *l, const struct sandbox_config *cfg,
 		if (stat(path, &st) < 0)
 			return wr_error_input(err, errno, "layer %s", path);
 		int fd = idmap_mount_open(
-		    path, wr_in_store_range(st.st_uid) ? store_ns : -1,
+		    path, wr_in_store_range(st.st_uid) ? store_ns : zero_ns,
 		    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV);
 		if (fd < 0)
 			return wr_error_set(err, -fd, "layer %s: idmapped mount",
@@ -508,8 +597,55 @@ static bool relay_some(int from, int to)
 	return true;
 }
 
+/* Each --bind source as a detached nosuid, nodev (ro) mount, as native
+ * makes them, and the empty file or directory the launcher attaches it
+ * to (GV_DIR/<name>/binds/<i>), the source runsc is given. */
+static int open_binds(struct launcher *l, const struct sandbox_config *cfg,
+		      const char *gv_dir, struct wr_error **err)
+{
+	if (cfg->n_binds > WR_MAX_BINDS)
+		return wr_error_input(err, E2BIG, "too many --bind");
+	_cleanup_free_ char *dir = wr_asprintf("%s/binds", gv_dir);
+	if (!dir)
+		return wr_error_set(err, ENOMEM, "--bind");
+	if (cfg->n_binds && mkdir(dir, 0711) < 0)
+		return wr_error_set(err, errno, "create %s", dir);
+	for (size_t i = 0; i < cfg->n_binds; i++) {
+		uint64_t attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+		if (cfg->binds[i].read_only)
+			attrs |= MOUNT_ATTR_RDONLY;
+		int fd = idmap_mount_open(cfg->binds[i].source, -1, attrs);
+		if (fd < 0)
+			return wr_error_input(err, -fd, "--bind %s",
+					      cfg->binds[i].source);
+		l->plan.bind_fds[i] = fd;
+		struct stat st;
+		l->bind_paths[i] = wr_asprintf("%s/%zu", dir, i);
+		if (!l->bind_paths[i] || fstat(fd, &st) < 0)
+			return wr_error_set(err, errno ? errno : ENOMEM,
+					    "--bind %s", cfg->binds[i].source);
+		int made = S_ISDIR(st.st_mode)
+			       ? mkdir(l->bind_paths[i], 0755)
+			       : close(open(l->bind_paths[i],
+					    O_CREAT | O_EXCL | O_WRONLY |
+						O_CLOEXEC,
+					    0644));
+		if (made < 0)
+			return wr_error_set(err, errno, "create %s",
+					    l->bind_paths[i]);
+	}
+	return 0;
+}
+
 static void launcher_clear(struct launcher *l)
 {
+	for (size_t i = 0; i < WR_MAX_BINDS; i++) {
+		if (l->plan.bind_fds[i] >= 0)
+			close(l->plan.bind_fds[i]);
+		l->plan.bind_fds[i] = -1;
+		free(l->bind_paths[i]);
+		l->bind_paths[i] = NULL;
+	}
 	for (size_t i = 0; i < l->plan.n_layer_fds; i++)
 		close(l->plan.layer_fds[i]);
 	l->plan.n_layer_fds = 0;
@@ -561,6 +697,14 @@ static pid_t sandbox_pid_of(const char *name, const char *scratch)
 	return pid;
 }
 
+/* GV_DIR/<name>: empty of mounts once the launcher's namespace is gone */
+static void remove_gv_dir(const char *name)
+{
+	_cleanup_free_ char *d = runtime_path(GV_DIR "/%s", name);
+	if (d)
+		wr_rm_rf(d);
+}
+
 static void runsc_delete(const char *name)
 {
 	char *args[] = {(char *)"delete", (char *)"--force", (char *)name,
@@ -593,6 +737,7 @@ static int gv_teardown(struct sandbox *sb, bool *oom)
 		ret = r;
 	if (sb->work_dir)
 		wr_rm_rf(sb->work_dir);
+	remove_gv_dir(sb->name);
 	runtime_release(sb->name, sb->slot);
 	return ret;
 }
@@ -627,10 +772,13 @@ static int gvisor_create(const struct sandbox_config *cfg,
 			    *stage = NULL, *bundle = NULL, *exec_dir = NULL,
 			    *out_path = NULL, *config_path = NULL,
 			    *runsc_root = NULL, *root = NULL,
-			    *seccomp_path = NULL;
+			    *seccomp_path = NULL, *gv_dir = NULL,
+			    *gv_base = NULL;
 	_cleanup_close_ int report_rd = -1;
 	struct launcher l = {.report_fd = -1, .out_fd = -1, .relay_w = {-1, -1}};
 	l.plan.upper_parent_fd = -1;
+	for (size_t i = 0; i < WR_MAX_BINDS; i++)
+		l.plan.bind_fds[i] = -1;
 	struct sandbox *sb = sandbox_alloc(cfg, mode);
 	if (!sb)
 		return wr_error_set(err, ENOMEM, "create sandbox");
@@ -660,17 +808,22 @@ static int gvisor_create(const struct sandbox_config *cfg,
 			goto fail;
 	}
 	uint64_t t_prep = wr_mono_us();
+	/* the record's directory stays root's; what the Sentry's gofer
+	 * reaches (it runs in the sandbox's user namespace, as its slot
+	 * range) lives in GV_DIR/<name>, traversable */
 	dir = runtime_path("sandboxes/%s", sb->name);
-	stage = runtime_path("sandboxes/%s/stage", sb->name);
+	gv_dir = runtime_path(GV_DIR "/%s", sb->name);
+	stage = runtime_path(GV_DIR "/%s/stage", sb->name);
 	bundle = runtime_path("sandboxes/%s/bundle", sb->name);
-	exec_dir = runtime_path("sandboxes/%s/exec", sb->name);
+	exec_dir = runtime_path(GV_DIR "/%s/exec", sb->name);
 	out_path = runtime_path("sandboxes/%s/runsc.out", sb->name);
 	config_path = runtime_path("sandboxes/%s/bundle/config.json", sb->name);
 	runsc_root = runtime_path("runsc");
-	root = runtime_path("sandboxes/%s/stage/root", sb->name);
+	gv_base = runtime_path(GV_DIR);
+	root = runtime_path(GV_DIR "/%s/stage/root", sb->name);
 	init_path = sandbox_find_init();
-	if (!dir || !stage || !bundle || !exec_dir || !out_path ||
-	    !config_path || !runsc_root || !root || !init_path) {
+	if (!dir || !gv_dir || !gv_base || !stage || !bundle || !exec_dir ||
+	    !out_path || !config_path || !runsc_root || !root || !init_path) {
 		r = wr_error_set(err, ENOMEM, "create sandbox");
 		goto fail;
 	}
@@ -679,9 +832,14 @@ static int gvisor_create(const struct sandbox_config *cfg,
 		goto fail;
 	}
 	if ((mkdir(runsc_root, 0700) < 0 && errno != EEXIST) ||
-	    mkdir(stage, 0755) < 0 || mkdir(bundle, 0700) < 0 ||
-	    (mode == SANDBOX_MODE_SERVE && mkdir(exec_dir, 0700) < 0)) {
-		r = wr_error_set(err, errno, "create %s/…", dir);
+	    (mkdir(gv_base, 0711) < 0 && errno != EEXIST) ||
+	    mkdir(gv_dir, 0711) < 0 || mkdir(stage, 0755) < 0 ||
+	    mkdir(bundle, 0700) < 0 ||
+	    (mode == SANDBOX_MODE_SERVE &&
+	     (mkdir(exec_dir, 0700) < 0 ||
+	      chown(exec_dir, wr_slot_uid(sb->slot), wr_slot_uid(sb->slot)) <
+		  0))) {
+		r = wr_error_set(err, errno, "create %s/…", gv_dir);
 		goto fail;
 	}
 	if (!cfg->rootfs) {
@@ -692,20 +850,21 @@ static int gvisor_create(const struct sandbox_config *cfg,
 		}
 	}
 	r = open_layers(&l, cfg, base, sb, err);
+	if (r == 0)
+		r = open_binds(&l, cfg, gv_dir, err);
 	if (r < 0)
 		goto fail;
 	/* the native filter, installed by init inside gVisor: the Sentry's
 	 * own surface, and the same denials on top */
 	if (!cfg->no_seccomp) {
-		seccomp_path =
-		    runtime_path("sandboxes/%s/seccomp.bpf", sb->name);
+		seccomp_path = runtime_path(GV_DIR "/%s/seccomp.bpf", sb->name);
 		struct seccomp_program prog = {0};
 		r = seccomp_path ? seccomp_prepare(cfg->allow_userns, &prog)
 				 : -ENOMEM;
 		if (r == 0)
 			r = wr_write_file_atomic(
 			    seccomp_path, (const char *)prog.prog.filter,
-			    prog.prog.len * sizeof(prog.prog.filter[0]), 0600,
+			    prog.prog.len * sizeof(prog.prog.filter[0]), 0644,
 			    false);
 		seccomp_program_clear(&prog);
 		if (r < 0) {
@@ -716,7 +875,8 @@ static int gvisor_create(const struct sandbox_config *cfg,
 	json_t *config =
 	    bundle_config(cfg, mode, argv, root, init_path,
 			  mode == SANDBOX_MODE_SERVE ? exec_dir : NULL,
-			  seccomp_path, sb->upper_real != NULL);
+			  seccomp_path, sb->upper_real != NULL, sb->slot,
+			  l.bind_paths);
 	char *text = config ? json_dumps(config, JSON_INDENT(1)) : NULL;
 	json_decref(config);
 	r = text ? wr_write_file_atomic(config_path, text, strlen(text), 0600,
@@ -731,7 +891,8 @@ static int gvisor_create(const struct sandbox_config *cfg,
 	    .memory_bytes =
 		cfg->memory_bytes ? cfg->memory_bytes : SANDBOX_DEFAULT_MEMORY,
 	    .millicpus = cfg->millicpus,
-	    .pids = cfg->pids ? cfg->pids : SANDBOX_DEFAULT_PIDS,
+	    .pids = (cfg->pids ? cfg->pids : SANDBOX_DEFAULT_PIDS) +
+		    GV_PIDS_OVERHEAD,
 	};
 	uint64_t t_cg = wr_mono_us();
 	r = cgroup_create(sb->name, &limits, &sb->cg, err);
@@ -768,6 +929,7 @@ static int gvisor_create(const struct sandbox_config *cfg,
 	l.plan.mode = mode;
 	l.plan.stage_path = stage;
 	l.host_mode = cfg->rootfs == NULL;
+	l.slot_uid = wr_slot_uid(sb->slot);
 	uint64_t t_clone = wr_mono_us();
 	sb->timings.prepare_us = t_clone - t_prep;
 	pid_t pid = fork();
@@ -826,7 +988,7 @@ static int gvisor_create(const struct sandbox_config *cfg,
 					 GV_SOCKET_WAIT_MS / 1000);
 			goto fail;
 		}
-		if (symlink("exec/exec.sock", link) < 0) {
+		if (symlink(sock, link) < 0) {
 			r = wr_error_set(err, errno, "link %s", link);
 			goto fail;
 		}
@@ -948,6 +1110,7 @@ static void gvisor_cleanup(const struct sandbox_record *rec)
 {
 	if (runsc_path())
 		runsc_delete(rec->name);
+	remove_gv_dir(rec->name);
 }
 
 const struct sandbox_backend_ops gvisor_backend_ops = {

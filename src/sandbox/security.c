@@ -170,6 +170,13 @@ static const struct seccomp_rule seccomp_rules[] = {
      * nested namespace): a large kernel surface */
     {"clone", EPERM, 0, CLONE_NEWUSER, CLONE_NEWUSER, true},
     {"unshare", EPERM, 0, CLONE_NEWUSER, CLONE_NEWUSER, true},
+    /* device nodes: a user namespace cannot make them anyway (no
+     * CAP_MKNOD over the host's devices); said here as well for a kernel
+     * that would (gVisor's Sentry lets root make them in its tmpfs) */
+    {"mknod", EPERM, 1, S_IFMT, S_IFCHR, false},
+    {"mknod", EPERM, 1, S_IFMT, S_IFBLK, false},
+    {"mknodat", EPERM, 2, S_IFMT, S_IFCHR, false},
+    {"mknodat", EPERM, 2, S_IFMT, S_IFBLK, false},
     /* clone3 passes its flags in memory a filter cannot read: ENOSYS
      * makes libc fall back to clone(2), which is checked */
     {"clone3", ENOSYS, -1, 0, 0, true},
