@@ -40,7 +40,7 @@ LDFLAGS += $(SANFLAGS)
 LIBS    := -lseccomp -ljansson -lsodium
 
 UTIL_SRC    := src/util/alloc.c src/util/error.c src/util/fdpass.c src/util/fs.c src/util/url.c src/util/spawn.c \
-               src/util/parse.c
+               src/util/parse.c src/util/log.c
 SANDBOX_SRC := $(wildcard src/sandbox/*.c)
 SNAPSHOT_SRC := $(wildcard src/snapshot/*.c)
 # the egress proxy (threads, sockets, getaddrinfo) and the credential
