@@ -40,7 +40,7 @@ LDFLAGS += $(SANFLAGS)
 LIBS    := -lseccomp -ljansson -lsodium
 
 UTIL_SRC    := src/util/alloc.c src/util/error.c src/util/fdpass.c src/util/fs.c src/util/url.c src/util/spawn.c \
-               src/util/parse.c src/util/log.c
+               src/util/parse.c src/util/log.c src/util/json_alloc.c
 SANDBOX_SRC := $(wildcard src/sandbox/*.c)
 SNAPSHOT_SRC := $(wildcard src/snapshot/*.c)
 # the egress proxy (threads, sockets, getaddrinfo) and the credential
@@ -127,7 +127,8 @@ $(BUILD)/warren-egress: $(PROXY_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ -ljansson -lpthread -lpsl
 
 $(BUILD)/warren-client: $(CLIENT_OBJ) $(BUILD)/obj/src/util/alloc.o \
-                        $(BUILD)/obj/src/util/error.o $(BUILD)/obj/src/util/parse.o
+                        $(BUILD)/obj/src/util/error.o $(BUILD)/obj/src/util/parse.o \
+                        $(BUILD)/obj/src/util/json_alloc.o
 	$(CC) $(LDFLAGS) -o $@ $^ $(CLIENT_LIBS)
 
 $(BUILD)/warren-init: $(INIT_SRC) src/sandbox/proto.h src/util/alloc.h \

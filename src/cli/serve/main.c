@@ -15,6 +15,7 @@
 #include "util/alloc.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
+#include "util/json_alloc.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -191,6 +192,9 @@ static void register_repos(struct store *st, struct control *ctl,
 
 int main(int argc, char **argv)
 {
+	/* every JSON document of the server (configuration, API bodies,
+	 * events) through wr_malloc: WARREN_ALLOC_FAIL_AT reaches them */
+	wr_json_alloc_init();
 	/* argv[1] is "serve" when run through `warren serve` */
 	if (argc > 1 && !strcmp(argv[1], "serve")) {
 		argv++;
@@ -237,7 +241,7 @@ int main(int argc, char **argv)
 	uint16_t port = 7777;
 	if (config_opt && serve_config_load(config_opt, &cfg, &err) < 0) {
 		fail("config", err);
-		return EXIT_USAGE;
+		return err && err->bad_input ? EXIT_USAGE : EXIT_FAIL;
 	}
 	if (cfg.listen_addr) {
 		free(listen_addr);
