@@ -40,7 +40,7 @@ LDFLAGS += $(SANFLAGS)
 LIBS    := -lseccomp -ljansson -lsodium
 
 UTIL_SRC    := src/util/alloc.c src/util/error.c src/util/fdpass.c src/util/fs.c src/util/url.c src/util/spawn.c \
-               src/util/parse.c src/util/log.c src/util/json_alloc.c
+               src/util/parse.c src/util/log.c src/util/json_alloc.c src/util/capbuf.c
 SANDBOX_SRC := $(wildcard src/sandbox/*.c)
 SNAPSHOT_SRC := $(wildcard src/snapshot/*.c)
 # the egress proxy (threads, sockets, getaddrinfo) and the credential
@@ -128,7 +128,7 @@ $(BUILD)/warren-egress: $(PROXY_OBJ)
 
 $(BUILD)/warren-client: $(CLIENT_OBJ) $(BUILD)/obj/src/util/alloc.o \
                         $(BUILD)/obj/src/util/error.o $(BUILD)/obj/src/util/parse.o \
-                        $(BUILD)/obj/src/util/json_alloc.o
+                        $(BUILD)/obj/src/util/json_alloc.o $(BUILD)/obj/src/util/capbuf.o
 	$(CC) $(LDFLAGS) -o $@ $^ $(CLIENT_LIBS)
 
 $(BUILD)/warren-init: $(INIT_SRC) src/sandbox/proto.h src/util/alloc.h \
