@@ -2,12 +2,15 @@
 #
 #   make              build build/warren and build/warren-init
 #   make check        run every test; ends with "N passed, N failed"
+#   make unit         the unit tests alone, as any user (no root, nothing
+#                     installed); the same summary line
 #   make check SAN=1  the same with ASan + UBSan
 #   make bench        benchmarks (docs/benchmarks.md)
 #   make demo         a short tour: sandbox, snapshots, warren serve sessions
 #   make fuzz         run the fuzz targets for a while (clang/libFuzzer)
 #
-# Run as root, `make` first installs any missing Debian packages.
+# Run as root, `make` first installs any missing Debian packages (`make unit`
+# never does).
 
 CC      ?= cc
 BUILD   ?= build
@@ -40,7 +43,7 @@ LDFLAGS += $(SANFLAGS)
 LIBS    := -lseccomp -ljansson -lsodium
 
 UTIL_SRC    := src/util/alloc.c src/util/error.c src/util/fdpass.c src/util/fs.c src/util/url.c src/util/spawn.c \
-               src/util/parse.c
+               src/util/parse.c src/util/log.c src/util/json_alloc.c src/util/capbuf.c
 SANDBOX_SRC := $(wildcard src/sandbox/*.c)
 SNAPSHOT_SRC := $(wildcard src/snapshot/*.c)
 # the egress proxy (threads, sockets, getaddrinfo) and the credential
@@ -87,10 +90,12 @@ INIT_CFLAGS := -std=c17 -D_GNU_SOURCE -Isrc -Os -Wall -Wextra -static \
 UNIT_TESTS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 PROBE       := $(BUILD)/tests/probe
 
-.PHONY: all deps test-deps check bench demo clean fuzz format
-all: deps $(BUILD)/warren $(BUILD)/warren-init $(BUILD)/warren-serve \
-     $(BUILD)/warren-client $(BUILD)/warren-relay $(BUILD)/warren-git-connect \
-     $(BUILD)/warren-egress
+BINARIES    := $(BUILD)/warren $(BUILD)/warren-init $(BUILD)/warren-serve \
+               $(BUILD)/warren-client $(BUILD)/warren-relay \
+               $(BUILD)/warren-git-connect $(BUILD)/warren-egress
+
+.PHONY: all deps test-deps check unit bench demo clean fuzz format
+all: deps $(BINARIES)
 
 # Install what the build (or the tests) need on a fresh Debian 12 machine
 # (root only).
@@ -132,7 +137,8 @@ $(BUILD)/warren-egress: $(PROXY_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ -ljansson -lpthread -lpsl
 
 $(BUILD)/warren-client: $(CLIENT_OBJ) $(BUILD)/obj/src/util/alloc.o \
-                        $(BUILD)/obj/src/util/error.o $(BUILD)/obj/src/util/parse.o
+                        $(BUILD)/obj/src/util/error.o $(BUILD)/obj/src/util/parse.o \
+                        $(BUILD)/obj/src/util/json_alloc.o $(BUILD)/obj/src/util/capbuf.o
 	$(CC) $(LDFLAGS) -o $@ $^ $(CLIENT_LIBS)
 
 $(BUILD)/warren-init: $(INIT_SRC) src/sandbox/proto.h src/util/alloc.h \
@@ -176,6 +182,12 @@ $(BUILD)/bench/sandbox: bench/sandbox.c
 
 check: all test-deps $(UNIT_TESTS) $(PROBE)
 	@BUILD=$(BUILD) SAN=$(SAN) tests/run.sh
+
+# No deps/test-deps: nothing is installed, and root is not needed. The
+# binaries are built too: a few unit tests run them (test_tools creates a
+# sandbox when run as root, test_broker runs warren-git-connect).
+unit: $(BINARIES) $(UNIT_TESTS)
+	@BUILD=$(BUILD) SAN=$(SAN) tests/run.sh --unit
 
 bench: all $(BUILD)/bench/sandbox
 	@BUILD=$(BUILD) bench/run.sh

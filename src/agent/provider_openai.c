@@ -23,6 +23,7 @@
 #include "agent/provider.h"
 
 #include "util/alloc.h"
+#include "util/capbuf.h"
 #include "util/cleanup.h"
 
 #include <curl/curl.h>
@@ -57,38 +58,6 @@ struct openai_provider {
 	size_t max_response;
 };
 
-/* ---- growing buffers (bounded by the caller: the response cap) ---- */
-
-struct buf {
-	char *data; /* NUL-terminated once anything was added */
-	size_t len, cap;
-};
-
-static int buf_append(struct buf *b, const char *src, size_t n)
-{
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *grown = wr_realloc(b->data, cap);
-		if (!grown)
-			return -ENOMEM;
-		b->data = grown;
-		b->cap = cap;
-	}
-	if (n)
-		memcpy(b->data + b->len, src, n);
-	b->len += n;
-	b->data[b->len] = '\0';
-	return 0;
-}
-
-static void buf_clear(struct buf *b)
-{
-	free(b->data);
-	memset(b, 0, sizeof(*b));
-}
-
 /* ---- one transfer: the response as it arrives ---- */
 
 /* A tool call being streamed: the first delta with its index brings id and
@@ -97,7 +66,7 @@ struct call_part {
 	json_int_t index;
 	char *id;
 	char *name;
-	struct buf args;
+	struct capbuf args;
 };
 
 struct transfer {
@@ -107,16 +76,16 @@ struct transfer {
 	bool sse;	 /* reading an event stream */
 	bool too_big;
 	bool nomem;
-	struct buf body; /* not an event stream: the whole body */
+	struct capbuf body; /* not an event stream: the whole body */
 
 	/* the event stream */
-	struct buf line;
-	struct buf data; /* the event's data: lines, each ending in LF */
+	struct capbuf line;
+	struct capbuf data; /* the event's data: lines, each ending in LF */
 	bool after_cr;	 /* the last read ended in CR: skip a leading LF */
 	bool done;	 /* data: [DONE] */
 
 	/* the message put together from the chunks */
-	struct buf content;
+	struct capbuf content;
 	bool has_content;
 	struct call_part *calls;
 	size_t n_calls;
@@ -131,14 +100,14 @@ struct transfer {
 
 static void transfer_clear(struct transfer *t)
 {
-	buf_clear(&t->body);
-	buf_clear(&t->line);
-	buf_clear(&t->data);
-	buf_clear(&t->content);
+	capbuf_free(&t->body);
+	capbuf_free(&t->line);
+	capbuf_free(&t->data);
+	capbuf_free(&t->content);
 	for (size_t i = 0; i < t->n_calls; i++) {
 		free(t->calls[i].id);
 		free(t->calls[i].name);
-		buf_clear(&t->calls[i].args);
+		capbuf_free(&t->calls[i].args);
 	}
 	free(t->calls);
 	free(t->finish_reason);
@@ -262,6 +231,7 @@ static struct call_part *call_slot(struct transfer *t, json_int_t index)
 	struct call_part *c = &t->calls[t->n_calls++];
 	memset(c, 0, sizeof(*c));
 	c->index = index;
+	c->args = CAPBUF_INIT(t->p->max_response);
 	return c;
 }
 
@@ -313,8 +283,8 @@ static int apply_tool_delta(struct transfer *t, const json_t *d)
 	}
 	const json_t *args = json_object_get(fn, "arguments");
 	if (json_is_string(args) &&
-	    buf_append(&c->args, json_string_value(args),
-		       json_string_length(args)) < 0)
+	    capbuf_append(&c->args, json_string_value(args),
+			  json_string_length(args)) < 0)
 		return transfer_fail(t, false, -ENOMEM, "tool call");
 	return 0;
 }
@@ -328,8 +298,8 @@ static int apply_choice(struct transfer *t, const json_t *choice)
 	const json_t *content = json_object_get(delta, "content");
 	if (json_is_string(content)) {
 		t->has_content = true;
-		if (buf_append(&t->content, json_string_value(content),
-			       json_string_length(content)) < 0)
+		if (capbuf_append(&t->content, json_string_value(content),
+				  json_string_length(content)) < 0)
 			return transfer_fail(t, false, -ENOMEM, "content");
 	} else if (content && !json_is_null(content)) {
 		return transfer_fail(t, false, -EBADMSG,
@@ -447,8 +417,8 @@ static int sse_line(struct transfer *t)
 		value++;
 		value_len--;
 	}
-	if (buf_append(&t->data, value, value_len) < 0 ||
-	    buf_append(&t->data, "\n", 1) < 0)
+	if (capbuf_append(&t->data, value, value_len) < 0 ||
+	    capbuf_append(&t->data, "\n", 1) < 0)
 		return transfer_fail(t, false, -ENOMEM, "response");
 	return 0;
 }
@@ -465,7 +435,7 @@ static int sse_feed(struct transfer *t, const char *p, size_t n)
 		size_t k = i;
 		while (k < n && p[k] != '\n' && p[k] != '\r')
 			k++;
-		if (buf_append(&t->line, p + i, k - i) < 0)
+		if (capbuf_append(&t->line, p + i, k - i) < 0)
 			return transfer_fail(t, false, -ENOMEM, "response");
 		if (k == n)
 			break; /* the line goes on in the next read */
@@ -506,7 +476,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
 	}
 	if (t->sse)
 		return sse_feed(t, ptr, n) < 0 ? 0 : n;
-	if (buf_append(&t->body, ptr, n) < 0) {
+	if (capbuf_append(&t->body, ptr, n) < 0) {
 		t->nomem = true;
 		return 0;
 	}
@@ -586,10 +556,10 @@ static int finish_body(struct transfer *t, struct provider_reply *out)
 	if (!strncmp(body + skip, "data:", 5) || body[skip] == ':') {
 		/* an event stream under another Content-Type */
 		t->sse = true;
-		struct buf whole = t->body;
-		memset(&t->body, 0, sizeof(t->body));
+		struct capbuf whole = t->body;
+		t->body = CAPBUF_INIT(t->p->max_response);
 		int r = sse_feed(t, whole.data, whole.len);
-		buf_clear(&whole);
+		capbuf_free(&whole);
 		return r < 0 ? r : finish_stream(t, out);
 	}
 	if (skip == t->body.len)
@@ -746,7 +716,15 @@ static int attempt_once(struct openai_provider *p, const char *payload,
 			struct provider_reply *out, bool *retryable,
 			uint64_t *wait_ms, struct wr_error **err)
 {
-	struct transfer t = {.p = p};
+	/* Every piece of the response is at most the whole of it: the
+	 * buffers' caps are never what stops a transfer (on_write counts
+	 * the bytes, streamed or not), but nothing grows without one. */
+	const size_t cap = p->max_response;
+	struct transfer t = {.p = p,
+			     .body = CAPBUF_INIT(cap),
+			     .line = CAPBUF_INIT(cap),
+			     .data = CAPBUF_INIT(cap),
+			     .content = CAPBUF_INIT(cap)};
 	char errbuf[CURL_ERROR_SIZE] = "";
 	CURL *curl = p->curl;
 	int r = -EIO;

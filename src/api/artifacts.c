@@ -183,8 +183,8 @@ static int serve(struct api_ctx *c, const char *name, const char *content_type,
 	if (fd == -EXDEV || fd == -ENODEV) {
 		/* not something the runner writes: say so to the operator */
 		char path[80];
-		api_log("%s %s: refused: artifact %s %s", c->req->method,
-			api_quote(c->req->path, path), name,
+		api_log(WR_LOG_WARN, "%s %s: refused: artifact %s %s",
+			c->req->method, api_quote(c->req->path, path), name,
 			fd == -EXDEV ? "is recorded outside the session's "
 				       "artifact directory"
 				     : "is not a regular file");
@@ -203,8 +203,9 @@ static int serve(struct api_ctx *c, const char *name, const char *content_type,
 					       name,
 					       API_ARTIFACT_SERVE_MAX >> 20);
 		char path[80];
-		api_log("%s %s: open artifact %s: %s", c->req->method,
-			api_quote(c->req->path, path), name, strerror(-fd));
+		api_log(WR_LOG_ERROR, "%s %s: open artifact %s: %s",
+			c->req->method, api_quote(c->req->path, path), name,
+			strerror(-fd));
 		return api_reply_error(c->out, 500, "internal error");
 	}
 	api_response_clear(c->out);

@@ -5,6 +5,7 @@
 #define WR_API_INTERNAL_H
 
 #include "api/api.h"
+#include "util/log.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -157,8 +158,10 @@ int api_reply_render(struct api_ctx *c, unsigned status, json_t *obj,
 		     const char *what);
 /* A 500 for a failure inside the API (allocation, rendering), logged. */
 int api_reply_internal(struct api_ctx *c, const char *what);
-/* One line on stderr (5xx only). */
-void api_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* One line in the server's log (util/log.h), "api: " before the message:
+ * a 5xx answer's cause (error; warn for 503), a refused artifact (warn),
+ * every request's method, path and status (debug). */
+#define api_log(level, ...) wr_log((level), "api", __VA_ARGS__)
 
 /* request.c: validation. Each returns 0, or -1 after writing a 400
  * answer that names the key. */

@@ -147,8 +147,8 @@ int api_healthz(struct api_ctx *c)
 	int r = c->a->st->ops->session_count(c->a->st, counts, &err);
 	if (r < 0) {
 		char path[80];
-		api_log("%s %s: the store does not answer: %s", c->req->method,
-			api_quote(c->req->path, path),
+		api_log(WR_LOG_ERROR, "%s %s: the store does not answer: %s",
+			c->req->method, api_quote(c->req->path, path),
 			err && err->msg ? err->msg : strerror(-r));
 		wr_error_free(err);
 		return api_reply_error(c->out, 503,

@@ -42,17 +42,6 @@ static const char *status_code_name(unsigned status)
 	}
 }
 
-void api_log(const char *fmt, ...)
-{
-	char line[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	/* one write, so that lines from several threads do not interleave */
-	fprintf(stderr, "warren-serve: api: %s\n", line);
-}
-
 void api_response_clear(struct api_response *r)
 {
 	if (!r)
@@ -127,7 +116,7 @@ static void client_message(const struct wr_error *err, char *buf, size_t size)
 int api_reply_internal(struct api_ctx *c, const char *what)
 {
 	char path[80];
-	api_log("%s %s: %s failed", c->req->method,
+	api_log(WR_LOG_ERROR, "%s %s: %s failed", c->req->method,
 		api_quote(c->req->path, path), what);
 	return api_reply_error(c->out, 500, "internal error");
 }
@@ -169,8 +158,10 @@ int api_reply_failure(struct api_ctx *c, int r, const struct wr_error *err,
 	else
 		snprintf(msg, sizeof(msg), "%s: %s", what, strerror(-r));
 	if (status >= 500) {
+		/* 503: busy or stopping, which a retry gets past */
 		char path[80];
-		api_log("%s %s: %s: %s", c->req->method,
+		api_log(status == 500 ? WR_LOG_ERROR : WR_LOG_WARN,
+			"%s %s: %s: %s", c->req->method,
 			api_quote(c->req->path, path), what,
 			err && err->msg ? err->msg : strerror(-r));
 	}

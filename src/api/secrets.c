@@ -62,7 +62,7 @@ static json_t *repos_json(struct api_ctx *c, const char *name)
 	size_t n = 0;
 	struct wr_error *err = NULL;
 	if (secrets_repos_get(c->a->data_dir, name, &repos, &n, &err) < 0) {
-		api_log("secret %s: its repositories: %s", name,
+		api_log(WR_LOG_ERROR, "secret %s: its repositories: %s", name,
 			err && err->msg ? err->msg : "failed");
 		wr_error_free(err);
 		return NULL;

@@ -164,7 +164,7 @@ static enum MHD_Result queue(struct MHD_Connection *conn, struct api *a,
 						    MHD_RESPMEM_PERSISTENT);
 	}
 	if (!r) {
-		api_log("create a response: out of memory");
+		api_log(WR_LOG_ERROR, "create a response: out of memory");
 		return MHD_NO; /* drops the connection */
 	}
 	if (res->content_type)
@@ -308,6 +308,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	};
 	struct api_response res;
 	api_handle(a, &req, &res);
+	if (wr_log_enabled(WR_LOG_DEBUG)) {
+		/* the path only, never the query (cut off above) */
+		char m[80], path[80];
+		api_log(WR_LOG_DEBUG, "%s %s: %u", api_quote(method, m),
+			api_quote(cr->target, path), res.status);
+	}
 	enum MHD_Result ret = queue(conn, a, &res);
 	api_response_clear(&res);
 	return ret;

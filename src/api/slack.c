@@ -195,7 +195,8 @@ static bool internal_failure(int r, const struct wr_error *err)
 static int internal(struct slack_reply *reply, const char *what,
 		    const struct wr_error *err)
 {
-	api_log("slack: %s: %s", what, err && err->msg ? err->msg : "failed");
+	api_log(WR_LOG_ERROR, "slack: %s: %s", what,
+		err && err->msg ? err->msg : "failed");
 	_cleanup_free_ char *text = wr_asprintf(
 	    "Warren could not %s (internal error; the server logged it).",
 	    what);
@@ -485,7 +486,8 @@ static void add_outcome(struct api *a, const struct store_session *s,
 	memcpy(p.session_id, s->id, sizeof(p.session_id));
 	struct wr_error *err = NULL;
 	if (a->outbox->ops->post_add(a->outbox, &p, &err) < 0) {
-		api_log("slack: session %s: keep its Slack target: %s", s->id,
+		api_log(WR_LOG_ERROR,
+			"slack: session %s: keep its Slack target: %s", s->id,
 			err && err->msg ? err->msg : "failed");
 		if (reply && reply->text) {
 			char *more = wr_asprintf(
@@ -512,7 +514,7 @@ static void late_answer(struct api *a, const char *response_url,
 	};
 	struct wr_error *err = NULL;
 	if (a->outbox->ops->post_add(a->outbox, &p, &err) < 0)
-		api_log("slack: keep a late answer: %s",
+		api_log(WR_LOG_ERROR, "slack: keep a late answer: %s",
 			err && err->msg ? err->msg : "failed");
 	wr_error_free(err);
 }
@@ -600,8 +602,8 @@ static int post_reply(struct api *a, const struct slack_event *ev,
 	struct wr_error *err = NULL;
 	int64_t id = a->outbox->ops->post_add(a->outbox, &p, &err);
 	if (id < 0)
-		api_log("slack: event %s: keep the reply: %s", ev->event_id,
-			err && err->msg ? err->msg : "failed");
+		api_log(WR_LOG_ERROR, "slack: event %s: keep the reply: %s",
+			ev->event_id, err && err->msg ? err->msg : "failed");
 	wr_error_free(err);
 	return id < 0 ? (int)id : 0;
 }
@@ -677,8 +679,8 @@ int api_slack_event(struct api *a, const struct api_request *req,
 		goto out;
 	}
 	if (r < 0) {
-		api_log("slack: event %s: record it: %s", ev.event_id,
-			err && err->msg ? err->msg : "failed");
+		api_log(WR_LOG_ERROR, "slack: event %s: record it: %s",
+			ev.event_id, err && err->msg ? err->msg : "failed");
 		r = api_reply_error(out, 500, "internal error");
 		goto out;
 	}
@@ -687,7 +689,8 @@ int api_slack_event(struct api *a, const struct api_request *req,
 		struct wr_error *rerr = NULL;
 		if (a->outbox->ops->event_release(a->outbox, ev.event_id,
 						  &rerr) < 0)
-			api_log("slack: event %s: forget it: %s", ev.event_id,
+			api_log(WR_LOG_ERROR, "slack: event %s: forget it: %s",
+				ev.event_id,
 				rerr && rerr->msg ? rerr->msg : "failed");
 		wr_error_free(rerr);
 		r = api_reply_error(out, 500, "internal error");

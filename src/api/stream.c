@@ -138,7 +138,8 @@ static int fetch(struct api_stream *s)
 				    STREAM_BATCH, &ev, &n, &err);
 	if (r < 0) {
 		if (r != -ENOENT) /* gone: the stream just ends */
-			api_log("event stream of %s: list events: %s",
+			api_log(WR_LOG_ERROR,
+				"event stream of %s: list events: %s",
 				s->session_id,
 				err && err->msg ? err->msg : strerror(-r));
 		wr_error_free(err);
@@ -151,7 +152,8 @@ static int fetch(struct api_stream *s)
 	}
 	store_events_free(ev, n);
 	if (r < 0) {
-		api_log("event stream of %s: out of memory", s->session_id);
+		api_log(WR_LOG_ERROR, "event stream of %s: out of memory",
+			s->session_id);
 		return r;
 	}
 	return (int)n;
@@ -167,7 +169,8 @@ static int session_rests(struct api_stream *s)
 	int r = st->ops->session_get(st, s->session_id, &sess, &err);
 	if (r < 0) {
 		if (r != -ENOENT)
-			api_log("event stream of %s: load the session: %s",
+			api_log(WR_LOG_ERROR,
+				"event stream of %s: load the session: %s",
 				s->session_id,
 				err && err->msg ? err->msg : strerror(-r));
 		wr_error_free(err);
@@ -218,7 +221,7 @@ static int fetch_sessions(struct api_stream *s)
 	s->last_look_ms = store_now_ms();
 	int r = st->ops->session_list(st, &f, &v, &n, &err);
 	if (r < 0) {
-		api_log("sessions stream: list sessions: %s",
+		api_log(WR_LOG_ERROR, "sessions stream: list sessions: %s",
 			err && err->msg ? err->msg : strerror(-r));
 		wr_error_free(err);
 		return r;
@@ -246,7 +249,7 @@ static int fetch_sessions(struct api_stream *s)
 	store_sessions_free(v, n);
 	if (r < 0) {
 		free(now);
-		api_log("sessions stream: out of memory");
+		api_log(WR_LOG_ERROR, "sessions stream: out of memory");
 		return r;
 	}
 	free(s->seen);

@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 
 #include "util/fs.h"
+#include "util/json_alloc.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -84,6 +85,7 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+	wr_json_alloc_init(); /* specs, manifests, --json output */
 	if (argc < 2) {
 		usage(stderr);
 		return WR_EXIT_USAGE;

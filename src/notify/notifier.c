@@ -14,9 +14,9 @@
  * after retry_backoff_ms, doubled each time up to SLACK_BACKOFF_MAX_MS, or
  * after what Slack's Retry-After asks; after cfg->retries retries, or at
  * once for a final failure (an unknown channel, a revoked token), the post
- * is given up with one line on stderr. A reply that is not an outcome is
- * done once posted; an outcome is done once a terminal state was posted
- * (after review, the reviewer's decision follows in the same thread).
+ * is given up with one line in the log (util/log.h). A reply that is not an
+ * outcome is done once posted; an outcome is done once a terminal state was
+ * posted (after review, the reviewer's decision follows in the same thread).
  *
  * A slash command's response_url works for 30 minutes: until then the
  * post goes there, after that to the command's channel through the Web
@@ -29,12 +29,11 @@
 
 #include "util/alloc.h"
 #include "util/cleanup.h"
+#include "util/log.h"
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -53,19 +52,8 @@ struct slack_notifier {
 	bool store_failing; /* the store's failure was logged */
 };
 
-static void notify_log(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-
-static void notify_log(const char *fmt, ...)
-{
-	char line[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	/* one write, so that lines from several threads do not interleave */
-	fprintf(stderr, "warren serve: slack: %s\n", line);
-}
+/* One line in the server's log (util/log.h), "slack: " before it. */
+#define notify_log(level, ...) wr_log((level), "slack", __VA_ARGS__)
 
 static bool resting(enum session_state s)
 {
@@ -144,14 +132,16 @@ static void record(const struct slack_config *cfg, struct slack_outbox *outbox,
 		} else {
 			u.done_ms = now;
 			if (retryable)
-				notify_log("post %lld (%s%s%s): gave up after "
+				notify_log(WR_LOG_WARN,
+					   "post %lld (%s%s%s): gave up after "
 					   "%d attempts: %s",
 					   (long long)p->id,
 					   slack_post_kind_name(p->kind),
 					   p->session_id[0] ? ", session " : "",
 					   p->session_id, attempts, why);
 			else
-				notify_log("post %lld (%s%s%s): %s (not "
+				notify_log(WR_LOG_WARN,
+					   "post %lld (%s%s%s): %s (not "
 					   "retried)",
 					   (long long)p->id,
 					   slack_post_kind_name(p->kind),
@@ -161,7 +151,7 @@ static void record(const struct slack_config *cfg, struct slack_outbox *outbox,
 	}
 	struct wr_error *err = NULL;
 	if (outbox->ops->post_update(outbox, p->id, &u, &err) < 0)
-		notify_log("post %lld: record the attempt: %s",
+		notify_log(WR_LOG_ERROR, "post %lld: record the attempt: %s",
 			   (long long)p->id,
 			   err && err->msg ? err->msg : "failed");
 	wr_error_free(err);
@@ -262,7 +252,8 @@ static void *notifier_main(void *arg)
 		/* a failing store is logged once, and again only after it
 		 * worked in between */
 		if (r < 0 && !n->store_failing)
-			notify_log("read the outbox: %s (not logged again "
+			notify_log(WR_LOG_ERROR,
+				   "read the outbox: %s (not logged again "
 				   "until it works)",
 				   err && err->msg ? err->msg : "failed");
 		n->store_failing = r < 0;

@@ -22,8 +22,8 @@
  * per post: posts are rare, and each is on its own timer. */
 #include "notify/slack.h"
 
-#include "notify/internal.h"
 #include "util/alloc.h"
+#include "util/capbuf.h"
 #include "util/cleanup.h"
 
 #include <curl/curl.h>
@@ -51,16 +51,8 @@ static void curl_init(void)
 
 struct response {
 	long status;
-	struct slack_buf body; /* capped at RESPONSE_MAX */
+	struct capbuf body; /* capped at RESPONSE_MAX */
 };
-
-static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
-{
-	struct response *resp = ud;
-	size_t n = size * nmemb;
-	slack_buf_add(&resp->body, ptr, n);
-	return resp->body.failed ? 0 : n; /* 0 stops the transfer */
-}
 
 /* How long Slack asked us to wait (ms), UINT64_MAX if it did not. */
 static uint64_t retry_after_ms(CURL *curl)
@@ -186,9 +178,9 @@ static int post_json(const struct slack_config *cfg, const char *url,
 	curl_easy_setopt(curl, CURLOPT_POSTFIELDS, payload);
 	curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
 			 (curl_off_t)strlen(payload));
-	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_write);
-	curl_easy_setopt(curl, CURLOPT_WRITEDATA, resp);
-	resp->body.cap = RESPONSE_MAX;
+	/* past the cap, or out of memory: CURLE_WRITE_ERROR */
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, capbuf_curl_write);
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &resp->body);
 	CURLcode code = curl_easy_perform(curl);
 	if (code != CURLE_OK) {
 		r = transport_error(code, errbuf, retryable, err);
@@ -205,7 +197,7 @@ out:
 
 /* Slack's error code from a body ({"ok": false, "error": CODE} or a bare
  * word such as "expired_url"), copied when it is a plain word. */
-static void error_code(const struct slack_buf *body, const json_t *doc,
+static void error_code(const struct capbuf *body, const json_t *doc,
 		       char code[CODE_MAX + 1])
 {
 	const char *c = json_string_value(json_object_get(doc, "error"));
@@ -327,12 +319,12 @@ int slack_send(const struct slack_config *cfg, const struct slack_message *m,
 	if (curl_init_code != CURLE_OK)
 		return wr_error_set(err, EIO, "Slack: libcurl: %s",
 				    curl_easy_strerror(curl_init_code));
-	struct response resp = {0};
+	struct response resp = {.body = CAPBUF_INIT(RESPONSE_MAX)};
 	int r = post_json(cfg, url, payload, web_api ? cfg->bot_token : NULL,
 			  &resp, retryable, retry_after_ms, err);
 	if (r == 0)
 		r = judge(&resp, web_api, retryable, err);
-	slack_buf_clear(&resp.body);
+	capbuf_free(&resp.body);
 	if (r < 0)
 		wr_error_wrap(err, "Slack %s", what);
 	return r;

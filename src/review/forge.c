@@ -28,6 +28,7 @@
 #include "review/forge.h"
 
 #include "util/alloc.h"
+#include "util/capbuf.h"
 #include "util/cleanup.h"
 #include "util/url.h"
 
@@ -36,6 +37,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,43 +56,6 @@
 #define ERROR_TEXT_MAX 1000
 #define ALREADY_EXISTS "A pull request already exists"
 #define REDACTED "[token]"
-
-/* ---- growing buffers (bounded by the caller: the response cap) ---- */
-
-struct buf {
-	char *data; /* NUL-terminated once anything was added */
-	size_t len, cap;
-};
-
-static int buf_append(struct buf *b, const char *src, size_t n)
-{
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *grown = wr_realloc(b->data, cap);
-		if (!grown)
-			return -ENOMEM;
-		b->data = grown;
-		b->cap = cap;
-	}
-	if (n)
-		memcpy(b->data + b->len, src, n);
-	b->len += n;
-	b->data[b->len] = '\0';
-	return 0;
-}
-
-static int buf_puts(struct buf *b, const char *s)
-{
-	return buf_append(b, s, strlen(s));
-}
-
-static void buf_clear(struct buf *b)
-{
-	free(b->data);
-	memset(b, 0, sizeof(*b));
-}
 
 /* ---- what goes into URLs and requests ---- */
 
@@ -365,18 +330,13 @@ static char *query_escape(const char *s)
 
 struct response {
 	long status;
-	struct buf body;
-	size_t cap; /* max_response */
-	bool too_big;
-	bool nomem;
+	struct capbuf body; /* capped at max_response */
 };
 
 static void response_reset(struct response *resp)
 {
-	buf_clear(&resp->body);
+	capbuf_free(&resp->body);
 	resp->status = 0;
-	resp->too_big = false;
-	resp->nomem = false;
 }
 
 struct forge_call {
@@ -468,23 +428,20 @@ static int call_init(struct forge_call *c, const struct forge_config *f,
  * what it was sent). NULL on failure. */
 static char *redact(const char *text, size_t len, const char *token)
 {
-	struct buf b = {0};
+	/* no cap of its own: the text is at most a response */
+	struct capbuf b = CAPBUF_INIT(SIZE_MAX);
 	size_t tlen = token ? strlen(token) : 0;
 	size_t i = 0;
 	while (i < len) {
 		const char *hit =
 		    tlen ? memmem(text + i, len - i, token, tlen) : NULL;
 		size_t upto = hit ? (size_t)(hit - text) : len;
-		if (buf_append(&b, text + i, upto - i) < 0 ||
-		    (hit && buf_puts(&b, REDACTED) < 0)) {
-			buf_clear(&b);
-			return NULL;
-		}
+		if (capbuf_append(&b, text + i, upto - i) < 0 ||
+		    (hit && capbuf_puts(&b, REDACTED) < 0))
+			break; /* capbuf_take gives NULL */
 		i = hit ? upto + tlen : len;
 	}
-	if (!b.data && buf_append(&b, "", 0) < 0)
-		return NULL;
-	return b.data;
+	return capbuf_take(&b);
 }
 
 /* The server's words, made safe to print: without the token, no control
@@ -510,31 +467,31 @@ static char *clean_text(const struct forge_call *c, const char *text,
 
 /* One entry of GitHub's "errors": {"message"}, {"resource", "field",
  * "code"} or a string. */
-static int error_detail(struct buf *b, const json_t *e)
+static int error_detail(struct capbuf *b, const json_t *e)
 {
 	if (json_is_string(e))
-		return buf_puts(b, json_string_value(e));
+		return capbuf_puts(b, json_string_value(e));
 	const char *msg = json_string_value(json_object_get(e, "message"));
 	if (msg)
-		return buf_puts(b, msg);
+		return capbuf_puts(b, msg);
 	const char *field = json_string_value(json_object_get(e, "field"));
 	const char *code = json_string_value(json_object_get(e, "code"));
 	int r = 0;
 	if (field)
-		r = buf_puts(b, field);
+		r = capbuf_puts(b, field);
 	if (r == 0 && field && code)
-		r = buf_puts(b, " ");
+		r = capbuf_puts(b, " ");
 	if (r == 0 && code)
-		r = buf_puts(b, code);
+		r = capbuf_puts(b, code);
 	if (r == 0 && !field && !code)
-		r = buf_puts(b, "?");
+		r = capbuf_puts(b, "?");
 	return r;
 }
 
 /* GitHub's words in an error body, {"message", "errors": [...]}, as
  * "message (detail; detail)", else the body's first line; NULL when there
  * is nothing to say. */
-static char *error_text(const struct forge_call *c, const struct buf *body)
+static char *error_text(const struct forge_call *c, const struct capbuf *body)
 {
 	if (!body->data || !body->len)
 		return NULL;
@@ -545,27 +502,27 @@ static char *error_text(const struct forge_call *c, const struct buf *body)
 		json_decref(doc);
 		return clean_text(c, body->data, strcspn(body->data, "\r\n"));
 	}
-	struct buf b = {0};
-	int r = buf_puts(&b, msg ? msg : "");
+	struct capbuf b = CAPBUF_INIT(SIZE_MAX); /* parts of a response */
+	int r = capbuf_puts(&b, msg ? msg : "");
 	size_t i;
 	const json_t *e;
 	json_array_foreach(errors, i, e)
 	{
 		if (r == 0)
-			r = buf_puts(&b, i ? "; " : msg ? " (" : "(");
+			r = capbuf_puts(&b, i ? "; " : msg ? " (" : "(");
 		if (r == 0)
 			r = error_detail(&b, e);
 	}
 	if (r == 0 && json_array_size(errors))
-		r = buf_puts(&b, ")");
+		r = capbuf_puts(&b, ")");
 	json_decref(doc);
 	char *text = r == 0 ? clean_text(c, b.data, b.len) : NULL;
-	buf_clear(&b);
+	capbuf_free(&b);
 	return text;
 }
 
 /* A 422 that says a pull request from the branch is open already. */
-static bool already_exists(const struct buf *body)
+static bool already_exists(const struct capbuf *body)
 {
 	if (!body->data)
 		return false;
@@ -587,7 +544,7 @@ static bool already_exists(const struct buf *body)
 }
 
 static int http_error(const struct forge_call *c, long status,
-		      const struct buf *body, bool *retryable,
+		      const struct capbuf *body, bool *retryable,
 		      struct wr_error **err)
 {
 	_cleanup_free_ char *text = error_text(c, body);
@@ -677,21 +634,6 @@ static uint64_t retry_after_ms(CURL *curl)
 	return UINT64_MAX;
 }
 
-static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
-{
-	struct response *resp = ud;
-	size_t n = size * nmemb;
-	if (n > resp->cap - resp->body.len) {
-		resp->too_big = true;
-		return 0; /* stops the transfer: CURLE_WRITE_ERROR */
-	}
-	if (buf_append(&resp->body, ptr, n) < 0) {
-		resp->nomem = true;
-		return 0;
-	}
-	return n;
-}
-
 /* One request: POST payload to url, or GET url when payload is NULL.
  * 0 with resp filled for any status that is final; an error (retryable
  * or not) otherwise. */
@@ -728,18 +670,19 @@ static int attempt_once(struct forge_call *c, const char *url,
 	} else {
 		curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
 	}
-	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_write);
-	curl_easy_setopt(curl, CURLOPT_WRITEDATA, resp);
+	/* past the cap, the transfer stops (CURLE_WRITE_ERROR) */
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, capbuf_curl_write);
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &resp->body);
 
 	CURLcode code = curl_easy_perform(curl);
 	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &resp->status);
-	if (resp->too_big) {
+	if (resp->body.overflow) {
 		wr_error_set(err, 0, "the response is larger than %zu bytes",
-			     resp->cap);
+			     resp->body.max);
 		r = -EFBIG;
 		goto out;
 	}
-	if (resp->nomem) {
+	if (resp->body.nomem) {
 		r = wr_error_set(err, ENOMEM, "response");
 		goto out;
 	}
@@ -870,7 +813,7 @@ static int find_open(struct forge_call *c, json_t **out, struct wr_error **err)
 		  : NULL;
 	if (!url)
 		return wr_error_set(err, ENOMEM, "pull request lookup");
-	struct response resp = {.cap = c->max_response};
+	struct response resp = {.body = CAPBUF_INIT(c->max_response)};
 	json_t *list = NULL;
 	int r = request(c, url, NULL, &resp, err);
 	if (r < 0)
@@ -929,7 +872,7 @@ static int open_pull(struct forge_call *c, const char *title, const char *body,
 	if (!payload || !url)
 		return wr_error_set(err, ENOMEM, "pull request");
 
-	struct response resp = {.cap = c->max_response};
+	struct response resp = {.body = CAPBUF_INIT(c->max_response)};
 	int r = request(c, url, payload, &resp, err);
 	if (r < 0)
 		goto out;

@@ -325,7 +325,19 @@ static void test_rm_rf_removes_tree(void **state)
 	lnk("file", P("t/link"));
 	lnk("/nonexistent/dangling", P("t/a/dangling"));
 	assert_int_equal(mkfifo(P("t/a/fifo"), 0600), 0);
+
+	assert_int_equal(wr_rm_rf(P("t")), 0);
+	assert_false(exists(P("t")));
+	assert_int_equal(count_entries(dir), 0);
+}
+
+static void test_rm_rf_removes_mode_000_dirs(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip(); /* only root can read them */
 	/* overlay work dirs are mode 000, with content */
+	mkd(P("t"), 0755);
 	mkd(P("t/work"), 0755);
 	mkd(P("t/work/w"), 0755);
 	put(P("t/work/w/x"), "x", 0644);
@@ -976,6 +988,7 @@ int main(void)
 		T(test_mkdir_p_empty_path_is_error),
 		T(test_mkdir_p_alloc_failure),
 		T(test_rm_rf_removes_tree),
+		T(test_rm_rf_removes_mode_000_dirs),
 		T(test_rm_rf_missing_is_success),
 		T(test_rm_rf_single_file_and_symlink),
 		T(test_rm_rf_keeps_outside_dir_behind_inner_symlink),

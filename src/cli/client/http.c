@@ -8,6 +8,7 @@
 #include "cli/client/client.h"
 
 #include "util/alloc.h"
+#include "util/capbuf.h"
 #include "util/cleanup.h"
 
 #include <curl/curl.h>
@@ -26,47 +27,6 @@
 /* The server sends ": keepalive" every 15 s: three missed ones mean the
  * stream is dead even if the TCP connection does not say so. */
 #define STREAM_STALL_S 45L
-
-struct buffer {
-	char *data; /* NUL-terminated */
-	size_t len, cap, max;
-	bool too_big;
-};
-
-static void buffer_clear(struct buffer *b)
-{
-	free(b->data);
-	b->data = NULL;
-	b->len = b->cap = 0;
-}
-
-static int buffer_append(struct buffer *b, const char *src, size_t n)
-{
-	if (n > b->max - b->len) {
-		b->too_big = true;
-		return -E2BIG;
-	}
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *grown = wr_realloc(b->data, cap);
-		if (!grown)
-			return -ENOMEM;
-		b->data = grown;
-		b->cap = cap;
-	}
-	memcpy(b->data + b->len, src, n);
-	b->len += n;
-	b->data[b->len] = '\0';
-	return 0;
-}
-
-static size_t buffer_write(char *ptr, size_t size, size_t nmemb, void *ud)
-{
-	size_t n = size * nmemb;
-	return buffer_append(ud, ptr, n) == 0 ? n : 0;
-}
 
 char *client_escape(const char *text)
 {
@@ -391,7 +351,7 @@ static int api_error(struct client *c, long status, const char *body,
 /* One request with the Accept header line accept: 0 and the body of a
  * 2xx answer in *response (the caller clears it), or an error return. */
 static int perform(struct client *c, const char *method, const char *path,
-		   json_t *body, const char *accept, struct buffer *response,
+		   json_t *body, const char *accept, struct capbuf *response,
 		   long *status_out, struct wr_error **err)
 {
 	int r = client_setup(c, err);
@@ -424,12 +384,12 @@ static int perform(struct client *c, const char *method, const char *path,
 		curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
 	}
 	curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, REQUEST_TIMEOUT_MS);
-	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, buffer_write);
+	curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, capbuf_curl_write);
 	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, response);
 
 	CURLcode code = curl_easy_perform(c->curl);
 	if (code != CURLE_OK) {
-		if (response->too_big)
+		if (response->overflow)
 			r = wr_error_set(err, 0,
 					 "the server's response is larger "
 					 "than %u MiB",
@@ -458,7 +418,7 @@ out:
 static int request(struct client *c, const char *method, const char *path,
 		   json_t *body, json_t **out, struct wr_error **err)
 {
-	struct buffer response = {.max = CLIENT_RESPONSE_MAX};
+	struct capbuf response = CAPBUF_INIT(CLIENT_RESPONSE_MAX);
 	json_t *doc = NULL;
 	long status = 0;
 	int r = perform(c, method, path, body, "Accept: application/json",
@@ -480,27 +440,31 @@ static int request(struct client *c, const char *method, const char *path,
 	r = 0;
 out:
 	json_decref(doc);
-	buffer_clear(&response);
+	capbuf_free(&response);
 	return r;
 }
 
 int client_get_bytes(struct client *c, const char *path, const char *accept,
 		     char **out, size_t *len_out, struct wr_error **err)
 {
-	struct buffer response = {.max = CLIENT_RESPONSE_MAX};
+	struct capbuf response = CAPBUF_INIT(CLIENT_RESPONSE_MAX);
 	long status = 0;
 	_cleanup_free_ char *header = wr_asprintf("Accept: %s", accept);
 	if (!header)
 		return wr_error_set(err, ENOMEM, "request");
 	int r = perform(c, "GET", path, NULL, header, &response, &status, err);
 	if (r < 0) {
-		buffer_clear(&response);
+		capbuf_free(&response);
 		return r;
 	}
 	/* an empty body (an empty diff) is an empty string */
-	*out = response.data ? TAKE_PTR(response.data) : wr_strdup("");
-	*len_out = response.len;
-	return *out ? 0 : wr_error_set(err, ENOMEM, "request");
+	size_t len = response.len;
+	char *data = capbuf_take(&response);
+	if (!data)
+		return wr_error_set(err, ENOMEM, "request");
+	*out = data;
+	*len_out = len;
+	return 0;
 }
 
 int client_get(struct client *c, const char *path, json_t **out,
@@ -534,7 +498,7 @@ enum stream_mode { STREAM_UNKNOWN, STREAM_EVENTS, STREAM_OTHER };
 struct stream {
 	CURL *curl;
 	enum stream_mode mode;
-	struct buffer other; /* the body of an error response */
+	struct capbuf other; /* the body of an error response */
 	int (*on_data)(void *ctx, const char *buf, size_t len);
 	void *ctx;
 	int data_ret; /* what on_data returned when it stopped us */
@@ -559,7 +523,7 @@ static size_t stream_write(char *ptr, size_t size, size_t nmemb, void *ud)
 		    is_event_stream(s->curl) ? STREAM_EVENTS : STREAM_OTHER;
 	if (s->mode == STREAM_OTHER) {
 		/* keep the start of an error body; the rest is not needed */
-		(void)buffer_append(&s->other, ptr, n);
+		(void)capbuf_append(&s->other, ptr, n);
 		return n;
 	}
 	int r = s->on_data(s->ctx, ptr, n);
@@ -580,7 +544,7 @@ int client_stream(struct client *c, const char *path, const char *last_event_id,
 	struct request rq = {0};
 	struct stream s = {
 	    .curl = c->curl,
-	    .other = {.max = CLIENT_ERROR_BODY_MAX},
+	    .other = CAPBUF_INIT(CLIENT_ERROR_BODY_MAX),
 	    .on_data = on_data,
 	    .ctx = ctx,
 	};
@@ -629,7 +593,7 @@ int client_stream(struct client *c, const char *path, const char *last_event_id,
 	}
 	r = code == CURLE_OK ? 0 : transport_error(c, &rq, code, err);
 out:
-	buffer_clear(&s.other);
+	capbuf_free(&s.other);
 	request_clear(&rq);
 	return r;
 }

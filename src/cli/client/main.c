@@ -2,7 +2,7 @@
  * (src/cli/main.c) execs us with its own argv, so argv[1] is the verb. */
 #include "cli/client/client.h"
 
-#include "util/alloc.h"
+#include "util/json_alloc.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -71,7 +71,7 @@ int main(int argc, char **argv)
 
 	/* JSON documents come from the server: their memory goes through the
 	 * same wrapper as ours, so allocation-failure tests reach them. */
-	json_set_alloc_funcs(wr_malloc, free);
+	wr_json_alloc_init();
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		fprintf(stderr, "warren %s: cannot initialise libcurl\n",
 			argv[1]);

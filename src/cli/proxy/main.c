@@ -25,6 +25,7 @@
 #include "security/egress.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/json_alloc.h"
 #include "util/parse.h"
 
 #include <errno.h>
@@ -141,6 +142,7 @@ int main(int argc, char **argv)
 	int ready_fd = -1;
 	struct allowlist al = {0};
 	int ch;
+	wr_json_alloc_init(); /* before any JSON: the configuration */
 	while ((ch = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
 		uint64_t n;
 		struct egress_allow e;

@@ -765,6 +765,11 @@ int serve_config_load(const char *path, struct serve_config *cfg,
 {
 	json_error_t jerr;
 	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	/* jansson fails some allocations without a message: not the
+	 * file's fault (exit 1, not 2) */
+	if (!root && (json_error_code(&jerr) == json_error_out_of_memory ||
+		      !jerr.text[0]))
+		return wr_error_set(err, ENOMEM, "%s", path);
 	if (!root)
 		return wr_error_input(err, EINVAL, "%s:%d:%d: %s", path,
 				      jerr.line, jerr.column, jerr.text);

@@ -15,6 +15,8 @@
 #include "util/alloc.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
+#include "util/json_alloc.h"
+#include "util/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -70,8 +72,7 @@ static char *web_dir_find(const char *configured, const char *self)
 
 static void fail(const char *what, struct wr_error *err)
 {
-	fprintf(stderr, "warren serve: %s: %s\n", what,
-		err && err->msg ? err->msg : "failed");
+	wr_log_error("%s: %s", what, err && err->msg ? err->msg : "failed");
 }
 
 /* One server per data directory: the store's queue and the sandboxes'
@@ -158,13 +159,11 @@ static int admin_token(struct store *st, const char *data,
 	if (!ok)
 		return wr_error_set(err, e, "write %s", path);
 	if (n == 0)
-		fprintf(stderr, "warren serve: admin token written to %s\n",
-			path);
+		wr_log_info("admin token written to %s", path);
 	else
-		fprintf(stderr,
-			"warren serve: every admin token was revoked or has "
-			"expired: a new one is written to %s\n",
-			path);
+		wr_log_warn("every admin token was revoked or has expired: a "
+			    "new one is written to %s",
+			    path);
 	return 0;
 }
 
@@ -193,6 +192,9 @@ static void register_repos(struct store *st, struct control *ctl,
 
 int main(int argc, char **argv)
 {
+	/* every JSON document of the server (configuration, API bodies,
+	 * events) through wr_malloc: WARREN_ALLOC_FAIL_AT reaches them */
+	wr_json_alloc_init();
 	/* argv[1] is "serve" when run through `warren serve` */
 	if (argc > 1 && !strcmp(argv[1], "serve")) {
 		argv++;
@@ -227,13 +229,19 @@ int main(int argc, char **argv)
 	}
 
 	struct wr_error *err = NULL;
+	/* before any thread starts: the threshold is read without a lock */
+	if (wr_log_setup("warren-serve", &err) < 0) {
+		wr_log_error("%s", err->msg);
+		wr_error_free(err);
+		return EXIT_USAGE;
+	}
 	struct serve_config cfg;
 	serve_config_defaults(&cfg);
 	char *listen_addr = wr_strdup("127.0.0.1");
 	uint16_t port = 7777;
 	if (config_opt && serve_config_load(config_opt, &cfg, &err) < 0) {
 		fail("config", err);
-		return EXIT_USAGE;
+		return err && err->bad_input ? EXIT_USAGE : EXIT_FAIL;
 	}
 	if (cfg.listen_addr) {
 		free(listen_addr);
@@ -252,12 +260,11 @@ int main(int argc, char **argv)
 	_cleanup_free_ char *db = NULL, *self = wr_self_dir(), *warren = NULL;
 	_cleanup_free_ char *web_dir = NULL;
 	if (!data || !listen_addr || !self) {
-		fprintf(stderr, "warren serve: out of memory\n");
+		wr_log_error("out of memory");
 		return EXIT_FAIL;
 	}
 	if (wr_mkdir_p(data, 0700) < 0) {
-		fprintf(stderr, "warren serve: create %s: %s\n", data,
-			strerror(errno));
+		wr_log_error("create %s: %s", data, strerror(errno));
 		return EXIT_FAIL;
 	}
 	char *abs = realpath(data, NULL);
@@ -268,8 +275,7 @@ int main(int argc, char **argv)
 	db = wr_asprintf("%s/warren.db", data);
 	warren = wr_asprintf("%s/warren", self);
 	if (!db || !warren || access(warren, X_OK) < 0) {
-		fprintf(stderr, "warren serve: cannot find %s\n",
-			warren ? warren : "warren");
+		wr_log_error("cannot find %s", warren ? warren : "warren");
 		return EXIT_FAIL;
 	}
 	if (lock_data_dir(data, &err) < 0) {
@@ -392,21 +398,20 @@ int main(int argc, char **argv)
 		fail("api", err);
 		goto out;
 	}
-	fprintf(stderr, "warren serve: listening on http://%s:%u (data %s)\n",
-		listen_addr, (unsigned)api_port(api), data);
+	wr_log_info("listening on http://%s:%u (data %s)", listen_addr,
+		    (unsigned)api_port(api), data);
 	if (web_dir)
-		fprintf(stderr, "warren serve: web UI at http://%s:%u/ (%s)\n",
-			listen_addr, (unsigned)api_port(api), web_dir);
+		wr_log_info("web UI at http://%s:%u/ (%s)", listen_addr,
+			    (unsigned)api_port(api), web_dir);
 	if (cfg.has_slack)
-		fprintf(stderr,
-			"warren serve: Slack at http://%s:%u/slack/commands "
-			"and /slack/events (%zu users mapped)\n",
-			listen_addr, (unsigned)api_port(api),
-			cfg.slack.n_users);
+		wr_log_info("Slack at http://%s:%u/slack/commands and "
+			    "/slack/events (%zu users mapped)",
+			    listen_addr, (unsigned)api_port(api),
+			    cfg.slack.n_users);
 	int sig = 0;
 	while (sigwait(&sigs, &sig) != 0 || sig == SIGHUP)
 		;
-	fprintf(stderr, "warren serve: %s, stopping\n", strsignal(sig));
+	wr_log_info("%s, stopping", strsignal(sig));
 	code = 0;
 out:
 	api_stop(api);
