@@ -284,6 +284,9 @@ static json_t *bundle_config(const struct sandbox_config *cfg,
 		return NULL;
 	static const char *const proc_opts[] = {"nosuid", "nodev", "noexec",
 						NULL};
+	/* the Sentry's own tmpfs; not read-only as native's (gVisor then
+	 * refuses even `> /dev/null`): no device node can be made there
+	 * (seccomp), and it goes with the sandbox */
 	static const char *const dev_opts[] = {"nosuid", "noexec", "mode=755",
 					       "size=65536k", NULL};
 	static const char *const pts_opts[] = {
@@ -412,7 +415,8 @@ static int as_slot_root(uid_t uid)
 __attribute__((noreturn)) static void launcher_main(struct launcher *l)
 {
 	struct child_report rep = {0};
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	pid_t parent = getppid();
+	prctl(PR_SET_PDEATHSIG, SIGKILL); /* until runsc runs: below */
 	for (size_t i = 0; i < l->n_cg_fds; i++) {
 		if (write(l->cg_fds[i], "0", 1) != 1) {
 			rep.err = errno;
@@ -475,6 +479,14 @@ __attribute__((noreturn)) static void launcher_main(struct launcher *l)
 		if (l->relay_w[i] >= 0)
 			dup2(l->relay_w[i], 1 + i);
 	}
+	/* warren gone: SIGTERM, which `runsc run` forwards to init inside
+	 * (init ends the command, then itself, and the Sentry ends with it);
+	 * a SIGKILL would leave the Sentry running until the next warren
+	 * reaps the record. Set here: a change of file ids (as_slot_root)
+	 * clears it. */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		_exit(125);
 	execve(l->argv[0], l->argv, runsc_env);
 	rep.err = errno;
 	snprintf(rep.step, sizeof(rep.step), "exec %s", l->argv[0]);

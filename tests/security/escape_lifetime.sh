@@ -55,15 +55,23 @@ if "$WARREN" sandbox create --name "$R" >/dev/null 2>&1; then
 	on_exit "'$WARREN' sandbox rm '$R'"
 	"$WARREN" sandbox exec "$R" -- sh -c "setsid sleep $S >/dev/null 2>&1 </dev/null & sleep $S >/dev/null 2>&1 </dev/null & nohup sleep $S >/dev/null 2>&1 </dev/null &"
 	sleep 0.3
-	n="$(pgrep -f "sleep $S" | wc -l)"
+	# the sandbox's processes on the host: the commands themselves, or
+	# under gVisor its Sentry and gofer (the commands live in the Sentry)
+	left() { if gvisor; then gvisor_procs "$R"; else pgrep -f "sleep $S"; fi; }
+	if gvisor; then
+		n="$("$WARREN" sandbox exec "$R" -- pgrep -c -f "sleep $S")"
+		[ -n "$(left)" ] || fail "set up: the Sentry and gofer of $R" "none found"
+	else
+		n="$(pgrep -f "sleep $S" | wc -l)"
+	fi
 	[ "$n" = 3 ] || fail "set up: 3 background sleeps in $R" "found $n"
 	[ -n "$(cg_dirs "$R")" ] || fail "set up: cgroups of $R exist" "none found"
 	"$WARREN" sandbox rm "$R"
 	rc=$?
 	sleep 0.2
-	[ "$rc" = 0 ] && [ -z "$(pgrep -f "sleep $S")" ] &&
+	[ "$rc" = 0 ] && [ -z "$(left)" ] &&
 		pass "rm: no process of the sandbox survives (setsid, background, nohup)" ||
-		fail "rm: no process of the sandbox survives (setsid, background, nohup)" "rm exit $rc; left: $(pgrep -af "sleep $S" | tr '\n' ' ')"
+		fail "rm: no process of the sandbox survives (setsid, background, nohup)" "rm exit $rc; left: $(left | tr '\n' ' ')"
 	[ -z "$(cg_dirs "$R")" ] && pass "rm: no cgroup of the sandbox is left" ||
 		fail "rm: no cgroup of the sandbox is left" "$(cg_dirs "$R" | tr '\n' ' ')"
 	[ -z "$(find "$(runtime_dir)/sandboxes" -maxdepth 1 -name "$R" 2>/dev/null)" ] &&
@@ -86,25 +94,28 @@ S="$(uniq_secs)"
 (setsid "$WARREN" sandbox run -- sleep "$S" >/dev/null 2>&1 &
 	echo $! >"$TEST_TMP/warren.pid")
 wpid="$(cat "$TEST_TMP/warren.pid")"
+# the sandbox on the host: its command, or under gVisor its Sentry and
+# gofer
+running() { if gvisor; then gvisor_procs "run-$wpid-"; else pgrep -f "^sleep $S\$"; fi; }
 on_exit 'for p in $(pgrep -f "^sleep '"$S"'\$"); do kill -9 $p; done'
 for _ in $(seq 50); do
-	pgrep -f "^sleep $S\$" >/dev/null && break
+	running >/dev/null && break
 	sleep 0.1
 done
-if pgrep -f "^sleep $S\$" >/dev/null; then
+if running >/dev/null; then
 	[ -n "$(find /sys/fs/cgroup -mindepth 2 -maxdepth 3 -type d -path "*/warren/run-$wpid-*")" ] ||
 		fail "set up: the one-off sandbox's cgroup is run-$wpid-*" "not found"
 	kill -9 "$wpid"
 	gone=0
 	for _ in $(seq 30); do
-		pgrep -f "^sleep $S\$" >/dev/null || {
+		running >/dev/null || {
 			gone=1
 			break
 		}
 		sleep 0.1
 	done
 	[ "$gone" = 1 ] && pass "run: SIGKILL to warren takes its sandbox down" ||
-		fail "run: SIGKILL to warren takes its sandbox down" "still running: $(pgrep -af "sleep $S" | tr '\n' ' ')"
+		fail "run: SIGKILL to warren takes its sandbox down" "still running: $(running | tr '\n' ' ')"
 	# the next warren cleans what the killed one left
 	sb -- true >/dev/null 2>&1
 	left="$(find /sys/fs/cgroup -mindepth 2 -maxdepth 3 -type d -path "*/warren/run-$wpid-*" 2>/dev/null)"

@@ -54,6 +54,9 @@ if "$WARREN" sandbox create --name "$A" --bind "$PROBE_BIND" >/dev/null 2>&1; th
 	"$WARREN" sandbox exec "$A" -- sh -c "setsid sleep $S2 >/dev/null 2>&1 </dev/null &"
 	sleep 0.3
 	apid="$(pgrep -f "^sleep $S2\$" | head -1)"
+	# gVisor: A's processes are its Sentry's, not the host's; B's kill
+	# aims at the number of A's Sentry instead
+	gvisor && apid="$(gvisor_procs "$A" | head -1)"
 	if [ -z "$apid" ]; then
 		fail "set up: a process in sandbox A" "no 'sleep $S2' on the host"
 	else
@@ -80,10 +83,16 @@ if "$WARREN" sandbox create --name "$A" --bind "$PROBE_BIND" >/dev/null 2>&1; th
 			"$WARREN" sandbox exec "$A" -- /probe connect 127.0.0.1 "$aport"
 		expect_probe "another sandbox's loopback services are unreachable" \
 			sbp -- /probe connect 127.0.0.1 "$aport"
-		uid="$(awk '/^Uid:/{print $3}' "/proc/$apid/status")"
-		[ -n "$uid" ] && [ "$uid" -ge 1000065536 ] &&
-			pass "root inside is an unprivileged uid on the host ($uid)" ||
-			fail "root inside is an unprivileged uid on the host" "euid $uid"
+		if gvisor; then
+			out="$(gvisor_uids_ok "$A")" &&
+				pass "gvisor: A's host processes run as nobody or its slot range" ||
+				fail "gvisor: A's host processes run as nobody or its slot range" "$out"
+		else
+			uid="$(awk '/^Uid:/{print $3}' "/proc/$apid/status")"
+			[ -n "$uid" ] && [ "$uid" -ge 1000065536 ] &&
+				pass "root inside is an unprivileged uid on the host ($uid)" ||
+				fail "root inside is an unprivileged uid on the host" "euid $uid"
+		fi
 	fi
 else
 	fail "set up: create sandbox A" "$("$WARREN" sandbox create --name "$A" 2>&1)"

@@ -51,6 +51,32 @@ cp "$PROBE" "$HOSTPROBE"
 chmod 755 "$HOSTPROBE"
 PROBE_BIND="$HOSTPROBE:/probe:ro"
 
+# Is this file's pass under gVisor (tests/run.sh's second pass of the
+# escape probes, WARREN_SANDBOX_BACKEND=gvisor)? The few checks that look
+# at a mechanism gVisor replaces (its Sentry is a kernel of its own; the
+# sandbox's processes are not host processes) prove the same property
+# its way there, said at each.
+gvisor() { [ "${WARREN_SANDBOX_BACKEND:-}" = gvisor ]; }
+# gvisor_procs NAME: the host processes of a gvisor sandbox (its Sentry and
+# gofer, whose command lines name its bundle), one pid a line; NAME may
+# be a prefix ("run-PID-")
+gvisor_procs() { pgrep -f "runsc-(sandbox|gofer) .*sandboxes/$1[^/]*/bundle"; }
+# gvisor_uids_ok NAME: the Sentry runs as host nobody with no capability,
+# the gofer as the sandbox's slot range: no host process of the sandbox
+# is root or the store range
+gvisor_uids_ok() {
+	local p u ok=0
+	for p in $(gvisor_procs "$1"); do
+		u="$(awk '/^Uid:/{print $3}' "/proc/$p/status")"
+		ok=1
+		if [ "$u" != 65534 ] && [ "$u" -lt 1000065536 ]; then
+			echo "pid $p: host uid $u"
+			return 1
+		fi
+	done
+	[ "$ok" = 1 ] || { echo "no process of $1 found"; return 1; }
+}
+
 # Every sandbox of these tests has a wall-clock bound, so that a hang fails
 # one check instead of the whole file (a later --timeout replaces it).
 sb() { "$WARREN" sandbox run --timeout 60s "$@"; }
