@@ -55,6 +55,11 @@ int cmd_sandbox_ls(int argc, char **argv)
 			if (o && infos[i].upper)
 				json_object_set_new(
 				    o, "upper", json_string(infos[i].upper));
+			if (o)
+				json_object_set_new(
+				    o, "backend",
+				    json_string(
+					sandbox_backend_name(infos[i].backend)));
 			json_array_append_new(arr, o);
 		}
 		char *text = json_dumps(arr, JSON_INDENT(2));
@@ -63,8 +68,8 @@ int cmd_sandbox_ls(int argc, char **argv)
 		free(text);
 		json_decref(arr);
 	} else {
-		printf("%-24s %-8s %-8s %-6s %-12s %s\n", "NAME", "STATE",
-		       "PID", "SLOT", "AGE", "UPPER");
+		printf("%-24s %-8s %-8s %-6s %-12s %-8s %s\n", "NAME", "STATE",
+		       "PID", "SLOT", "AGE", "BACKEND", "UPPER");
 		for (size_t i = 0; i < n; i++) {
 			char age[32];
 			int64_t s = (now_ms - infos[i].created_ms) / 1000;
@@ -77,9 +82,11 @@ int cmd_sandbox_ls(int argc, char **argv)
 			else
 				snprintf(age, sizeof(age), "%lldh",
 					 (long long)s / 3600);
-			printf("%-24s %-8s %-8d %-6d %-12s %s\n", infos[i].name,
+			printf("%-24s %-8s %-8d %-6d %-12s %-8s %s\n",
+			       infos[i].name,
 			       infos[i].alive ? "running" : "stopped",
 			       (int)infos[i].init_pid, infos[i].slot, age,
+			       sandbox_backend_name(infos[i].backend),
 			       infos[i].upper ? infos[i].upper : "-");
 		}
 	}

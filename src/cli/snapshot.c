@@ -38,6 +38,9 @@ static const char snapshot_usage[] =
     "                      (the server configuration's \"egress\" object)\n"
     "         --repo-name NAME  the repository's registered name, for the\n"
     "                      secrets granted to some repositories only\n"
+    "         --backend NAME       the build steps' sandboxes: native (default)\n"
+    "                              or gvisor, unless the spec's\n"
+    "                              customizations.warren.backend says\n"
     "         --hung-after DURATION  a build step that prints nothing this\n"
     "                      long is stopped as hung (default 10m)\n";
 
@@ -49,6 +52,7 @@ struct snap_cli {
 	const char *egress_config;
 	const char *repo_name;
 	const char *hung_after;
+	const char *backend; /* the steps' backend unless the spec says */
 	bool json;
 	bool quiet;
 	bool rebuild_deps;
@@ -69,6 +73,7 @@ static int parse(int argc, char **argv, const char *verb, struct snap_cli *c)
 	    {"egress-config", required_argument, NULL, 'E'},
 	    {"repo-name", required_argument, NULL, 'N'},
 	    {"hung-after", required_argument, NULL, 'H'},
+	    {"backend", required_argument, NULL, 'K'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -88,6 +93,7 @@ static int parse(int argc, char **argv, const char *verb, struct snap_cli *c)
 		case 'E': c->egress_config = optarg; break;
 		case 'N': c->repo_name = optarg; break;
 		case 'H': c->hung_after = optarg; break;
+		case 'K': c->backend = optarg; break;
 		case 'h': fputs(snapshot_usage, stdout); exit(0);
 		case ':':
 			fprintf(
@@ -183,6 +189,13 @@ static int build_opts(const struct snap_cli *c, struct snap_build_opts *o,
 			c->hung_after);
 		return -EINVAL;
 	}
+	enum sandbox_backend backend = SANDBOX_BACKEND_NATIVE;
+	if (c->backend && sandbox_backend_parse(c->backend, &backend) < 0) {
+		fprintf(stderr, "warren snapshot: --backend '%s': expected "
+				"native or gvisor\n",
+			c->backend);
+		return -EINVAL;
+	}
 	*data = data_dir(c);
 	*warren = self_exe();
 	if (!*data || !*warren)
@@ -197,6 +210,7 @@ static int build_opts(const struct snap_cli *c, struct snap_build_opts *o,
 	    .egress_config = c->egress_config,
 	    .repo_name = c->repo_name,
 	    .hung_after_ms = hung_ms,
+	    .backend = backend,
 	};
 	return 0;
 }

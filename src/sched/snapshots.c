@@ -153,7 +153,7 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	int log_fd =
 	    open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	off_t log_start = log_fd >= 0 ? lseek(log_fd, 0, SEEK_END) : 0;
-	char *argv[24];
+	char *argv[32];
 	int n = 0;
 	argv[n++] = c->warren_bin;
 	argv[n++] = "snapshot";
@@ -175,6 +175,10 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 		argv[n++] = "--ref";
 		argv[n++] = repo->default_ref;
 	}
+	/* builds run where the repository's sessions run, unless its spec
+	 * says (the build reads it) */
+	argv[n++] = "--backend";
+	argv[n++] = (char *)sandbox_backend_name(c->cfg.backend);
 	char hung[32];
 	if (c->cfg.build_hung_after_ms) {
 		snprintf(hung, sizeof(hung), "%llums",

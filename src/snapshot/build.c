@@ -959,7 +959,8 @@ static void secret_names(const struct secret_set *s, char *buf, size_t size)
 
 #define BUILD_STEP_TIMEOUT_MS (30 * 60 * 1000)
 
-static void limit_request(const struct spec *spec, struct sandbox_request *req)
+static void limit_request(const struct snap_build_opts *o,
+			  const struct spec *spec, struct sandbox_request *req)
 {
 	/* a hung hook must not hang the build: the spec's lifetime, else
 	 * 30 minutes per step */
@@ -968,8 +969,7 @@ static void limit_request(const struct spec *spec, struct sandbox_request *req)
 	req->memory_bytes = spec->limits.memory_bytes;
 	req->pids = spec->limits.pids;
 	req->millicpus = spec->limits.millicpus;
-	if (spec->backend_set)
-		req->backend = spec->backend;
+	req->backend = spec->backend_set ? spec->backend : o->backend;
 }
 
 int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
@@ -1099,7 +1099,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 		struct sandbox_request req = {.upper = deps_stage};
 		req.binds[req.n_binds++] =
 		    (struct sandbox_bind){mirror, MIRROR_IN_SANDBOX, true};
-		limit_request(spec, &req);
+		limit_request(o, spec, &req);
 		proxy_request(&proxy, &req);
 		r = run_step(o, "install", &req, deps_script, log_fd,
 			     deps_secrets, &step, err);
@@ -1144,7 +1144,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	req.layers[req.n_layers++] = deps_path;
 	req.binds[req.n_binds++] =
 	    (struct sandbox_bind){mirror, MIRROR_IN_SANDBOX, true};
-	limit_request(spec, &req);
+	limit_request(o, spec, &req);
 	proxy_request(&proxy, &req);
 	r = run_step(o, "build", &req, repo_script, log_fd, repo_secrets, &step,
 		     err);

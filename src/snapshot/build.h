@@ -48,6 +48,9 @@ struct snap_build_opts {
 	/* A step that prints nothing this long is stopped as hung (0:
 	 * SNAP_HUNG_AFTER_MS_DEFAULT). */
 	uint64_t hung_after_ms;
+	/* where the steps run unless the spec says
+	 * (customizations.warren.backend) */
+	enum sandbox_backend backend;
 };
 #define SNAP_HUNG_AFTER_MS_DEFAULT (10ull * 60 * 1000)
 
