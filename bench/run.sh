@@ -8,6 +8,9 @@
 #     runs, medians, ratio (target <= 1.0).
 #  2. long-lived sandbox: create -> exec -> rm, against the same bwrap run.
 #  3. idle cost: resident memory of an idle sandbox's init.
+#  4. the gvisor backend: the same one-off run and create -> exec -> rm
+#     under gVisor (runsc), against native and bubblewrap in the same run
+#     (GV_RUNS runs each, default 40: a gVisor start is ~100x native's).
 set -eu
 BUILD="${BUILD:-build}"
 RUNS="${RUNS:-300}"
@@ -28,6 +31,7 @@ echo "bwrap: $(bwrap --version)   kernel: $(uname -r)   cpus: $(nproc)"
 work="$(mktemp -d /tmp/warren-bench.XXXXXX)"
 cleanup() {
 	"$W" sandbox rm "bench-$$" >/dev/null 2>&1 || true
+	"$W" sandbox rm "bench-gv-$$" >/dev/null 2>&1 || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -69,6 +73,27 @@ echo "== 3. idle sandbox memory"
 pid="$("$W" sandbox ls | awk -v n="bench-$$" '$1==n {print $3}')"
 echo "init RSS: $(awk '/VmRSS/ {print $2, $3}' /proc/$pid/status)   (target <= 1 MiB)"
 echo "init PSS: $(awk '/^Pss:/ {s+=$2} END {print s, "kB"}' /proc/$pid/smaps_rollup 2>/dev/null)"
+
+if command -v runsc >/dev/null 2>&1; then
+	GV_RUNS="${GV_RUNS:-40}"
+	echo
+	echo "== 4. gvisor backend ($(runsc --version | head -1)): run /bin/true, $GV_RUNS runs each"
+	echo "(gvisor against native)"
+	"$B" -n "$GV_RUNS" -- "$W" sandbox run --backend gvisor --layer "$work/snap" --memory 1G --cpus 1 --pids 512 -- /bin/true :: \
+		"$W" sandbox run --layer "$work/snap" --memory 1G --cpus 1 --pids 512 -- /bin/true
+	echo "(gvisor against bwrap)"
+	"$B" -n "$GV_RUNS" -- "$W" sandbox run --backend gvisor --layer "$work/snap" --memory 1G --cpus 1 --pids 512 -- /bin/true :: "${BWRAP[@]}"
+	echo "(gvisor: create, exec /bin/true, rm, against native's)"
+	sed 's/sandbox create /sandbox create --backend gvisor /' "$work/cer.sh" >"$work/cer-gv.sh"
+	chmod +x "$work/cer-gv.sh"
+	"$B" -n "$GV_RUNS" -- "$work/cer-gv.sh" :: "$work/cer.sh"
+	echo "(gvisor: exec alone into a running sandbox, against native's)"
+	"$W" sandbox create --backend gvisor --name "bench-gv-$$" --layer "$work/snap" >/dev/null
+	"$B" -n "$RUNS" -- "$W" sandbox exec "bench-gv-$$" -- /bin/true :: "$W" sandbox exec "bench-$$" -- /bin/true
+	gvpids="$(pgrep -f "runsc-(sandbox|gofer) .*sandboxes/bench-gv-$$/bundle" | tr '\n' ' ')"
+	echo "idle gvisor sandbox: Sentry + gofer RSS $(for p in $gvpids; do awk '/VmRSS/ {print $2}' /proc/$p/status; done | awk '{s+=$1} END {print s, "kB"}')"
+	"$W" sandbox rm "bench-gv-$$" >/dev/null
+fi
 
 echo
 echo "== start-up breakdown (--json of 20 runs, medians in ms)"
