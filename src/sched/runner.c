@@ -14,6 +14,7 @@
  * `sandbox create` (restore, drift sync, hooks, services), `sandbox exec`
  * (a turn; it forwards SIGTERM to the agent), `sandbox rm`. */
 #include "sched/internal.h"
+#include "session/lifecycle.h"
 
 #include "review/review.h"
 #include "util/alloc.h"
@@ -21,6 +22,7 @@
 #include "util/fs.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
@@ -631,30 +633,6 @@ static void finish(struct run *run, enum session_state to, const char *why,
 	}
 }
 
-/* What to do with the session after its sandbox is gone. */
-static void stopped(struct run *run, enum session_state state)
-{
-	pthread_mutex_lock(&run->ctl->mu);
-	bool cancel = run->cancel, expire = run->expire;
-	pthread_mutex_unlock(&run->ctl->mu);
-	if (cancel) {
-		finish(run, SESSION_CANCELLED, "cancelled by user", INT32_MIN);
-	} else if (expire) {
-		finish(run, SESSION_EXPIRED,
-		       "lifetime reached (workspace checkpointed)", INT32_MIN);
-	} else if (state != SESSION_REVIEW) {
-		/* shutdown: resumed at the next start */
-		struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
-		upd.reason = "server shutdown";
-		upd.sandbox = "";
-		struct wr_error *err = NULL;
-		if (control_transition(run->ctl, run->id, -1,
-				       SESSION_INTERRUPTED, &upd, NULL,
-				       &err) < 0)
-			wr_error_free(err);
-	}
-}
-
 /* Waits in review for a follow-up; returns true if one came (and the
  * session is running it), false when the rest is over. */
 static bool rest(struct run *run)
@@ -793,232 +771,11 @@ static char *prompt_message(const struct store_session *s, const char *prompt)
 			   prompt, s->id, prompt);
 }
 
-/* After the agent is done: the work tree becomes the result commit,
- * imported, judged and committed on the host (review/evidence.h); then
- * Warren verifies exactly that commit in a fresh sandbox (the agent's
- * word, and its workspace, are not evidence). A failure goes back to the
- * agent for up to verify_retries more attempts, each ending in a new
- * commit verified again. Fills outcome.result, outcome.verify (naming the
- * same commit) and outcome.usage. */
-static enum turn_end verify_and_commit(struct run *run,
-				       struct store_session *s, int number,
-				       const char *prompt, json_t *outcome,
-				       bool *first_turn, int *exit_code,
-				       char **summary, char *why,
-				       size_t why_size)
-{
-	struct control *c = run->ctl;
-	json_t *vres = NULL, *result = NULL;
-	int attempts = 0;
-	bool first_passed = false;
-	for (;;) {
-		struct wr_error *err = NULL;
-		/* the result: one commit, its diff as evidence */
-		_cleanup_free_ char *message =
-		    *summary && **summary ? wr_strdup(*summary)
-					  : prompt_message(s, prompt);
-		json_decref(result);
-		result = NULL;
-		if (!message || work_commit(run, s, message, &result, &err) < 0) {
-			snprintf(why, why_size, "result: %s",
-				 err && err->msg ? err->msg : "failed");
-			bool refused = err && err->bad_input;
-			wr_error_free(err);
-			json_decref(vres);
-			if (refused && run_sandbox_alive(run, 0))
-				control_event(c, run->id, EVENT_RESULT,
-					      json_pack("{s:i, s:s}", "turn",
-							number, "error", why));
-			return refused || run_sandbox_alive(run, 125)
-				   ? TURN_FAILED
-				   : TURN_DIED;
-		}
-		if (!work_has_verify(run))
-			break;
-		control_transition(c, run->id, SESSION_RUNNING,
-				   SESSION_VERIFYING, NULL, NULL, NULL);
-		json_decref(vres);
-		vres = NULL;
-		if (work_verify(run, result, &vres, &err) < 0) {
-			snprintf(why, why_size, "verify: %s",
-				 err && err->msg ? err->msg : "failed");
-			wr_error_free(err);
-			json_decref(result);
-			return run_stop_requested(run) ? TURN_STOPPED
-						       : TURN_FAILED;
-		}
-		attempts++;
-		bool passed = json_is_true(json_object_get(vres, "passed"));
-		if (attempts == 1)
-			first_passed = passed;
-		control_event(c, run->id, EVENT_VERIFY,
-			      json_pack("{s:i, s:i, s:O}", "turn", number,
-					"attempt", attempts, "verify", vres));
-		if (run_stop_requested(run)) {
-			json_decref(vres);
-			json_decref(result);
-			return TURN_STOPPED;
-		}
-		if (passed || (unsigned)attempts > c->cfg.verify_retries)
-			break;
-		if (!run_sandbox_alive(run, 0)) {
-			json_decref(vres);
-			json_decref(result);
-			snprintf(why, why_size, "sandbox died (its init is gone)");
-			return TURN_DIED;
-		}
-		/* back to the agent with what failed */
-		_cleanup_free_ char *feedback = review_verify_feedback(
-		    vres, attempts, (int)c->cfg.verify_retries + 1,
-		    control_agent_is_builtin(s->agent_json));
-		control_transition(
-		    c, run->id, SESSION_VERIFYING, SESSION_RUNNING, NULL,
-		    json_pack("{s:s, s:i}", "why", "verification failed",
-			      "attempt", attempts),
-		    NULL);
-		free(*summary);
-		*summary = NULL;
-		enum turn_end e = agent_once(
-		    run, s, number, feedback ? feedback : "verification failed",
-		    true, outcome, first_turn, exit_code, summary, why,
-		    why_size);
-		if (e != TURN_OK) {
-			json_decref(vres);
-			json_decref(result);
-			return e;
-		}
-	}
-	if (vres) {
-		bool passed = json_is_true(json_object_get(vres, "passed"));
-		json_object_set_new(vres, "attempts", json_integer(attempts));
-		json_object_set_new(vres, "first_attempt_passed",
-				    json_boolean(first_passed));
-		json_object_set_new(outcome, "verify", vres);
-		pthread_mutex_lock(&c->metrics_mu);
-		if (first_passed)
-			c->m.verify_first_pass++;
-		else if (passed)
-			c->m.verify_retry_pass++;
-		else
-			c->m.verify_failed++;
-		pthread_mutex_unlock(&c->metrics_mu);
-	} else {
-		/* no verification of this result: none of an earlier turn's
-		 * may stand beside it */
-		json_object_del(outcome, "verify");
-	}
-	/* the files the spec names as evidence (test reports...) */
-	json_t *collected = work_collect_artifacts(run);
-	if (json_array_size(collected))
-		json_object_set_new(outcome, "artifacts", collected);
-	else
-		json_decref(collected);
-	json_object_set_new(result, "turn", json_integer(number));
-	if (*summary)
-		json_object_set_new(result, "summary", json_string(*summary));
-	control_event(c, run->id, EVENT_RESULT, json_incref(result));
-	json_object_set_new(outcome, "result", result);
-	json_object_set_new(
-	    outcome, "usage",
-	    json_pack("{s:I, s:I, s:f, s:i, s:i}", "prompt_tokens",
-		      (json_int_t)run->usage.prompt_tokens, "completion_tokens",
-		      (json_int_t)run->usage.completion_tokens, "cost",
-		      run->usage.cost, "model_calls", run->usage.model_calls,
-		      "tool_calls", run->usage.tool_calls));
-	return TURN_OK;
-}
-
 /* The turn number the session's last result was committed for. */
 static int committed_turn(const json_t *outcome)
 {
 	return (int)json_integer_value(
 	    json_object_get(json_object_get(outcome, "result"), "turn"));
-}
-
-/* Runs turns while messages are pending; each ends verified and
- * committed. */
-static enum turn_end turns(struct run *run, struct store_session *s,
-			   json_t *outcome, bool *first_turn, int *exit_code,
-			   char *why, size_t why_size)
-{
-	struct control *c = run->ctl;
-	struct store *st = c->st;
-	for (;;) {
-		if (run_stop_requested(run))
-			return TURN_STOPPED;
-		struct store_message *msgs = NULL;
-		size_t nm = 0;
-		struct wr_error *err = NULL;
-		if (st->ops->message_pending(st, run->id, &msgs, &nm, &err) <
-		    0) {
-			snprintf(why, why_size, "messages: %s",
-				 err && err->msg ? err->msg : "failed");
-			wr_error_free(err);
-			return TURN_FAILED;
-		}
-		if (nm == 0) {
-			/* a turn whose agent finished but whose sandbox died
-			 * (or whose server stopped) before the result was
-			 * committed: verify and commit now */
-			if (s->turns > 0 && committed_turn(outcome) < s->turns) {
-				char *summary = NULL;
-				enum turn_end e = verify_and_commit(
-				    run, s, s->turns, s->prompt, outcome,
-				    first_turn, exit_code, &summary, why,
-				    why_size);
-				free(summary);
-				return e;
-			}
-			return TURN_OK;
-		}
-		_cleanup_free_ char *prompt = turn_prompt(msgs, nm);
-		if (!prompt) {
-			store_messages_free(msgs, nm);
-			snprintf(why, why_size, "out of memory");
-			return TURN_FAILED;
-		}
-		/* a turn cut short by a sandbox death keeps its number */
-		int number = committed_turn(outcome) < s->turns && s->turns > 0
-				 ? s->turns
-				 : s->turns + 1;
-		if (number != s->turns) {
-			struct store_session_update upd =
-			    STORE_SESSION_UPDATE_INIT;
-			upd.turns = number;
-			st->ops->session_update(st, run->id, &upd, NULL);
-			s->turns = number;
-		}
-		control_event(c, run->id, EVENT_TURN,
-			      json_pack("{s:i, s:s}", "turn", number, "status",
-					"started"));
-		char *summary = NULL;
-		enum turn_end e =
-		    agent_once(run, s, number, prompt, false, outcome,
-			       first_turn, exit_code, &summary, why, why_size);
-		if (e == TURN_DIED || e == TURN_STOPPED) {
-			free(summary);
-			store_messages_free(msgs, nm);
-			return e;
-		}
-		for (size_t i = 0; i < nm; i++)
-			st->ops->message_consume(st, msgs[i].id, number, NULL);
-		store_messages_free(msgs, nm);
-		control_event(c, run->id, EVENT_TURN,
-			      json_pack("{s:i, s:s, s:i}", "turn", number,
-					"status", "finished", "exit_code",
-					*exit_code == INT32_MIN ? -1
-								: *exit_code));
-		if (e == TURN_FAILED) {
-			free(summary);
-			return TURN_FAILED;
-		}
-		e = verify_and_commit(run, s, number, prompt, outcome,
-				      first_turn, exit_code, &summary, why,
-				      why_size);
-		free(summary);
-		if (e != TURN_OK)
-			return e;
-	}
 }
 
 /* A session whose repository has no snapshot yet waits for its build:
@@ -1054,261 +811,559 @@ static void snapshot_wait_said(struct run *run, const struct store_repo *repo)
 	json_decref(b);
 }
 
+/* ---- the session's operations (session/lifecycle.h) ---------------------
+ * The state machine is session/lifecycle.c; what each step does to the
+ * store, the sandbox, the agent and the verification is here. */
+
+struct runner_ctx {
+	struct run *run;
+	struct control *c;
+	struct store_session s;
+	struct store_repo repo;
+	struct store_snapshot snap;
+	json_t *outcome;
+	struct control_limits asked;
+	bool first_turn;
+	/* the turn in flight: its messages (consumed once it ran), the
+	 * agent's summary, the result commit and its verification */
+	struct store_message *msgs;
+	size_t n_msgs;
+	char *prompt;
+	char *summary;
+	json_t *result, *vres;
+};
+
+static void turn_clear(struct runner_ctx *x)
+{
+	store_messages_free(x->msgs, x->n_msgs);
+	x->msgs = NULL;
+	x->n_msgs = 0;
+	free(x->prompt);
+	x->prompt = NULL;
+	free(x->summary);
+	x->summary = NULL;
+	json_decref(x->result);
+	x->result = NULL;
+	json_decref(x->vres);
+	x->vres = NULL;
+}
+
+static enum session_step step_of(enum turn_end e)
+{
+	switch (e) {
+	case TURN_OK:
+		return SESSION_STEP_OK;
+	case TURN_FAILED:
+		return SESSION_STEP_FAILED;
+	case TURN_DIED:
+		return SESSION_STEP_DIED;
+	case TURN_STOPPED:
+		break;
+	}
+	return SESSION_STEP_STOPPED;
+}
+
+static enum session_stop op_stop(void *ctx)
+{
+	struct run *run = ((struct runner_ctx *)ctx)->run;
+	pthread_mutex_lock(&run->ctl->mu);
+	enum session_stop why = run->cancel	? SESSION_STOP_CANCEL
+				: run->expire	? SESSION_STOP_EXPIRE
+				: run->shutdown ? SESSION_STOP_SHUTDOWN
+						: SESSION_STOP_NONE;
+	pthread_mutex_unlock(&run->ctl->mu);
+	return why;
+}
+
+static void op_finish(void *ctx, enum session_state to, const char *why,
+		      int exit_code)
+{
+	finish(((struct runner_ctx *)ctx)->run, to, why,
+	       exit_code == INT_MIN ? INT32_MIN : exit_code);
+}
+
+static void op_sandbox_stop(void *ctx)
+{
+	sandbox_stop(((struct runner_ctx *)ctx)->run);
+}
+
+static void op_checkpoint(void *ctx)
+{
+	checkpoint(((struct runner_ctx *)ctx)->run);
+}
+
+/* The snapshot (waiting for its build), the limits (asked, else the
+ * spec's, else the server's; capped), the backend, the sandbox. */
+static enum session_step op_provision(void *ctx, char *why)
+{
+	struct runner_ctx *x = ctx;
+	struct run *run = x->run;
+	struct control *c = x->c;
+	struct wr_error *err = NULL;
+	json_t *start = json_object_get(x->outcome, "start_ms");
+	double t0 = mono_ms();
+	json_t *policy = NULL;
+	snapshot_wait_said(run, &x->repo);
+	store_snapshot_clear(&x->snap);
+	if (control_snapshot_for_session(c, &x->repo, run, &x->snap, &policy,
+					 &err) < 0) {
+		snprintf(why, SESSION_WHY_MAX, "no snapshot: %s",
+			 err && err->msg ? err->msg : "failed");
+		wr_error_free(err);
+		return run_stop_requested(run) ? SESSION_STEP_STOPPED
+					       : SESSION_STEP_FAILED;
+	}
+	if (policy) {
+		/* the record says whether the session waited for a fresh
+		 * snapshot, and why */
+		control_event(c, run->id, EVENT_SNAPSHOT,
+			      json_pack("{s:s, s:O}", "snapshot", x->snap.id,
+					"policy", policy));
+		json_object_set_new(x->outcome, "snapshot_policy", policy);
+	}
+	struct control_limits from_spec, lim;
+	uint64_t spec_refresh;
+	json_decref(run->verify);
+	json_decref(run->artifacts);
+	control_spec_info(c, x->snap.id, &from_spec, &spec_refresh,
+			  &run->verify, &run->artifacts);
+	control_limits_resolve(c, &x->asked, &from_spec, &lim);
+	enum sandbox_backend backend = control_spec_backend(c, x->snap.id);
+	pthread_mutex_lock(&c->mu);
+	run->limits = lim;
+	run->backend = backend;
+	pthread_mutex_unlock(&c->mu);
+	/* the session record says where it ran */
+	json_object_set_new(x->outcome, "backend",
+			    json_string(sandbox_backend_name(backend)));
+	json_object_set_new(x->outcome, "limits", control_limits_to_json(&lim));
+	if (mono_ms() - t0 > 50)
+		control_event(c, run->id, EVENT_PHASE,
+			      json_pack("{s:s, s:f}", "phase", "snapshot", "ms",
+					mono_ms() - t0));
+	snprintf(run->base, sizeof(run->base), "%s", x->snap.commit);
+	snprintf(run->snapshot_id, sizeof(run->snapshot_id), "%s", x->snap.id);
+	snprintf(run->snapshot_commit, sizeof(run->snapshot_commit), "%s",
+		 x->snap.commit);
+	if (sandbox_start(run, &x->s, x->snap.id, x->outcome, &err) < 0) {
+		snprintf(why, SESSION_WHY_MAX, "%s",
+			 err && err->msg ? err->msg : "sandbox failed");
+		wr_error_free(err);
+		return run_stop_requested(run) ? SESSION_STEP_STOPPED
+					       : SESSION_STEP_FAILED;
+	}
+	control_event(c, run->id, EVENT_PHASE,
+		      json_pack("{s:s, s:O}", "phase", "ready", "start_ms",
+				start));
+	return SESSION_STEP_OK;
+}
+
+static bool op_to_running(void *ctx)
+{
+	struct runner_ctx *x = ctx;
+	struct control *c = x->c;
+	struct wr_error *err = NULL;
+	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+	upd.sandbox = x->run->sandbox;
+	upd.snapshot_id = x->snap.id;
+	upd.reason = "";
+	if (!x->s.started_ms)
+		upd.started_ms = x->s.started_ms = store_now_ms();
+	char *oc = json_dumps(x->outcome, JSON_COMPACT);
+	upd.outcome_json = oc;
+	int64_t tr = control_transition(c, x->run->id, SESSION_PROVISIONING,
+					SESSION_RUNNING, &upd, NULL, &err);
+	free(oc);
+	store_snapshot_clear(&x->snap);
+	if (tr < 0) {
+		wr_error_free(err);
+		return false;
+	}
+	pthread_mutex_lock(&c->mu);
+	x->run->life_start_ms = x->s.started_ms;
+	pthread_mutex_unlock(&c->mu);
+	return true;
+}
+
+static int op_next_turn(void *ctx, struct session_turn *turn, char *why)
+{
+	struct runner_ctx *x = ctx;
+	struct store *st = x->c->st;
+	struct wr_error *err = NULL;
+	turn_clear(x);
+	if (st->ops->message_pending(st, x->run->id, &x->msgs, &x->n_msgs,
+				     &err) < 0) {
+		snprintf(why, SESSION_WHY_MAX, "messages: %s",
+			 err && err->msg ? err->msg : "failed");
+		wr_error_free(err);
+		return -1;
+	}
+	if (x->n_msgs == 0)
+		return 0;
+	x->prompt = turn_prompt(x->msgs, x->n_msgs);
+	if (!x->prompt) {
+		snprintf(why, SESSION_WHY_MAX, "out of memory");
+		return -1;
+	}
+	/* a turn cut short by a sandbox death keeps its number */
+	int number = committed_turn(x->outcome) < x->s.turns && x->s.turns > 0
+			 ? x->s.turns
+			 : x->s.turns + 1;
+	if (number != x->s.turns) {
+		struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+		upd.turns = number;
+		st->ops->session_update(st, x->run->id, &upd, NULL);
+		x->s.turns = number;
+	}
+	control_event(x->c, x->run->id, EVENT_TURN,
+		      json_pack("{s:i, s:s}", "turn", number, "status",
+				"started"));
+	*turn = (struct session_turn){.number = number, .prompt = x->prompt};
+	return 1;
+}
+
+static int op_uncommitted(void *ctx)
+{
+	struct runner_ctx *x = ctx;
+	return x->s.turns > 0 && committed_turn(x->outcome) < x->s.turns
+		   ? x->s.turns
+		   : 0;
+}
+
+static enum session_step op_agent(void *ctx, const struct session_turn *turn,
+				  int *exit_code, char *why)
+{
+	struct runner_ctx *x = ctx;
+	_cleanup_free_ char *feedback = NULL;
+	const char *prompt = turn->prompt;
+	if (turn->feedback > 0) {
+		/* back to the agent with what failed */
+		feedback = review_verify_feedback(
+		    x->vres, turn->feedback, (int)x->c->cfg.verify_retries + 1,
+		    control_agent_is_builtin(x->s.agent_json));
+		prompt = feedback ? feedback : "verification failed";
+		free(x->summary);
+		x->summary = NULL;
+	}
+	return step_of(agent_once(x->run, &x->s, turn->number,
+				  prompt ? prompt : x->s.prompt,
+				  turn->feedback > 0, x->outcome,
+				  &x->first_turn, exit_code, &x->summary, why,
+				  SESSION_WHY_MAX));
+}
+
+static void op_turn_done(void *ctx, const struct session_turn *turn,
+			 int exit_code)
+{
+	struct runner_ctx *x = ctx;
+	struct store *st = x->c->st;
+	for (size_t i = 0; i < x->n_msgs; i++)
+		st->ops->message_consume(st, x->msgs[i].id, turn->number, NULL);
+	control_event(x->c, x->run->id, EVENT_TURN,
+		      json_pack("{s:i, s:s, s:i}", "turn", turn->number,
+				"status", "finished", "exit_code",
+				exit_code == INT_MIN ? -1 : exit_code));
+}
+
+/* The work tree becomes the result commit, imported, judged and
+ * committed on the host (review/evidence.h). */
+static enum session_step op_commit(void *ctx, const struct session_turn *turn,
+				   char *why)
+{
+	struct runner_ctx *x = ctx;
+	struct run *run = x->run;
+	struct wr_error *err = NULL;
+	const char *prompt = turn->prompt ? turn->prompt : x->s.prompt;
+	_cleanup_free_ char *message = x->summary && *x->summary
+					   ? wr_strdup(x->summary)
+					   : prompt_message(&x->s, prompt);
+	json_decref(x->result);
+	x->result = NULL;
+	if (message && work_commit(run, &x->s, message, &x->result, &err) == 0)
+		return SESSION_STEP_OK;
+	snprintf(why, SESSION_WHY_MAX, "result: %s",
+		 err && err->msg ? err->msg : "failed");
+	bool refused = err && err->bad_input;
+	wr_error_free(err);
+	if (refused && run_sandbox_alive(run, 0))
+		control_event(x->c, run->id, EVENT_RESULT,
+			      json_pack("{s:i, s:s}", "turn", turn->number,
+					"error", why));
+	return refused || run_sandbox_alive(run, 125) ? SESSION_STEP_FAILED
+						      : SESSION_STEP_DIED;
+}
+
+static bool op_has_verify(void *ctx)
+{
+	return work_has_verify(((struct runner_ctx *)ctx)->run);
+}
+
+static void op_verifying(void *ctx, bool on, int attempt)
+{
+	struct runner_ctx *x = ctx;
+	if (on)
+		control_transition(x->c, x->run->id, SESSION_RUNNING,
+				   SESSION_VERIFYING, NULL, NULL, NULL);
+	else
+		control_transition(
+		    x->c, x->run->id, SESSION_VERIFYING, SESSION_RUNNING, NULL,
+		    json_pack("{s:s, s:i}", "why", "verification failed",
+			      "attempt", attempt),
+		    NULL);
+}
+
+/* Warren verifies exactly the result commit in a fresh sandbox (the
+ * agent's word, and its workspace, are not evidence). */
+static enum session_step op_verify(void *ctx, const struct session_turn *turn,
+				   int attempt, bool *passed, char *why)
+{
+	struct runner_ctx *x = ctx;
+	struct wr_error *err = NULL;
+	json_decref(x->vres);
+	x->vres = NULL;
+	if (work_verify(x->run, x->result, &x->vres, &err) < 0) {
+		snprintf(why, SESSION_WHY_MAX, "verify: %s",
+			 err && err->msg ? err->msg : "failed");
+		wr_error_free(err);
+		return SESSION_STEP_FAILED;
+	}
+	*passed = json_is_true(json_object_get(x->vres, "passed"));
+	control_event(x->c, x->run->id, EVENT_VERIFY,
+		      json_pack("{s:i, s:i, s:O}", "turn", turn->number,
+				"attempt", attempt, "verify", x->vres));
+	return SESSION_STEP_OK;
+}
+
+static bool op_alive(void *ctx)
+{
+	return run_sandbox_alive(((struct runner_ctx *)ctx)->run, 0);
+}
+
+/* outcome.result, outcome.verify (naming the same commit), the evidence
+ * files, outcome.usage; the verification metrics. */
+static void op_result(void *ctx, const struct session_turn *turn, int attempts,
+		      bool first_passed, bool passed)
+{
+	struct runner_ctx *x = ctx;
+	struct control *c = x->c;
+	struct run *run = x->run;
+	json_t *outcome = x->outcome;
+	if (attempts > 0 && x->vres) {
+		json_t *vres = x->vres;
+		x->vres = NULL;
+		json_object_set_new(vres, "attempts", json_integer(attempts));
+		json_object_set_new(vres, "first_attempt_passed",
+				    json_boolean(first_passed));
+		json_object_set_new(outcome, "verify", vres);
+		pthread_mutex_lock(&c->metrics_mu);
+		if (first_passed)
+			c->m.verify_first_pass++;
+		else if (passed)
+			c->m.verify_retry_pass++;
+		else
+			c->m.verify_failed++;
+		pthread_mutex_unlock(&c->metrics_mu);
+	} else {
+		/* no verification of this result: none of an earlier turn's
+		 * may stand beside it */
+		json_object_del(outcome, "verify");
+	}
+	/* the files the spec names as evidence (test reports...) */
+	json_t *collected = work_collect_artifacts(run);
+	if (json_array_size(collected))
+		json_object_set_new(outcome, "artifacts", collected);
+	else
+		json_decref(collected);
+	json_t *result = x->result;
+	x->result = NULL;
+	if (!result)
+		return;
+	json_object_set_new(result, "turn", json_integer(turn->number));
+	if (x->summary)
+		json_object_set_new(result, "summary", json_string(x->summary));
+	control_event(c, run->id, EVENT_RESULT, json_incref(result));
+	json_object_set_new(outcome, "result", result);
+	json_object_set_new(
+	    outcome, "usage",
+	    json_pack("{s:I, s:I, s:f, s:i, s:i}", "prompt_tokens",
+		      (json_int_t)run->usage.prompt_tokens, "completion_tokens",
+		      (json_int_t)run->usage.completion_tokens, "cost",
+		      run->usage.cost, "model_calls", run->usage.model_calls,
+		      "tool_calls", run->usage.tool_calls));
+}
+
+static void op_review(void *ctx, int exit_code)
+{
+	struct runner_ctx *x = ctx;
+	struct wr_error *err = NULL;
+	struct store_session_update u = STORE_SESSION_UPDATE_INIT;
+	u.finished_ms = store_now_ms();
+	u.exit_code = exit_code == INT_MIN ? INT32_MIN : exit_code;
+	char *o = json_dumps(x->outcome, JSON_COMPACT);
+	u.outcome_json = o;
+	if (control_transition(x->c, x->run->id, -1, SESSION_REVIEW, &u, NULL,
+			       &err) < 0) {
+		log_error(x->run, "review", err);
+		wr_error_free(err);
+	}
+	free(o);
+}
+
+static bool op_rest(void *ctx)
+{
+	return rest(((struct runner_ctx *)ctx)->run);
+}
+
+static void op_rested(void *ctx)
+{
+	struct runner_ctx *x = ctx;
+	struct store_session_update cl = STORE_SESSION_UPDATE_INIT;
+	cl.sandbox = "";
+	x->c->st->ops->session_update(x->c->st, x->run->id, &cl, NULL);
+	control_notify(x->c);
+}
+
+static void op_interrupted(void *ctx, unsigned deaths, const char *why)
+{
+	struct runner_ctx *x = ctx;
+	struct store_session_update u = STORE_SESSION_UPDATE_INIT;
+	u.sandbox = "";
+	struct wr_error *err = NULL;
+	if (deaths == 0) {
+		/* shutdown: resumed at the next start */
+		u.reason = "server shutdown";
+		if (control_transition(x->c, x->run->id, -1,
+				       SESSION_INTERRUPTED, &u, NULL, &err) < 0)
+			wr_error_free(err);
+		return;
+	}
+	metrics_add(x->c, &x->c->m.retries, 1);
+	u.reason = why;
+	control_transition(x->c, x->run->id, -1, SESSION_INTERRUPTED, &u,
+			   json_pack("{s:i}", "deaths", (int)deaths), NULL);
+}
+
+static bool op_backoff(void *ctx, int attempt, uint64_t ms)
+{
+	(void)attempt; /* the store's count is the session's */
+	struct runner_ctx *x = ctx;
+	struct run *run = x->run;
+	control_event(x->c, run->id, EVENT_RETRY,
+		      json_pack("{s:i, s:I}", "attempt",
+				(int)(x->s.attempts + 1), "backoff_ms",
+				(json_int_t)ms));
+	struct timespec until;
+	control_deadline(&until, ms);
+	pthread_mutex_lock(&x->c->mu);
+	while (!run->cancel && !run->shutdown && !run->expire &&
+	       pthread_cond_timedwait(&run->cv, &x->c->mu, &until) !=
+		   ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&x->c->mu);
+	return !run_stop_requested(run);
+}
+
+static bool op_reprovision(void *ctx)
+{
+	struct runner_ctx *x = ctx;
+	struct wr_error *err = NULL;
+	struct store_session_update pu = STORE_SESSION_UPDATE_INIT;
+	pu.attempts = ++x->s.attempts;
+	if (control_transition(x->c, x->run->id, SESSION_INTERRUPTED,
+			       SESSION_PROVISIONING, &pu, NULL, &err) < 0) {
+		wr_error_free(err);
+		return false;
+	}
+	return true;
+}
+
+static const struct session_ops runner_ops = {
+    .stop = op_stop,
+    .finish = op_finish,
+    .sandbox_stop = op_sandbox_stop,
+    .checkpoint = op_checkpoint,
+    .provision = op_provision,
+    .to_running = op_to_running,
+    .next_turn = op_next_turn,
+    .uncommitted = op_uncommitted,
+    .agent = op_agent,
+    .turn_done = op_turn_done,
+    .commit = op_commit,
+    .has_verify = op_has_verify,
+    .verifying = op_verifying,
+    .verify = op_verify,
+    .alive = op_alive,
+    .result = op_result,
+    .review = op_review,
+    .rest = op_rest,
+    .rested = op_rested,
+    .interrupted = op_interrupted,
+    .backoff = op_backoff,
+    .reprovision = op_reprovision,
+};
+
+/* One admitted session: loads it, then runs its lifecycle. */
 void *runner_main(void *arg)
 {
 	struct run *run = arg;
 	struct control *c = run->ctl;
 	struct store *st = c->st;
-	struct store_session s = {0};
-	struct store_repo repo = {0};
-	struct store_snapshot snap = {0};
+	struct runner_ctx x = {.run = run, .c = c, .first_turn = true};
 	struct wr_error *err = NULL;
-	json_t *outcome = NULL;
-	char why[1024] = "";
-	bool first_turn = true;
-	unsigned deaths = 0;
-	int exit_code = INT32_MIN;
+	char why[SESSION_WHY_MAX];
 
-	if (st->ops->session_get(st, run->id, &s, &err) < 0 ||
-	    st->ops->repo_get(st, s.repo_id, &repo, &err) < 0) {
+	if (st->ops->session_get(st, run->id, &x.s, &err) < 0 ||
+	    st->ops->repo_get(st, x.s.repo_id, &x.repo, &err) < 0) {
 		log_error(run, "load", err);
 		snprintf(why, sizeof(why), "cannot load the session: %s",
 			 err && err->msg ? err->msg : "");
+		wr_error_free(err);
 		finish(run, SESSION_FAILED, why, INT32_MIN);
 		goto out;
 	}
 	/* what earlier lives of the session found (verify, result) stays;
 	 * the start breakdown is this provisioning's */
-	outcome = s.outcome_json ? json_loads(s.outcome_json, 0, NULL) : NULL;
-	if (!json_is_object(outcome)) {
-		json_decref(outcome);
-		outcome = json_object();
+	x.outcome =
+	    x.s.outcome_json ? json_loads(x.s.outcome_json, 0, NULL) : NULL;
+	if (!json_is_object(x.outcome)) {
+		json_decref(x.outcome);
+		x.outcome = json_object();
 	}
-	json_object_set_new(outcome, "start_ms",
+	json_object_set_new(x.outcome, "start_ms",
 			    json_pack("{s:I}", "queue",
 				      (json_int_t)run->queued_ms));
 	/* what earlier turns printed counts against the session's cap */
 	run->output_bytes = (uint64_t)json_integer_value(
-	    json_object_get(outcome, "output_bytes"));
+	    json_object_get(x.outcome, "output_bytes"));
 	run->output_capped =
-	    json_is_true(json_object_get(outcome, "output_truncated"));
-	struct control_limits asked = {0};
-	if (s.limits_json) {
-		json_t *lj = json_loads(s.limits_json, 0, NULL);
+	    json_is_true(json_object_get(x.outcome, "output_truncated"));
+	if (x.s.limits_json) {
+		json_t *lj = json_loads(x.s.limits_json, 0, NULL);
 		/* the session's egress list rides along; not a limit */
 		json_object_del(lj, "egress");
 		if (lj)
-			control_limits_from_json("limits", lj, &asked, NULL);
+			control_limits_from_json("limits", lj, &x.asked, NULL);
 		json_decref(lj);
 	}
 	pthread_mutex_lock(&c->mu);
-	if (s.started_ms)
-		run->life_start_ms = s.started_ms;
+	if (x.s.started_ms)
+		run->life_start_ms = x.s.started_ms;
 	pthread_mutex_unlock(&c->mu);
-	metrics_add(c, &c->m.sessions_started, s.turns == 0 ? 1 : 0);
+	metrics_add(c, &c->m.sessions_started, x.s.turns == 0 ? 1 : 0);
 
-	for (;;) { /* provisioning attempts */
-		if (run_stop_requested(run)) {
-			stopped(run, SESSION_PROVISIONING);
-			goto out;
-		}
-		json_t *start = json_object_get(outcome, "start_ms");
-		double t0 = mono_ms();
-		json_t *policy = NULL;
-		snapshot_wait_said(run, &repo);
-		if (control_snapshot_for_session(c, &repo, run, &snap, &policy,
-						 &err) < 0) {
-			snprintf(why, sizeof(why), "no snapshot: %s",
-				 err && err->msg ? err->msg : "failed");
-			wr_error_freep(&err);
-			if (run_stop_requested(run))
-				stopped(run, SESSION_PROVISIONING);
-			else
-				finish(run, SESSION_FAILED, why, INT32_MIN);
-			goto out;
-		}
-		if (policy) {
-			/* the record says whether the session waited for a
-			 * fresh snapshot, and why */
-			control_event(c, run->id, EVENT_SNAPSHOT,
-				      json_pack("{s:s, s:O}", "snapshot",
-						snap.id, "policy", policy));
-			json_object_set_new(outcome, "snapshot_policy", policy);
-		}
-		/* asked, else the spec's, else the server's; capped */
-		struct control_limits from_spec, lim;
-		uint64_t spec_refresh;
-		json_decref(run->verify);
-		json_decref(run->artifacts);
-		control_spec_info(c, snap.id, &from_spec, &spec_refresh,
-				  &run->verify, &run->artifacts);
-		control_limits_resolve(c, &asked, &from_spec, &lim);
-		enum sandbox_backend backend = control_spec_backend(c, snap.id);
-		pthread_mutex_lock(&c->mu);
-		run->limits = lim;
-		run->backend = backend;
-		pthread_mutex_unlock(&c->mu);
-		/* the session record says where it ran */
-		json_object_set_new(outcome, "backend",
-				    json_string(sandbox_backend_name(backend)));
-		json_object_set_new(outcome, "limits",
-				    control_limits_to_json(&lim));
-		if (mono_ms() - t0 > 50)
-			control_event(c, run->id, EVENT_PHASE,
-				      json_pack("{s:s, s:f}", "phase",
-						"snapshot", "ms",
-						mono_ms() - t0));
-		snprintf(run->base, sizeof(run->base), "%s", snap.commit);
-		snprintf(run->snapshot_id, sizeof(run->snapshot_id), "%s",
-			 snap.id);
-		snprintf(run->snapshot_commit, sizeof(run->snapshot_commit),
-			 "%s", snap.commit);
-		if (sandbox_start(run, &s, snap.id, outcome, &err) < 0) {
-			snprintf(why, sizeof(why), "%s",
-				 err && err->msg ? err->msg : "sandbox failed");
-			wr_error_freep(&err);
-			sandbox_stop(run);
-			if (run_stop_requested(run))
-				stopped(run, SESSION_PROVISIONING);
-			else
-				finish(run, SESSION_FAILED, why, INT32_MIN);
-			goto out;
-		}
-		control_event(c, run->id, EVENT_PHASE,
-			      json_pack("{s:s, s:O}", "phase", "ready",
-					"start_ms", start));
-		struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
-		upd.sandbox = run->sandbox;
-		upd.snapshot_id = snap.id;
-		upd.reason = "";
-		if (!s.started_ms)
-			upd.started_ms = s.started_ms = store_now_ms();
-		char *oc = json_dumps(outcome, JSON_COMPACT);
-		upd.outcome_json = oc;
-		int64_t tr =
-		    control_transition(c, run->id, SESSION_PROVISIONING,
-				       SESSION_RUNNING, &upd, NULL, &err);
-		free(oc);
-		store_snapshot_clear(&snap);
-		if (tr < 0) {
-			/* cancelled while provisioning */
-			wr_error_freep(&err);
-			sandbox_stop(run);
-			stopped(run, SESSION_PROVISIONING);
-			goto out;
-		}
-		pthread_mutex_lock(&c->mu);
-		run->life_start_ms = s.started_ms;
-		pthread_mutex_unlock(&c->mu);
-
-		for (;;) { /* turns, then rest */
-			enum turn_end end = turns(run, &s, outcome, &first_turn,
-						  &exit_code, why, sizeof(why));
-			if (end == TURN_OK) {
-				struct store_session_update u =
-				    STORE_SESSION_UPDATE_INIT;
-				u.finished_ms = store_now_ms();
-				u.exit_code = exit_code;
-				char *o = json_dumps(outcome, JSON_COMPACT);
-				u.outcome_json = o;
-				int64_t rr = control_transition(
-				    c, run->id, -1, SESSION_REVIEW, &u, NULL,
-				    &err);
-				free(o);
-				if (rr < 0) {
-					log_error(run, "review", err);
-					wr_error_freep(&err);
-				}
-				if (rest(run))
-					continue;
-				/* idle, reclaimed, expired or shutdown: the
-				 * session stays in review without a sandbox;
-				 * cancelled: it ends */
-				sandbox_stop(run);
-				pthread_mutex_lock(&c->mu);
-				bool cancel = run->cancel;
-				pthread_mutex_unlock(&c->mu);
-				if (cancel) {
-					finish(run, SESSION_CANCELLED,
-					       "cancelled by user", INT32_MIN);
-					goto out;
-				}
-				struct store_session_update cl =
-				    STORE_SESSION_UPDATE_INIT;
-				cl.sandbox = "";
-				st->ops->session_update(st, run->id, &cl, NULL);
-				control_notify(c);
-				goto out;
-			}
-			if (end == TURN_FAILED) {
-				sandbox_stop(run);
-				finish(run, SESSION_FAILED, why, exit_code);
-				goto out;
-			}
-			if (end == TURN_STOPPED) {
-				pthread_mutex_lock(&c->mu);
-				bool expire = run->expire;
-				pthread_mutex_unlock(&c->mu);
-				if (expire)
-					checkpoint(run);
-				sandbox_stop(run);
-				stopped(run, SESSION_RUNNING);
-				goto out;
-			}
-			break; /* TURN_DIED */
-		}
-		/* the sandbox died: interrupted, then the same workspace in a
-		 * new sandbox after a back-off */
-		sandbox_stop(run);
-		deaths++;
-		metrics_add(c, &c->m.retries, 1);
-		struct store_session_update iu = STORE_SESSION_UPDATE_INIT;
-		iu.reason = why;
-		iu.sandbox = "";
-		control_transition(
-		    c, run->id, -1, SESSION_INTERRUPTED, &iu,
-		    json_pack("{s:i}", "deaths", (int)deaths), NULL);
-		if (deaths > c->cfg.retry_max) {
-			char gave_up[1200];
-			snprintf(gave_up, sizeof(gave_up),
-				 "gave up after %u sandbox deaths: %s", deaths,
-				 why);
-			finish(run, SESSION_FAILED, gave_up, INT32_MIN);
-			goto out;
-		}
-		uint64_t backoff = c->cfg.retry_backoff_ms << (deaths - 1);
-		if (backoff > BACKOFF_MAX_MS)
-			backoff = BACKOFF_MAX_MS;
-		control_event(c, run->id, EVENT_RETRY,
-			      json_pack("{s:i, s:I}", "attempt",
-					(int)(s.attempts + 1), "backoff_ms",
-					(json_int_t)backoff));
-		struct timespec until;
-		control_deadline(&until, backoff);
-		pthread_mutex_lock(&c->mu);
-		while (!run->cancel && !run->shutdown && !run->expire &&
-		       pthread_cond_timedwait(&run->cv, &c->mu, &until) !=
-			   ETIMEDOUT)
-			;
-		pthread_mutex_unlock(&c->mu);
-		if (run_stop_requested(run)) {
-			stopped(run, SESSION_INTERRUPTED);
-			goto out;
-		}
-		struct store_session_update pu = STORE_SESSION_UPDATE_INIT;
-		pu.attempts = ++s.attempts;
-		if (control_transition(c, run->id, SESSION_INTERRUPTED,
-				       SESSION_PROVISIONING, &pu, NULL,
-				       &err) < 0) {
-			wr_error_freep(&err);
-			goto out;
-		}
-	}
+	const struct session_policy policy = {
+	    .retry_max = c->cfg.retry_max,
+	    .retry_backoff_ms = c->cfg.retry_backoff_ms,
+	    .backoff_max_ms = BACKOFF_MAX_MS,
+	    .verify_retries = c->cfg.verify_retries,
+	};
+	session_lifecycle_run(&runner_ops, &x, &policy);
 out:
-	json_decref(outcome);
-	store_session_clear(&s);
-	store_repo_clear(&repo);
-	store_snapshot_clear(&snap);
+	turn_clear(&x);
+	json_decref(x.outcome);
+	store_session_clear(&x.s);
+	store_repo_clear(&x.repo);
+	store_snapshot_clear(&x.snap);
 	pthread_mutex_lock(&c->mu);
 	run->done = true;
 	pthread_cond_signal(&c->cv);

@@ -36,7 +36,7 @@ fi
 target_sources() {
 	case "$1" in
 	api) echo src/util/*.c src/sandbox/*.c src/snapshot/*.c src/store/*.c \
-		  src/sched/*.c src/api/*.c src/agent/*.c src/review/*.c \
+		  src/session/*.c src/sched/*.c src/api/*.c src/agent/*.c src/review/*.c \
 		  src/security/*.c src/notify/*.c \
 		  -lmicrohttpd -lsqlite3 -lcurl -ljansson -lsodium -lseccomp -lpthread -lpsl ;;
 	egress) echo src/util/*.c src/security/egress_policy.c -ljansson -lsodium -lpsl ;;
