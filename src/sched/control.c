@@ -1250,6 +1250,7 @@ static void control_free(struct control *c)
 	}
 	pthread_mutex_destroy(&c->mu);
 	pthread_mutex_destroy(&c->policy_mu);
+	pthread_mutex_destroy(&c->spec_mu);
 	pthread_cond_destroy(&c->cv);
 	pthread_cond_destroy(&c->build_cv);
 	pthread_mutex_destroy(&c->build_state_mu);
@@ -1273,6 +1274,7 @@ int control_start(const struct control_config *cfg, struct store *st,
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_init(&c->build_state_mu, NULL);
 	pthread_mutex_init(&c->policy_mu, NULL);
+	pthread_mutex_init(&c->spec_mu, NULL);
 	control_cond_init(&c->cv);
 	control_cond_init(&c->build_cv);
 	pthread_mutex_init(&c->ev_mu, NULL);

@@ -38,11 +38,11 @@ static json_t *spec_egress(struct control *c, const char *snapshot_id)
 		uint64_t every;
 		/* reads the spec once per snapshot into the cache */
 		control_spec_info(c, snapshot_id, &unused, &every, NULL, NULL);
-		pthread_mutex_lock(&c->mu);
+		pthread_mutex_lock(&c->spec_mu);
 		for (size_t i = 0; i < c->n_spec_cache; i++)
 			if (!strcmp(c->spec_cache[i].snapshot_id, snapshot_id))
 				out = json_incref(c->spec_cache[i].egress);
-		pthread_mutex_unlock(&c->mu);
+		pthread_mutex_unlock(&c->spec_mu);
 	}
 	return out ? out : json_array();
 }

@@ -113,7 +113,10 @@ struct control {
 	bool refresh_thread_started;
 	pid_t build_pids[16]; /* `warren snapshot` children, to stop them */
 
-	/* the spec limits of snapshots already looked at (guarded by mu) */
+	/* the spec settings of snapshots already looked at (guarded by
+	 * spec_mu, a lock of its own: reading a spec never waits for the
+	 * scheduler, nor it for a spec) */
+	pthread_mutex_t spec_mu;
 	struct spec_limit_cache {
 		char snapshot_id[STORE_ID_MAX];
 		struct control_limits limits;

@@ -431,7 +431,7 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 		*verify = NULL;
 	if (artifacts)
 		*artifacts = NULL;
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(&c->spec_mu);
 	for (size_t i = 0; i < c->n_spec_cache; i++)
 		if (!strcmp(c->spec_cache[i].snapshot_id, snapshot_id)) {
 			*out = c->spec_cache[i].limits;
@@ -441,10 +441,10 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 			if (artifacts)
 				*artifacts =
 				    json_incref(c->spec_cache[i].artifacts);
-			pthread_mutex_unlock(&c->mu);
+			pthread_mutex_unlock(&c->spec_mu);
 			return;
 		}
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(&c->spec_mu);
 	_cleanup_free_ char *path =
 	    wr_asprintf("%s/snapshots/%s.json", c->data_dir, snapshot_id);
 	_cleanup_free_ char *text = NULL;
@@ -491,7 +491,7 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 	}
 	wr_error_free(err);
 	json_decref(m);
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(&c->spec_mu);
 	size_t slot = c->n_spec_cache < 64 ? c->n_spec_cache++
 					   : c->next_spec_cache++ % 64;
 	snprintf(c->spec_cache[slot].snapshot_id,
@@ -511,29 +511,29 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 	c->spec_cache[slot].egress = egress_hosts ? egress_hosts : json_array();
 	if (artifacts)
 		*artifacts = json_incref(c->spec_cache[slot].artifacts);
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(&c->spec_mu);
 }
 
 enum sandbox_backend control_spec_backend(struct control *c,
 					  const char *snapshot_id)
 {
 	enum sandbox_backend b = c->cfg.backend;
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(&c->spec_mu);
 	for (size_t i = 0; i < c->n_spec_cache; i++)
 		if (!strcmp(c->spec_cache[i].snapshot_id, snapshot_id) &&
 		    c->spec_cache[i].backend >= 0)
 			b = (enum sandbox_backend)c->spec_cache[i].backend;
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(&c->spec_mu);
 	return b;
 }
 
 bool control_snapshot_origin_set(struct control *c, const char *snapshot_id)
 {
 	bool set = false;
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(&c->spec_mu);
 	for (size_t i = 0; i < c->n_spec_cache; i++)
 		if (!strcmp(c->spec_cache[i].snapshot_id, snapshot_id))
 			set = c->spec_cache[i].origin_set;
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(&c->spec_mu);
 	return set;
 }
