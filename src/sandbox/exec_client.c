@@ -210,15 +210,15 @@ int sandbox_exec(const char *name, const struct sandbox_exec_request *req,
 		return wr_error_set(err, errno, "exec: socket");
 	if (connect(sock, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
 		if (errno == ENOENT || errno == ECONNREFUSED)
-			return wr_error_set(
-			    err, ENOENT, "no running sandbox named %s", name);
+			return wr_error_absent(
+			    err, false, "no running sandbox named %s", name);
 		return wr_error_set(err, errno, "exec: connect to %s", name);
 	}
 	/* create's --env and --cwd are the defaults */
 	struct sandbox_record rec;
 	int r = runtime_record_read(name, &rec);
 	if (r < 0)
-		return wr_error_input(err, ENOENT,
+		return wr_error_absent(err, true,
 				      "no running sandbox named %s", name);
 	if (req->tty && !sandbox_backend_ops(rec.backend)->exec_tty) {
 		r = wr_error_input(err, ENOTSUP,

@@ -93,7 +93,7 @@ int sandbox_remove(const char *name, struct wr_error **err)
 	_cleanup_close_ int lock = lock_record(name);
 	if (lock < 0) {
 		if (lock == -ENOENT)
-			return wr_error_set(err, ENOENT, "no sandbox named %s",
+			return wr_error_absent(err, false, "no sandbox named %s",
 					    name);
 		return wr_error_set(err, -lock, "lock sandbox %s", name);
 	}

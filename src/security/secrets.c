@@ -450,7 +450,7 @@ int secrets_get(const char *data_dir, const char *name, char **value,
 	_cleanup_free_ char *dir = NULL;
 	r = secrets_dir(data_dir, false, &dir, err);
 	if (r == -ENOENT)
-		return wr_error_set(err, ENOENT, "no secret named %s", name);
+		return wr_error_absent(err, false, "no secret named %s", name);
 	if (r < 0)
 		return r;
 	_cleanup_free_ char *path = wr_asprintf("%s/%s" SUFFIX, dir, name);
@@ -458,7 +458,7 @@ int secrets_get(const char *data_dir, const char *name, char **value,
 		return wr_error_set(err, ENOMEM, "secrets");
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT)
-		return wr_error_set(err, ENOENT, "no secret named %s", name);
+		return wr_error_absent(err, false, "no secret named %s", name);
 	if (fd < 0)
 		return wr_error_set(err, errno, "open %s", path);
 	struct stat st;
@@ -596,7 +596,7 @@ int secrets_delete(const char *data_dir, const char *name,
 	_cleanup_free_ char *dir = NULL;
 	int r = secrets_dir(data_dir, false, &dir, err);
 	if (r == -ENOENT)
-		return wr_error_set(err, ENOENT, "no secret named %s", name);
+		return wr_error_absent(err, false, "no secret named %s", name);
 	if (r < 0)
 		return r;
 	_cleanup_free_ char *path = wr_asprintf("%s/%s" SUFFIX, dir, name);
@@ -604,7 +604,7 @@ int secrets_delete(const char *data_dir, const char *name,
 		return wr_error_set(err, ENOMEM, "secrets");
 	if (unlink(path) < 0) {
 		if (errno == ENOENT)
-			return wr_error_set(err, ENOENT, "no secret named %s",
+			return wr_error_absent(err, false, "no secret named %s",
 					    name);
 		return wr_error_set(err, errno, "remove %s", path);
 	}
@@ -733,12 +733,12 @@ int secrets_repos_set(const char *data_dir, const char *name,
 	if (!path) {
 		int r = path_err ? -path_err->errnum : -ENOMEM;
 		wr_error_free(path_err);
-		return r == -ENOENT ? wr_error_set(err, ENOENT,
+		return r == -ENOENT ? wr_error_absent(err, false,
 						   "no secret named %s", name)
 				    : wr_error_set(err, -r, "secrets");
 	}
 	if (access(enc, F_OK) < 0)
-		return wr_error_set(err, ENOENT, "no secret named %s", name);
+		return wr_error_absent(err, false, "no secret named %s", name);
 	if (n == 0) {
 		if (unlink(path) < 0 && errno != ENOENT)
 			return wr_error_set(err, errno, "remove %s", path);

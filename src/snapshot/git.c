@@ -269,8 +269,8 @@ int git_resolve(const char *mirror, const char *ref, char commit[41],
 		wr_error_free(err ? *err : NULL);
 		if (err)
 			*err = NULL;
-		return wr_error_input(err, ENOENT, "ref '%s' not found",
-				      ref ? ref : "HEAD");
+		return wr_error_absent(err, true, "ref '%s' not found",
+				       ref ? ref : "HEAD");
 	}
 	size_t len = strcspn(out, "\n");
 	if (len != 40)

@@ -695,7 +695,7 @@ static int load_manifest(const struct snap_store *s, const char *id,
 	char why[SNAP_WHY_MAX] = "";
 	int r = read_at(s->snaps_fd, name, MANIFEST_MAX_BYTES, &text, &len);
 	if (r == -ENOENT)
-		return wr_error_input(err, ENOENT, "no snapshot %s", id);
+		return wr_error_absent(err, true, "no snapshot %s", id);
 	if (r == -EFBIG) {
 		snprintf(why, sizeof(why), "larger than %d bytes",
 			 MANIFEST_MAX_BYTES);
@@ -794,7 +794,7 @@ static int resolve_id(const struct snap_store *s, const char *arg,
 	if (r < 0)
 		return wr_error_set(err, -r, "read %s", s->snaps_dir);
 	if (pm.n == 0)
-		return wr_error_input(err, ENOENT, "no snapshot %s", want);
+		return wr_error_absent(err, true, "no snapshot %s", want);
 	if (pm.n > 1)
 		return wr_error_input(err, 0,
 				      "snapshot id %s is ambiguous: %zu "
@@ -980,7 +980,7 @@ int snap_store_remove(struct snap_store *s, const char *id,
 	snprintf(name, sizeof(name), "%s" MANIFEST_SUFFIX, full);
 	if (unlinkat(s->snaps_fd, name, 0) < 0) {
 		if (errno == ENOENT)
-			return wr_error_input(err, ENOENT, "no snapshot %s",
+			return wr_error_absent(err, true, "no snapshot %s",
 					      full);
 		return wr_error_set(err, errno, "remove %s/%s", s->snaps_dir,
 				    name);

@@ -91,7 +91,7 @@ int sq_token_lookup(struct store *st, const char *hash_hex, int64_t now_ms,
 		    struct store_token *out, struct wr_error **err)
 {
 	if (!text_ok(hash_hex, TOKEN_HASH_MAX))
-		return wr_error_input(err, ENOENT, "unknown token");
+		return wr_error_absent(err, true, "unknown token");
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(sq_of(st));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 	int r = sq_prepare(c, SQ_TOKEN_LOOKUP, &q, err);
@@ -152,7 +152,7 @@ int sq_token_revoke(struct store *st, const char *name, int64_t now_ms,
 		    int64_t *revoked_ms_out, struct wr_error **err)
 {
 	if (!store_token_name_valid(name))
-		return wr_error_input(err, ENOENT, "no token named %s",
+		return wr_error_absent(err, true, "no token named %s",
 				      name ? name : "");
 	if (now_ms <= 0)
 		now_ms = store_now_ms();
@@ -167,7 +167,7 @@ int sq_token_revoke(struct store *st, const char *name, int64_t now_ms,
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(q);
 	if (rc == SQLITE_DONE)
-		return wr_error_input(err, ENOENT, "no token named %s", name);
+		return wr_error_absent(err, true, "no token named %s", name);
 	if (rc != SQLITE_ROW)
 		return sq_error(c, rc, err, "revoke token %s", name);
 	if (revoked_ms_out)
@@ -179,7 +179,7 @@ int sq_token_touch(struct store *st, const char *hash_hex, int64_t now_ms,
 		   struct wr_error **err)
 {
 	if (!text_ok(hash_hex, TOKEN_HASH_MAX))
-		return wr_error_input(err, ENOENT, "unknown token");
+		return wr_error_absent(err, true, "unknown token");
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 	int r = sq_prepare(c, SQ_TOKEN_TOUCH, &q, err);
@@ -193,7 +193,7 @@ int sq_token_touch(struct store *st, const char *hash_hex, int64_t now_ms,
 	if (rc != SQLITE_DONE)
 		return sq_error(c, rc, err, "record a token's use");
 	if (sqlite3_changes(c->db) == 0)
-		return wr_error_input(err, ENOENT, "unknown token");
+		return wr_error_absent(err, true, "unknown token");
 	return 0;
 }
 
@@ -285,7 +285,7 @@ int sq_repo_get(struct store *st, const char *id_or_name,
 		struct store_repo *out, struct wr_error **err)
 {
 	if (!text_ok(id_or_name, REPO_NAME_MAX))
-		return wr_error_input(err, ENOENT, "no repository %s",
+		return wr_error_absent(err, true, "no repository %s",
 				      id_or_name ? id_or_name : "");
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(sq_of(st));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
@@ -296,7 +296,7 @@ int sq_repo_get(struct store *st, const char *id_or_name,
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(q);
 	if (rc == SQLITE_DONE)
-		return wr_error_input(err, ENOENT, "no repository %s",
+		return wr_error_absent(err, true, "no repository %s",
 				      id_or_name);
 	if (rc != SQLITE_ROW)
 		return sq_error(c, rc, err, "get repository %s", id_or_name);
@@ -331,7 +331,7 @@ int sq_repo_set_refreshed(struct store *st, const char *id, int64_t when_ms,
 			  struct wr_error **err)
 {
 	if (!sq_id_ok(id))
-		return wr_error_input(err, ENOENT, "no repository %s",
+		return wr_error_absent(err, true, "no repository %s",
 				      id ? id : "");
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
@@ -346,7 +346,7 @@ int sq_repo_set_refreshed(struct store *st, const char *id, int64_t when_ms,
 	if (rc != SQLITE_DONE)
 		return sq_error(c, rc, err, "set repository %s refreshed", id);
 	if (sqlite3_changes(c->db) == 0)
-		return wr_error_input(err, ENOENT, "no repository %s", id);
+		return wr_error_absent(err, true, "no repository %s", id);
 	return 0;
 }
 
@@ -411,7 +411,7 @@ int sq_snapshot_latest(struct store *st, const char *repo_id,
 		       struct store_snapshot *out, struct wr_error **err)
 {
 	if (!sq_id_ok(repo_id))
-		return wr_error_input(err, ENOENT, "no snapshot of %s",
+		return wr_error_absent(err, true, "no snapshot of %s",
 				      repo_id ? repo_id : "");
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(sq_of(st));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
@@ -422,7 +422,7 @@ int sq_snapshot_latest(struct store *st, const char *repo_id,
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(q);
 	if (rc == SQLITE_DONE)
-		return wr_error_input(err, ENOENT, "no snapshot of %s",
+		return wr_error_absent(err, true, "no snapshot of %s",
 				      repo_id);
 	if (rc != SQLITE_ROW)
 		return sq_error(c, rc, err, "latest snapshot of %s", repo_id);

@@ -131,7 +131,7 @@ static void artifact_clear(void *a)
 
 static int no_session(const char *id, struct wr_error **err)
 {
-	return wr_error_input(err, ENOENT, "no session %s", id ? id : "");
+	return wr_error_absent(err, true, "no session %s", id ? id : "");
 }
 
 /* 1 if session id exists, 0 if not, or -errno. */
@@ -889,7 +889,7 @@ int sq_message_consume(struct store *st, int64_t message_id, int turn,
 					    "message %lld was consumed already",
 					    (long long)message_id);
 		if (rc == SQLITE_DONE)
-			return wr_error_input(err, ENOENT, "no message %lld",
+			return wr_error_absent(err, true, "no message %lld",
 					      (long long)message_id);
 		return sq_error(c, rc, err, "consume message %lld",
 				(long long)message_id);

@@ -161,7 +161,7 @@ static int64_t post_add(struct slack_outbox *ob, const struct slack_post *p,
 	if (rc == SQLITE_DONE && id > 0)
 		return id;
 	if (sq_errno(rc) == -ENOENT)
-		return wr_error_input(err, ENOENT, "no session %s",
+		return wr_error_absent(err, true, "no session %s",
 				      p->session_id);
 	return sq_error(c, rc, err, "add Slack post");
 }
@@ -242,7 +242,7 @@ static int post_update(struct slack_outbox *ob, int64_t id,
 		return sq_error(c, rc, err, "update Slack post %lld",
 				(long long)id);
 	if (sqlite3_changes(c->db) == 0)
-		return wr_error_input(err, ENOENT, "no Slack post %lld",
+		return wr_error_absent(err, true, "no Slack post %lld",
 				      (long long)id);
 	return 0;
 }
@@ -252,7 +252,7 @@ static int post_list(struct slack_outbox *ob, const char *session_id,
 		     struct wr_error **err)
 {
 	if (!sq_id_ok(session_id))
-		return wr_error_input(err, ENOENT, "no session %s",
+		return wr_error_absent(err, true, "no session %s",
 				      session_id ? session_id : "");
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(outbox_store(ob));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;

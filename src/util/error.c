@@ -13,8 +13,8 @@
  * errno and a fixed message instead of a crash. */
 static struct wr_error oom_error = {ENOMEM, (char *)"out of memory", false};
 
-static int error_setv(struct wr_error **err, int errnum, bool bad_input,
-		      const char *fmt, va_list ap)
+static int error_setv_said(struct wr_error **err, int errnum, bool bad_input,
+			   bool say_errno, const char *fmt, va_list ap)
 {
 	int ret = errnum > 0 ? -errnum : -EINVAL;
 	if (!err || *err)
@@ -23,7 +23,7 @@ static int error_setv(struct wr_error **err, int errnum, bool bad_input,
 	struct wr_error *e = wr_malloc(sizeof(*e));
 	char *msg = NULL;
 	if (text && e) {
-		if (errnum > 0)
+		if (errnum > 0 && say_errno)
 			msg = wr_asprintf("%s: %s", text, strerror(errnum));
 		else
 			msg = wr_strdup(text);
@@ -40,6 +40,22 @@ static int error_setv(struct wr_error **err, int errnum, bool bad_input,
 	e->bad_input = bad_input;
 	*err = e;
 	return ret;
+}
+
+static int error_setv(struct wr_error **err, int errnum, bool bad_input,
+		      const char *fmt, va_list ap)
+{
+	return error_setv_said(err, errnum, bad_input, true, fmt, ap);
+}
+
+int wr_error_absent(struct wr_error **err, bool bad_input, const char *fmt,
+		    ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = error_setv_said(err, ENOENT, bad_input, false, fmt, ap);
+	va_end(ap);
+	return r;
 }
 
 int wr_error_set(struct wr_error **err, int errnum, const char *fmt, ...)

@@ -24,6 +24,11 @@ int wr_error_wrap(struct wr_error **err, const char *fmt, ...)
 /* wr_error_set for errors in what the user gave us (options, paths). */
 int wr_error_input(struct wr_error **err, int errnum, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Something asked for is not there ("no session s-1", "ref 'x' not found"):
+ * errno ENOENT (returns -ENOENT), the message as written - the errno's
+ * own text would only say the same again. */
+int wr_error_absent(struct wr_error **err, bool bad_input, const char *fmt,
+		    ...) __attribute__((format(printf, 3, 4)));
 void wr_error_free(struct wr_error *err);
 void wr_error_freep(struct wr_error **err);
 
