@@ -257,6 +257,8 @@ int api_session_artifact(struct api_ctx *c);
 int api_repos_list(struct api_ctx *c);
 int api_repos_add(struct api_ctx *c);
 int api_repo_refresh(struct api_ctx *c);
+int api_repo_update(struct api_ctx *c);
+int api_repo_remove(struct api_ctx *c);
 int api_snapshots_list(struct api_ctx *c);
 int api_tokens_create(struct api_ctx *c);
 int api_tokens_list(struct api_ctx *c);

@@ -92,6 +92,85 @@ int api_repos_add(struct api_ctx *c)
 	return api_reply_render(c, 201, obj, "render the repository");
 }
 
+/* PATCH /repositories/{id}: {url, ref (null: the remote's HEAD), refresh,
+ * agent (null: none)}; what is not given stays. */
+int api_repo_update(struct api_ctx *c)
+{
+	static const char *const keys[] = {"url", "ref", "refresh", "agent",
+					   NULL};
+	const char *url = NULL, *ref = NULL;
+	bool has_refresh = false;
+	uint64_t refresh_ms = 0;
+	_cleanup_free_ char *agent = NULL;
+	struct wr_error *err = NULL;
+	if (api_body_check_keys(c, keys) < 0 ||
+	    api_body_string(c, "url", false, API_URL_MAX,
+			    API_STR_NOT_BLANK | API_STR_NO_CONTROL, &url) < 0 ||
+	    api_body_string(c, "ref", false, API_REF_MAX,
+			    API_STR_NOT_BLANK | API_STR_NO_CONTROL, &ref) < 0 ||
+	    api_body_duration(c, "refresh", &has_refresh, &refresh_ms) < 0 ||
+	    api_body_agent(c, "agent", &agent) < 0)
+		return 0;
+	if (json_object_size(c->body) == 0)
+		return api_reply_error(c->out, 400,
+				       "nothing to change: give url, ref, "
+				       "refresh or agent");
+	struct control_repo_change ch = {
+	    .url = url,
+	    .set_ref = json_object_get(c->body, "ref") != NULL,
+	    .ref = ref,
+	    .set_refresh = has_refresh,
+	    .refresh_ms = refresh_ms,
+	    .set_agent = json_object_get(c->body, "agent") != NULL,
+	    .agent_json = agent,
+	};
+	struct store_repo repo = {0};
+	int r = control_repo_update(c->a->ctl, c->id, &ch, &repo, &err);
+	if (r == -ENOENT) {
+		wr_error_free(err);
+		return api_reply_error(c->out, 404, "repository %s not found",
+				       c->id);
+	}
+	if (r < 0) {
+		api_reply_failure(c, r, err, "change the repository");
+		wr_error_free(err);
+		return 0;
+	}
+	json_t *obj = api_repo_json(&repo);
+	repo_add_build(c, obj, repo.id);
+	store_repo_clear(&repo);
+	return api_reply_render(c, 200, obj, "render the repository");
+}
+
+/* DELETE /repositories/{id}: 409 while one of its sessions is not
+ * finished. */
+int api_repo_remove(struct api_ctx *c)
+{
+	struct wr_error *err = NULL;
+	int r = control_repo_remove(c->a->ctl, c->id, &err);
+	if (r == -ENOENT) {
+		wr_error_free(err);
+		return api_reply_error(c->out, 404, "repository %s not found",
+				       c->id);
+	}
+	if (r == -EBUSY) {
+		int ret = api_reply_error(c->out, 409, "%s",
+					  err && err->msg ? err->msg
+							  : "in use");
+		wr_error_free(err);
+		return ret;
+	}
+	if (r < 0) {
+		api_reply_failure(c, r, err, "remove the repository");
+		wr_error_free(err);
+		return 0;
+	}
+	return api_reply_render(c, 200,
+				json_pack("{s:s, s:s}", "id", c->id, "status",
+					  "removed"),
+				"render the answer");
+}
+
 int api_repo_refresh(struct api_ctx *c)
 {
 	static const char *const keys[] = {NULL};

@@ -751,6 +751,110 @@ int control_repo_add(struct control *c, const char *name, const char *url,
 	return ret;
 }
 
+/* The checks of add, for what a change sets. */
+static int repo_fields_check(const char *url, const char *ref,
+			     const char *agent_json, struct wr_error **err)
+{
+	if (url && (!*url || strlen(url) > 4096 || url[0] == '-'))
+		return wr_error_input(err, EINVAL, "url: invalid");
+	if (url && url[0] != '/' && !strstr(url, "://") && !strchr(url, '@'))
+		return wr_error_input(err, EINVAL,
+				      "url: expected an absolute path or a "
+				      "git URL, got '%s'",
+				      url);
+	if (ref && (!*ref || ref[0] == '-' || strlen(ref) > 255))
+		return wr_error_input(err, EINVAL, "ref: invalid");
+	if (agent_json && !control_agent_is_builtin(agent_json)) {
+		json_t *a = json_loads(agent_json, 0, NULL);
+		bool ok = json_is_array(a) && json_array_size(a) > 0;
+		size_t i;
+		json_t *v;
+		json_array_foreach(a, i, v) if (!json_is_string(v)) ok = false;
+		json_decref(a);
+		if (!ok)
+			return wr_error_input(
+			    err, EINVAL,
+			    "agent: expected a non-empty array of strings");
+	}
+	return 0;
+}
+
+int control_repo_update(struct control *c, const char *id_or_name,
+			const struct control_repo_change *ch,
+			struct store_repo *out, struct wr_error **err)
+{
+	struct store_repo r = {0};
+	int ret = c->st->ops->repo_get(c->st, id_or_name, &r, err);
+	if (ret < 0)
+		return ret;
+	ret = repo_fields_check(ch->url, ch->set_ref ? ch->ref : NULL,
+				ch->set_agent ? ch->agent_json : NULL, err);
+	/* a new remote or ref must exist, as at add */
+	const char *url = ch->url ? ch->url : r.url;
+	const char *ref = ch->set_ref ? ch->ref : r.default_ref;
+	bool rebuild = (ch->url && strcmp(ch->url, r.url)) || ch->set_ref;
+	if (ret == 0 && rebuild && !c->cfg.no_remote_check)
+		ret = repo_check_remote(c, r.name, url, ref, err);
+	if (ret < 0) {
+		store_repo_clear(&r);
+		return ret;
+	}
+	struct store_repo nr = r;
+	nr.url = (char *)url;
+	nr.default_ref = (char *)ref;
+	nr.agent_json = ch->set_agent ? (char *)ch->agent_json : r.agent_json;
+	nr.refresh_ms = ch->set_refresh ? (int64_t)ch->refresh_ms : r.refresh_ms;
+	ret = c->st->ops->repo_update(c->st, &nr, err);
+	if (ret == 0)
+		ret = c->st->ops->repo_get(c->st, r.id, out, err);
+	if (ret == 0 && rebuild && !c->cfg.no_worker)
+		control_repo_refresh(c, r.id, NULL);
+	store_repo_clear(&r);
+	return ret;
+}
+
+int control_repo_remove(struct control *c, const char *id_or_name,
+			struct wr_error **err)
+{
+	struct store_repo r = {0};
+	int ret = c->st->ops->repo_get(c->st, id_or_name, &r, err);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&c->mu);
+	bool busy = false;
+	for (size_t i = 0; i < c->n_building; i++)
+		busy |= !strcmp(c->building[i], r.id);
+	/* a refresh queued for it is not run */
+	for (size_t i = 0; !busy && i < c->n_refresh;) {
+		if (!strcmp(c->refresh_queue[i], r.id)) {
+			free(c->refresh_queue[i]);
+			memmove(c->refresh_queue + i, c->refresh_queue + i + 1,
+				(c->n_refresh - i - 1) * sizeof(char *));
+			c->n_refresh--;
+		} else {
+			i++;
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (busy) {
+		ret = wr_error_input(err, EBUSY,
+				     "repository %s: its snapshot build is "
+				     "running (wait for it, or stop the "
+				     "server's build)",
+				     r.name);
+	} else {
+		ret = c->st->ops->repo_remove(c->st, r.id, store_now_ms(), err);
+	}
+	if (ret == 0) {
+		_cleanup_free_ char *state =
+		    wr_asprintf("%s/builds/%s.json", c->data_dir, r.id);
+		if (state)
+			unlink(state);
+	}
+	store_repo_clear(&r);
+	return ret;
+}
+
 static void *refresh_main(void *arg);
 
 int control_repo_refresh(struct control *c, const char *id_or_name,

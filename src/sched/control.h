@@ -183,6 +183,28 @@ int control_repo_add(struct control *c, const char *name, const char *url,
 		     const char *default_ref, uint64_t refresh_ms,
 		     const char *agent_json, struct store_repo *out,
 		     struct wr_error **err);
+/* Changes a registered repository: its url (checked as for add), its
+ * default ref (set_ref: to ref, NULL the remote's HEAD), its refresh
+ * interval (set_refresh) and its agent (set_agent: agent_json, NULL
+ * none); what is not set stays. A new url or ref starts a build. */
+struct control_repo_change {
+	const char *url;
+	bool set_ref;
+	const char *ref;
+	bool set_refresh;
+	uint64_t refresh_ms;
+	bool set_agent;
+	const char *agent_json;
+};
+int control_repo_update(struct control *c, const char *id_or_name,
+			const struct control_repo_change *ch,
+			struct store_repo *out, struct wr_error **err);
+/* Removes a repository (its sessions' history stays, by id): -EBUSY while
+ * one of its sessions is not finished or its snapshot build runs. Its
+ * build state goes; its snapshots' layers are left to `warren snapshot
+ * gc`. */
+int control_repo_remove(struct control *c, const char *id_or_name,
+			struct wr_error **err);
 /* Queues a snapshot refresh of the repository (id or name). */
 int control_repo_refresh(struct control *c, const char *id_or_name,
 			 struct wr_error **err);

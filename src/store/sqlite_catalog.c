@@ -350,6 +350,73 @@ int sq_repo_set_refreshed(struct store *st, const char *id, int64_t when_ms,
 	return 0;
 }
 
+int sq_repo_update(struct store *st, const struct store_repo *r,
+		   struct wr_error **err)
+{
+	if (!sq_id_ok(r->id))
+		return wr_error_absent(err, true, "no repository %s", r->id);
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
+	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
+	int ret = sq_prepare(c, SQ_REPO_UPDATE, &q, err);
+	if (ret < 0)
+		return ret;
+	int rc = sq_bind_text(q, 1, r->id);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(q, 2, r->url);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(q, 3, r->default_ref);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(q, 4, r->agent_json);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(q, 5, (int64_t)r->refresh_ms);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(q);
+	if (rc != SQLITE_DONE)
+		return sq_error(c, rc, err, "update repository %s", r->id);
+	if (sqlite3_changes(c->db) == 0)
+		return wr_error_absent(err, true, "no repository %s", r->id);
+	return 0;
+}
+
+int sq_repo_remove(struct store *st, const char *id, int64_t now_ms,
+		   struct wr_error **err)
+{
+	if (!sq_id_ok(id))
+		return wr_error_absent(err, true, "no repository %s",
+				       id ? id : "");
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
+	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
+	int ret = sq_prepare(c, SQ_REPO_REMOVE, &q, err);
+	if (ret < 0)
+		return ret;
+	int rc = sq_bind_text(q, 1, id);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(q, 2, now_ms);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(q);
+	if (rc != SQLITE_DONE)
+		return sq_error(c, rc, err, "remove repository %s", id);
+	if (sqlite3_changes(c->db) > 0)
+		return 0;
+	/* not removed: gone, or still in use (same connection: the same
+	 * view of the sessions) */
+	_cleanup_(sq_resetp) sqlite3_stmt *a = NULL;
+	ret = sq_prepare(c, SQ_REPO_ACTIVE, &a, err);
+	if (ret < 0)
+		return ret;
+	rc = sq_bind_text(a, 1, id);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(a);
+	int64_t active = rc == SQLITE_ROW ? sqlite3_column_int64(a, 0) : 0;
+	if (active > 0)
+		return wr_error_input(err, EBUSY,
+				      "repository %s has %lld session%s not "
+				      "finished: cancel or decide them first",
+				      id, (long long)active,
+				      active == 1 ? "" : "s");
+	return wr_error_absent(err, true, "no repository %s", id);
+}
+
 /* ---- snapshots ---------------------------------------------------------- */
 
 static int snapshot_from_row(sqlite3_stmt *q, void *out)

@@ -33,6 +33,9 @@ enum sq_stmt {
 	SQ_REPO_GET,
 	SQ_REPO_LIST,
 	SQ_REPO_SET_REFRESHED,
+	SQ_REPO_UPDATE,
+	SQ_REPO_REMOVE,
+	SQ_REPO_ACTIVE,
 	SQ_SNAPSHOT_ADD,
 	SQ_SNAPSHOT_LATEST,
 	SQ_SNAPSHOT_LIST_REPO,
@@ -206,6 +209,10 @@ int sq_repo_get(struct store *st, const char *id_or_name,
 		struct store_repo *out, struct wr_error **err);
 int sq_repo_list(struct store *st, struct store_repo **out, size_t *n_out,
 		 struct wr_error **err);
+int sq_repo_update(struct store *st, const struct store_repo *r,
+		   struct wr_error **err);
+int sq_repo_remove(struct store *st, const char *id, int64_t now_ms,
+		   struct wr_error **err);
 int sq_repo_set_refreshed(struct store *st, const char *id, int64_t when_ms,
 			  struct wr_error **err);
 int sq_snapshot_add(struct store *st, const struct store_snapshot *s,

@@ -153,6 +153,11 @@ const struct sq_migration sq_migrations[] = {
 	"  received_ms BIGINT NOT NULL"
 	");"
 	"CREATE INDEX slack_events_by_time ON slack_events (received_ms);"},
+    /* A repository can be removed (`warren repo rm`): its row stays for
+     * its sessions' history, marked, its name freed (name~id: '~' is in
+     * no name a repository may have). */
+    {4, "ALTER TABLE repositories ADD COLUMN removed_ms BIGINT NOT NULL "
+	"  DEFAULT 0;"},
 };
 const size_t sq_n_migrations = sizeof(sq_migrations) / sizeof(sq_migrations[0]);
 
@@ -209,11 +214,24 @@ static const char *const stmt_sql[SQ_SESSION_LIST] = {
     [SQ_REPO_ADD] = "INSERT INTO repositories (" REPO_COLUMNS ") "
 		    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     /* an id match wins over a name match */
+    /* (a removed repository by its id only: its sessions' history) */
     [SQ_REPO_GET] = "SELECT " REPO_COLUMNS " FROM repositories "
-		    "WHERE id = ?1 OR name = ?1 "
+		    "WHERE id = ?1 OR (name = ?1 AND removed_ms = 0) "
 		    "ORDER BY CASE WHEN id = ?1 THEN 0 ELSE 1 END LIMIT 1",
     [SQ_REPO_LIST] = "SELECT " REPO_COLUMNS " FROM repositories "
-		     "ORDER BY name",
+		     "WHERE removed_ms = 0 ORDER BY name",
+    [SQ_REPO_UPDATE] = "UPDATE repositories SET url = ?2, default_ref = ?3, "
+		       "agent_json = ?4, refresh_ms = ?5 "
+		       "WHERE id = ?1 AND removed_ms = 0",
+    /* only when none of its sessions may still need it */
+    [SQ_REPO_REMOVE] =
+	"UPDATE repositories SET removed_ms = ?2, name = name || '~' || id "
+	"WHERE id = ?1 AND removed_ms = 0 AND NOT EXISTS (SELECT 1 FROM "
+	"sessions WHERE repo_id = ?1 AND state NOT IN ('failed', "
+	"'cancelled', 'expired', 'rejected', 'pushed'))",
+    [SQ_REPO_ACTIVE] = "SELECT COUNT(*) FROM sessions WHERE repo_id = ?1 "
+		       "AND state NOT IN ('failed', 'cancelled', 'expired', "
+		       "'rejected', 'pushed')",
     [SQ_REPO_SET_REFRESHED] = "UPDATE repositories SET last_refresh_ms = ?2 "
 			      "WHERE id = ?1",
 

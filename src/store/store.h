@@ -219,6 +219,16 @@ struct store_ops {
 			 size_t *n_out, struct wr_error **err);
 	int (*repo_set_refreshed)(struct store *st, const char *id,
 				  int64_t when_ms, struct wr_error **err);
+	/* r->id's url, default_ref, agent_json and refresh_ms become r's;
+	 * -ENOENT if there is no such (unremoved) repository. */
+	int (*repo_update)(struct store *st, const struct store_repo *r,
+			   struct wr_error **err);
+	/* Removes the repository from the list and frees its name; its row
+	 * stays, found by id, for its sessions' history. -EBUSY while one
+	 * of its sessions is not finished (failed, cancelled, expired,
+	 * rejected, pushed); -ENOENT if there is no such repository. */
+	int (*repo_remove)(struct store *st, const char *id, int64_t now_ms,
+			   struct wr_error **err);
 
 	int (*snapshot_add)(struct store *st, const struct store_snapshot *s,
 			    struct wr_error **err);

@@ -100,6 +100,9 @@ int client_post(struct client *c, const char *path, json_t *body, json_t **out,
 /* PUT body, as client_post; the serialized body is wiped once sent. */
 int client_put(struct client *c, const char *path, json_t *body, json_t **out,
 	       struct wr_error **err);
+/* PATCH body, as client_post. */
+int client_patch(struct client *c, const char *path, json_t *body,
+		 json_t **out, struct wr_error **err);
 /* DELETE (no body); a 2xx JSON body goes to *out (if out). */
 int client_delete(struct client *c, const char *path, json_t **out,
 		  struct wr_error **err);

@@ -363,7 +363,8 @@ static int perform(struct client *c, const char *method, const char *path,
 	r = request_prepare(c, &rq, path, accept, err);
 	if (r < 0)
 		goto out;
-	bool put = !strcmp(method, "PUT");
+	/* PUT and PATCH: a body as POST's, under their own method */
+	bool put = !strcmp(method, "PUT") || !strcmp(method, "PATCH");
 	if (!strcmp(method, "POST") || put) {
 		payload =
 		    body ? json_dumps(body, JSON_COMPACT) : wr_strdup("{}");
@@ -379,7 +380,7 @@ static int perform(struct client *c, const char *method, const char *path,
 		curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE,
 				 (curl_off_t)strlen(payload));
 		if (put)
-			curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, "PUT");
+			curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
 	} else if (strcmp(method, "GET") != 0) {
 		curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
 	}
@@ -483,6 +484,12 @@ int client_put(struct client *c, const char *path, json_t *body, json_t **out,
 	       struct wr_error **err)
 {
 	return request(c, "PUT", path, body, out, err);
+}
+
+int client_patch(struct client *c, const char *path, json_t *body,
+		 json_t **out, struct wr_error **err)
+{
+	return request(c, "PATCH", path, body, out, err);
 }
 
 int client_delete(struct client *c, const char *path, json_t **out,

@@ -1,8 +1,11 @@
-/* repo.c - `warren repo add|ls|refresh`: the repositories the server knows.
+/* repo.c - `warren repo add|ls|refresh|set|rm`: the repositories the server
+ * knows.
  *
  *   POST /repositories {url, name?, ref?, refresh?, agent?} -> 201 repo
  *   GET  /repositories -> {"repositories": [...]}
- *   POST /repositories/{id}/refresh -> 202 {"status": "queued"} */
+ *   POST /repositories/{id}/refresh -> 202 {"status": "queued"}
+ *   PATCH /repositories/{id} {url?, ref?, refresh?, agent?} -> 200 repo
+ *   DELETE /repositories/{id} -> 200 {"status": "removed"} (409 in use) */
 #include "cli/client/client.h"
 
 #include "util/alloc.h"
@@ -18,6 +21,9 @@ static const char repo_usage[] =
     "                           [--agent CMD] [--json]\n"
     "       warren repo ls [--json]\n"
     "       warren repo refresh ID|NAME [--json]\n"
+    "       warren repo set ID|NAME [--url URL] [--ref REF|--ref ''] \n"
+    "                               [--refresh DURATION] [--agent CMD|'']\n"
+    "       warren repo rm ID|NAME\n"
     "\n"
     "add: registers a repository (a git URL or a local path; a relative\n"
     "     path is made absolute here) and starts its first snapshot build.\n"
@@ -29,6 +35,10 @@ static const char repo_usage[] =
     "CMD)\n"
     "ls: lists the repositories.\n"
     "refresh: queues a snapshot refresh of a repository now.\n"
+    "set: changes a repository (an empty --ref: the remote's HEAD; an\n"
+    "     empty --agent: none); a new URL or ref starts a build.\n"
+    "rm: removes a repository; refused while one of its sessions is not\n"
+    "    finished. Its sessions' history stays.\n"
     "\n"
     "  --json              the API's JSON\n"
     "  --server URL        Warren server (default $WARREN_SERVER, else\n"
@@ -42,6 +52,7 @@ enum {
 	OPT_REF,
 	OPT_REFRESH,
 	OPT_AGENT,
+	OPT_URL,
 };
 
 static const struct option repo_options[] = {
@@ -49,12 +60,14 @@ static const struct option repo_options[] = {
     {"ref", required_argument, NULL, OPT_REF},
     {"refresh", required_argument, NULL, OPT_REFRESH},
     {"agent", required_argument, NULL, OPT_AGENT},
+    {"url", required_argument, NULL, OPT_URL},
     {NULL, 0, NULL, 0},
 };
 
 struct repo_opts {
-	const char *name, *ref, *refresh, *agent;
-	const char *add_only; /* the first option only `add` takes */
+	const char *name, *ref, *refresh, *agent, *url;
+	bool ref_set, agent_set;
+	const char *add_only; /* the first option only `add` (or `set`) takes */
 };
 
 static int on_option(struct client *c, void *ctx, int opt, const char *arg)
@@ -63,13 +76,15 @@ static int on_option(struct client *c, void *ctx, int opt, const char *arg)
 	uint64_t ms;
 	switch (opt) {
 	case OPT_NAME: o->name = arg; break;
-	case OPT_REF: o->ref = arg; break;
+	case OPT_REF:
+		o->ref = arg;
+		o->ref_set = true;
+		break;
+	case OPT_URL: o->url = arg; break;
 	case OPT_AGENT:
-		if (!*arg) {
-			client_usage_error(c, "--agent: empty command");
-			return -1;
-		}
+		/* empty: none (`repo set`); `repo add` refuses it */
 		o->agent = arg;
+		o->agent_set = true;
 		break;
 	case OPT_REFRESH:
 		if (wr_parse_duration(arg, &ms) < 0 || ms == 0) {
@@ -87,6 +102,7 @@ static int on_option(struct client *c, void *ctx, int opt, const char *arg)
 		o->add_only = opt == OPT_NAME	 ? "--name"
 			      : opt == OPT_REF	 ? "--ref"
 			      : opt == OPT_AGENT ? "--agent"
+			      : opt == OPT_URL	 ? "--url"
 						 : "--refresh";
 	return 0;
 }
@@ -108,6 +124,15 @@ static int repo_add(struct client *c, struct repo_opts *o)
 	int code = client_check_args(c, 1, 1, "repository URL or path");
 	if (code != CLIENT_CONTINUE)
 		return code;
+	if (o->url) {
+		client_usage_error(c, "--url is an option of 'repo set' (give "
+				      "the URL as the argument)");
+		return CLIENT_EXIT_USAGE;
+	}
+	if (o->agent_set && !*o->agent) {
+		client_usage_error(c, "--agent: empty command");
+		return CLIENT_EXIT_USAGE;
+	}
 	struct wr_error *err = NULL;
 	json_t *body = json_object();
 	json_t *repo = NULL;
@@ -218,17 +243,16 @@ static int repo_ls(struct client *c)
 	return r < 0 ? client_exit(c, r, NULL) : CLIENT_EXIT_OK;
 }
 
-static int repo_refresh(struct client *c)
+/* The route takes an id: the repository by id or name, as
+ * /repositories/ID + suffix (escaped); not known: the argument as it is,
+ * for the server to say so. NULL with *r set on failure. */
+static char *repo_path(struct client *c, const char *suffix, int *r,
+		       struct wr_error **err)
 {
-	int code = client_check_args(c, 1, 1, "repository ID or NAME");
-	if (code != CLIENT_CONTINUE)
-		return code;
-	/* The route takes an id: find the repository by id or name. */
-	json_t *doc = NULL, *answer = NULL;
-	struct wr_error *err = NULL;
-	int r = client_get(c, "/repositories", &doc, &err);
-	if (r < 0)
-		return client_exit(c, r, err);
+	json_t *doc = NULL;
+	*r = client_get(c, "/repositories", &doc, err);
+	if (*r < 0)
+		return NULL;
 	const char *want = c->args[0], *repo_id = NULL;
 	size_t i;
 	json_t *repo;
@@ -242,13 +266,99 @@ static int repo_refresh(struct client *c)
 		if (rid && !strcmp(rid, want))
 			break; /* an id wins over a name */
 	}
-	/* not known: let the server say so */
 	_cleanup_free_ char *id = client_escape(repo_id ? repo_id : want);
-	_cleanup_free_ char *path =
-	    id ? wr_asprintf("/repositories/%s/refresh", id) : NULL;
+	char *path = id ? wr_asprintf("/repositories/%s%s", id, suffix) : NULL;
 	json_decref(doc);
 	if (!path)
-		return client_exit(c, -ENOMEM, NULL);
+		*r = -ENOMEM;
+	return path;
+}
+
+static int repo_set(struct client *c, struct repo_opts *o)
+{
+	int code = client_check_args(c, 1, 1, "repository ID or NAME");
+	if (code != CLIENT_CONTINUE)
+		return code;
+	if (o->name) {
+		client_usage_error(c, "--name: a repository's name does not "
+				      "change");
+		return CLIENT_EXIT_USAGE;
+	}
+	if (!o->url && !o->ref_set && !o->refresh && !o->agent_set) {
+		client_usage_error(c, "nothing to change: --url, --ref, "
+				      "--refresh or --agent");
+		return CLIENT_EXIT_USAGE;
+	}
+	struct wr_error *err = NULL;
+	int r;
+	_cleanup_free_ char *path = repo_path(c, "", &r, &err);
+	if (!path)
+		return client_exit(c, r, err);
+	json_t *body = json_object();
+	_cleanup_free_ char *url =
+	    o->url ? client_local_path(o->url, true) : NULL;
+	r = body && (!o->url || url) ? 0 : wr_error_set(&err, ENOMEM, "repo");
+	if (r == 0 && url)
+		r = client_json_set_str(body, "url", url, &err);
+	if (r == 0 && o->ref_set)
+		r = *o->ref ? client_json_set_str(body, "ref", o->ref, &err)
+			    : json_object_set_new(body, "ref", json_null());
+	if (r == 0 && o->refresh)
+		r = client_json_set_str(body, "refresh", o->refresh, &err);
+	if (r == 0 && o->agent_set)
+		r = *o->agent ? client_json_set_agent(body, o->agent, &err)
+			      : json_object_set_new(body, "agent", json_null());
+	json_t *repo = NULL;
+	if (r == 0)
+		r = client_patch(c, path, body, &repo, &err);
+	json_decref(body);
+	if (r < 0)
+		return client_exit(c, r, err);
+	r = c->json ? client_print_json(repo) : print_repo_line(repo);
+	json_decref(repo);
+	return r < 0 ? client_exit(c, r, NULL) : CLIENT_EXIT_OK;
+}
+
+static int repo_rm(struct client *c)
+{
+	int code = client_check_args(c, 1, 1, "repository ID or NAME");
+	if (code != CLIENT_CONTINUE)
+		return code;
+	struct wr_error *err = NULL;
+	int r;
+	_cleanup_free_ char *path = repo_path(c, "", &r, &err);
+	if (!path)
+		return client_exit(c, r, err);
+	json_t *answer = NULL;
+	r = client_delete(c, path, &answer, &err);
+	if (r < 0)
+		return client_exit(c, r, err);
+	if (c->json) {
+		r = client_print_json(answer);
+	} else {
+		_cleanup_free_ char *line =
+		    wr_asprintf("removed %s", c->args[0]);
+		_cleanup_free_ char *clean = line ? client_clean(line) : NULL;
+		if (clean)
+			printf("%s\n", clean);
+		else
+			r = -ENOMEM;
+	}
+	json_decref(answer);
+	return r < 0 ? client_exit(c, r, NULL) : CLIENT_EXIT_OK;
+}
+
+static int repo_refresh(struct client *c)
+{
+	int code = client_check_args(c, 1, 1, "repository ID or NAME");
+	if (code != CLIENT_CONTINUE)
+		return code;
+	json_t *answer = NULL;
+	struct wr_error *err = NULL;
+	int r;
+	_cleanup_free_ char *path = repo_path(c, "/refresh", &r, &err);
+	if (!path)
+		return client_exit(c, r, err);
 	r = client_post(c, path, NULL, &answer, &err);
 	if (r < 0)
 		return client_exit(c, r, err);
@@ -283,8 +393,8 @@ int client_cmd_repo(struct client *c, int argc, char **argv)
 	if (code != CLIENT_CONTINUE)
 		return code;
 	if (c->n_args == 0) {
-		client_usage_error(c,
-				   "missing sub-command: add, ls or refresh");
+		client_usage_error(c, "missing sub-command: add, ls, refresh, "
+				      "set or rm");
 		return CLIENT_EXIT_USAGE;
 	}
 	const char *sub = c->args[0];
@@ -294,19 +404,24 @@ int client_cmd_repo(struct client *c, int argc, char **argv)
 		c->verb = "repo add";
 		return repo_add(c, &o);
 	}
+	if (!strcmp(sub, "set")) {
+		c->verb = "repo set";
+		return repo_set(c, &o);
+	}
 	bool ls = !strcmp(sub, "ls") || !strcmp(sub, "list");
-	if (!ls && strcmp(sub, "refresh")) {
+	bool rm = !strcmp(sub, "rm") || !strcmp(sub, "remove");
+	if (!ls && !rm && strcmp(sub, "refresh")) {
 		client_usage_error(c,
 				   "unknown sub-command '%s' (add, ls, "
-				   "refresh)",
+				   "refresh, set, rm)",
 				   sub);
 		return CLIENT_EXIT_USAGE;
 	}
-	c->verb = ls ? "repo ls" : "repo refresh";
+	c->verb = ls ? "repo ls" : rm ? "repo rm" : "repo refresh";
 	if (o.add_only) {
 		client_usage_error(c, "%s is an option of 'repo add'",
 				   o.add_only);
 		return CLIENT_EXIT_USAGE;
 	}
-	return ls ? repo_ls(c) : repo_refresh(c);
+	return ls ? repo_ls(c) : rm ? repo_rm(c) : repo_refresh(c);
 }
