@@ -895,11 +895,15 @@ int control_repo_refresh(struct control *c, const char *id_or_name,
 	return r;
 }
 
-/* One refresh at a time, in the background: sessions never wait for it
- * (they take the newest ready snapshot), builds do not starve sessions. */
+/* A refresh worker: takes queued repositories one after another, in the
+ * background (sessions never wait for it: they take the newest ready
+ * snapshot, or wait for their own repository's first build). Several run
+ * at once (cfg.build_parallel); builds of one repository are serialised
+ * by control_snapshot_ensure. */
 static void *refresh_main(void *arg)
 {
-	struct control *c = arg;
+	struct refresh_worker *w = arg;
+	struct control *c = w->c;
 	pthread_mutex_lock(&c->mu);
 	while (!c->stopping && c->n_refresh > 0) {
 		char *id = c->refresh_queue[0];
@@ -926,9 +930,66 @@ static void *refresh_main(void *arg)
 		free(id);
 		pthread_mutex_lock(&c->mu);
 	}
-	c->refresh_running = false;
+	w->running = false;
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
+}
+
+/* With mu held: a worker for each queued refresh, up to build_parallel
+ * (a finished worker's thread is joined first). */
+static void refresh_workers_start(struct control *c)
+{
+	unsigned parallel = c->cfg.build_parallel ? c->cfg.build_parallel : 2;
+	if (parallel > CONTROL_BUILD_PARALLEL_MAX)
+		parallel = CONTROL_BUILD_PARALLEL_MAX;
+	unsigned running = 0;
+	for (unsigned i = 0; i < parallel; i++)
+		running += c->refresh_workers[i].running;
+	/* a worker started takes a queued refresh once it runs: at most as
+	 * many new ones as are queued */
+	size_t started_now = 0;
+	for (unsigned i = 0; i < parallel && !c->stopping && running < parallel &&
+			     started_now < c->n_refresh;
+	     i++) {
+		struct refresh_worker *w = &c->refresh_workers[i];
+		if (w->running)
+			continue;
+		if (w->started) {
+			pthread_mutex_unlock(&c->mu);
+			pthread_join(w->thread, NULL);
+			pthread_mutex_lock(&c->mu);
+			w->started = false;
+			if (w->running || c->stopping)
+				continue;
+		}
+		w->c = c;
+		w->running = true;
+		if (pthread_create(&w->thread, NULL, refresh_main, w) == 0) {
+			w->started = true;
+			running++;
+			started_now++;
+		} else {
+			w->running = false;
+		}
+	}
+}
+
+/* After a restart: a build that was queued or running when the server
+ * stopped is queued again (its state file says so). */
+static void refresh_requeue(struct control *c)
+{
+	struct store_repo *repos = NULL;
+	size_t n = 0;
+	if (c->st->ops->repo_list(c->st, &repos, &n, NULL) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		json_t *b = control_build_state(c, repos[i].id);
+		const char *st = json_string_value(json_object_get(b, "state"));
+		if (st && (!strcmp(st, "queued") || !strcmp(st, "building")))
+			control_repo_refresh(c, repos[i].id, NULL);
+		json_decref(b);
+	}
+	store_repos_free(repos, n);
 }
 
 /* Repositories whose refresh interval has passed go to the queue. */
@@ -1203,20 +1264,8 @@ static void *sched_main(void *arg)
 			refresh_due(c);
 			pthread_mutex_lock(&c->mu);
 		}
-		if (c->n_refresh > 0 && !c->refresh_running && !c->stopping) {
-			if (c->refresh_thread_started) {
-				pthread_mutex_unlock(&c->mu);
-				pthread_join(c->refresh_thread, NULL);
-				pthread_mutex_lock(&c->mu);
-				c->refresh_thread_started = false;
-			}
-			c->refresh_running = true;
-			if (pthread_create(&c->refresh_thread, NULL,
-					   refresh_main, c) == 0)
-				c->refresh_thread_started = true;
-			else
-				c->refresh_running = false;
-		}
+		if (c->n_refresh > 0 && !c->stopping)
+			refresh_workers_start(c);
 		pthread_mutex_unlock(&c->mu);
 		admit(c);
 		pthread_mutex_lock(&c->mu);
@@ -1430,6 +1479,8 @@ int control_start(const struct control_config *cfg, struct store *st,
 			control_free(c);
 			return wr_error_wrap(err, "credential broker");
 		}
+		/* what was queued or building when the server stopped */
+		refresh_requeue(c);
 		int e = pthread_create(&c->sched_thread, NULL, sched_main, c);
 		if (e) {
 			control_free(c);
@@ -1472,10 +1523,11 @@ void control_stop(struct control *c)
 		run_free(r);
 		pthread_mutex_lock(&c->mu);
 	}
-	bool refresh = c->refresh_thread_started;
 	pthread_mutex_unlock(&c->mu);
-	if (refresh)
-		pthread_join(c->refresh_thread, NULL);
+	for (unsigned i = 0; i < CONTROL_BUILD_PARALLEL_MAX; i++) {
+		if (c->refresh_workers[i].started)
+			pthread_join(c->refresh_workers[i].thread, NULL);
+	}
 	control_notify(c);
 	control_free(c);
 }

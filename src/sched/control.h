@@ -61,6 +61,8 @@ struct control_staleness {
 	int max_behind; /* commits of the session's ref not in the snapshot */
 };
 
+#define CONTROL_BUILD_PARALLEL_MAX 8
+
 struct control_config {
 	const char *data_dir;	  /* snapshots, layers, sessions/, artifacts/ */
 	const char *warren_bin;	  /* the lean `warren` executable */
@@ -69,6 +71,9 @@ struct control_config {
 	uint64_t min_free_memory; /* admit only while MemAvailable exceeds */
 	/* a build step printing nothing this long is stopped (0: 10 min) */
 	uint64_t build_hung_after_ms;
+	/* snapshot builds of different repositories at once (builds.parallel,
+	 * 1..CONTROL_BUILD_PARALLEL_MAX; 0: 2) */
+	unsigned build_parallel;
 	/* the agent output a session keeps, all turns (0: 64 MiB) */
 	uint64_t max_output_bytes;
 	struct control_limits defaults; /* applied where a session sets none */

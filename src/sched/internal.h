@@ -108,9 +108,14 @@ struct control {
 	pthread_mutex_t build_state_mu; /* DATA/builds/ files */
 	char **refresh_queue; /* repository ids to refresh */
 	size_t n_refresh;
-	bool refresh_running;
-	pthread_t refresh_thread;
-	bool refresh_thread_started;
+	/* the refresh workers: up to cfg.build_parallel builds at once,
+	 * each of another repository (a build of one never waits for
+	 * another's, a hung one included) */
+	struct refresh_worker {
+		struct control *c;
+		pthread_t thread;
+		bool started, running;
+	} refresh_workers[CONTROL_BUILD_PARALLEL_MAX];
 	pid_t build_pids[16]; /* `warren snapshot` children, to stop them */
 
 	/* the spec settings of snapshots already looked at (guarded by

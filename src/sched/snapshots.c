@@ -320,7 +320,14 @@ static int snapshot_ensure(struct control *c, const struct store_repo *repo,
 
 	control_build_state_set(c, repo->id, "building", NULL, NULL);
 	int r = snapshot_refresh(c, repo, policy, report, out, err);
-	if (r < 0)
+	pthread_mutex_lock(&c->mu);
+	bool stopping = c->stopping;
+	pthread_mutex_unlock(&c->mu);
+	if (r < 0 && stopping)
+		/* cut short by the server's stop, not failed: queued again at
+		 * the next start (control.c, refresh_requeue) */
+		control_build_state_set(c, repo->id, "queued", NULL, NULL);
+	else if (r < 0)
 		control_build_state_set(c, repo->id, "failed",
 					err && *err && (*err)->msg
 					    ? (*err)->msg

@@ -834,9 +834,12 @@ int serve_config_load(const char *path, struct serve_config *cfg,
 			cfg->control.verify_retries = (unsigned)x;
 		} else if (!strcmp(key, "builds")) {
 			json_t *h = json_object_get(v, "hung_after");
-			if (!json_is_object(v) || json_object_size(v) != !!h) {
+			json_t *par = json_object_get(v, "parallel");
+			if (!json_is_object(v) ||
+			    json_object_size(v) != (size_t)!!h + !!par) {
 				r = bad(err, path, key,
-					"{\"hung_after\": DURATION}");
+					"{\"hung_after\": DURATION, "
+					"\"parallel\": N}");
 				goto out;
 			}
 			if (h)
@@ -846,6 +849,15 @@ int serve_config_load(const char *path, struct serve_config *cfg,
 			if (r == 0 && h && !cfg->control.build_hung_after_ms)
 				r = bad(err, path, "builds.hung_after",
 					"a duration above 0");
+			uint64_t np = 0;
+			if (r == 0 && par &&
+			    (get_uint(path, "builds.parallel", par,
+				      CONTROL_BUILD_PARALLEL_MAX, &np) < 0 ||
+			     np == 0))
+				r = bad(err, path, "builds.parallel",
+					"an integer 1..8");
+			if (r == 0 && par)
+				cfg->control.build_parallel = (unsigned)np;
 		} else if (!strcmp(key, "api")) {
 			r = load_api(path, v, cfg, err);
 		} else if (!strcmp(key, "review")) {
