@@ -18,6 +18,7 @@
 
 #include "security/audit.h"
 #include "util/alloc.h"
+#include "util/log.h"
 #include "util/cleanup.h"
 
 #include <stdatomic.h>
@@ -42,15 +43,12 @@ void control_audit(struct control *c, const char *session_id, const char *actor,
 	    audit_append(c->data_dir, session_id, actor, kind, details, &err);
 	json_decref(details);
 	if (r < 0 && !atomic_exchange(&audit_failing, true))
-		fprintf(stderr,
-			"warren serve: audit log of session %s: %s: %s (audit "
-			"failures are not logged again until a write "
-			"succeeds)\n",
-			session_id, kind,
-			err && err->msg ? err->msg : "failed");
+		wr_log(WR_LOG_ERROR, "audit",
+		       "audit log of session %s: %s: %s (audit failures are "
+		       "not logged again until a write succeeds)",
+		       session_id, kind, err && err->msg ? err->msg : "failed");
 	else if (r == 0 && atomic_exchange(&audit_failing, false))
-		fprintf(stderr,
-			"warren serve: audit log writes succeed again\n");
+		wr_log(WR_LOG_INFO, "audit", "audit log writes succeed again");
 	wr_error_free(err);
 }
 

@@ -10,6 +10,7 @@
 #include "security/broker.h"
 #include "security/egress.h"
 #include "util/alloc.h"
+#include "util/log.h"
 #include "util/cleanup.h"
 #include "util/parse.h"
 #include "util/spawn.h"
@@ -93,8 +94,8 @@ int64_t control_event(struct control *c, const char *session_id,
 	free(text);
 	if (seq < 0) {
 		const char *name = event_kind_name(kind);
-		fprintf(stderr, "warren serve: session %s: event %s: %s\n",
-			session_id, name ? name : "?",
+		wr_log(WR_LOG_ERROR, "session", "%s: event %s: %s",
+		       session_id, name ? name : "?",
 			err && err->msg ? err->msg : "failed");
 		wr_error_free(err);
 	}
@@ -923,8 +924,8 @@ static void *refresh_main(void *arg)
 			store_repo_clear(&repo);
 		}
 		if (err) {
-			fprintf(stderr, "warren serve: refresh %s: %s\n", id,
-				err->msg ? err->msg : "failed");
+			wr_log(WR_LOG_WARN, "builds", "refresh %s: %s", id,
+			       err->msg ? err->msg : "failed");
 			wr_error_free(err);
 		}
 		free(id);
@@ -1086,8 +1087,8 @@ static void admit(struct control *c)
 	struct wr_error *err = NULL;
 	if (st->ops->session_list_state(st, SESSION_QUEUED, &q, &nq, &err) <
 	    0) {
-		fprintf(stderr, "warren serve: queue: %s\n",
-			err && err->msg ? err->msg : "failed");
+		wr_log(WR_LOG_ERROR, "sched", "queue: %s",
+		       err && err->msg ? err->msg : "failed");
 		wr_error_free(err);
 		return;
 	}
@@ -1352,9 +1353,8 @@ static int reconcile(struct control *c, struct wr_error **err)
 			store_session_clear(&s);
 			struct wr_error *rerr = NULL;
 			if (sandbox_remove(sb[i].name, &rerr) < 0) {
-				fprintf(stderr,
-					"warren serve: stop sandbox %s: %s\n",
-					sb[i].name,
+				wr_log(WR_LOG_WARN, "sched",
+				       "stop sandbox %s: %s", sb[i].name,
 					rerr && rerr->msg ? rerr->msg : "");
 				wr_error_free(rerr);
 			}

@@ -18,6 +18,7 @@
 
 #include "review/review.h"
 #include "util/alloc.h"
+#include "util/log.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
 
@@ -51,8 +52,8 @@ static double mono_ms(void)
 static void log_error(const struct run *run, const char *what,
 		      struct wr_error *err)
 {
-	fprintf(stderr, "warren serve: session %s: %s: %s\n", run->id, what,
-		err && err->msg ? err->msg : "failed");
+	wr_log(WR_LOG_ERROR, "session", "%s: %s: %s", run->id, what,
+	       err && err->msg ? err->msg : "failed");
 }
 
 /* The last line of text (for error messages), trimmed. */

@@ -10,6 +10,7 @@
 #include "snapshot/build.h"
 #include "snapshot/git.h"
 #include "util/alloc.h"
+#include "util/log.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
 
@@ -493,8 +494,8 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 					      json_string(spec->egress[i]));
 		spec_free(spec);
 	} else if (err) {
-		fprintf(stderr, "warren serve: spec of snapshot %.12s: %s\n",
-			snapshot_id, err->msg ? err->msg : "failed");
+		wr_log(WR_LOG_WARN, "builds", "spec of snapshot %.12s: %s",
+		       snapshot_id, err->msg ? err->msg : "failed");
 	}
 	wr_error_free(err);
 	json_decref(m);

@@ -15,6 +15,7 @@
 #include "snapshot/spec.h"
 #include "snapshot/store.h"
 #include "util/alloc.h"
+#include "util/log.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
 
@@ -117,8 +118,8 @@ static void artifact_register(struct control *c, const char *session_id,
 	struct wr_error *err = NULL;
 	if (c->st->ops->artifact_add(c->st, session_id, &a, &err) < 0 &&
 	    (!err || err->errnum != EEXIST))
-		fprintf(stderr, "warren serve: session %s: artifact %s: %s\n",
-			session_id, a.name, err && err->msg ? err->msg : "");
+		wr_log(WR_LOG_WARN, "session", "%s: artifact %s: %s",
+		       session_id, a.name, err && err->msg ? err->msg : "");
 	wr_error_free(err);
 }
 
@@ -386,9 +387,8 @@ static void verify_sandbox_remove(struct run *run, const char *name,
 		wr_error_set(&err, -r, "command line");
 	}
 	if (r < 0)
-		fprintf(stderr,
-			"warren serve: session %s: remove %s: %s\n", run->id,
-			name, err && err->msg ? err->msg : "failed");
+		wr_log(WR_LOG_WARN, "session", "%s: remove %s: %s", run->id,
+		       name, err && err->msg ? err->msg : "failed");
 	wr_error_free(err);
 	wr_rm_rf(upper);
 }
