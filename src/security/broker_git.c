@@ -5,10 +5,10 @@
  * session_server.c's sockets and threads. */
 #include "security/broker_internal.h"
 
-#include "snapshot/git.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
+#include "util/gitenv.h"
 
 #include <errno.h>
 #include <sodium.h>
@@ -147,7 +147,7 @@ static char *url_authority(const char *url)
 int broker_env_build(const struct remote *r, bool creds, struct envv *e)
 {
 	memset(e, 0, sizeof(*e));
-	/* the one locked-down environment of host git (snapshot/git.h);
+	/* the one locked-down environment of host git (util/gitenv.h);
 	 * its GIT_CONFIG_COUNT last, so a credential key can extend it */
 	_cleanup_free_ char *auth =
 	    creds && r->username && r->password && r->url
