@@ -42,7 +42,7 @@ CFLAGS  += $(CFLAGS_COMMON) $(SANFLAGS)
 LDFLAGS += $(SANFLAGS)
 LIBS    := -lseccomp -ljansson -lsodium
 
-UTIL_SRC    := src/util/alloc.c src/util/error.c src/util/fdpass.c src/util/fs.c src/util/url.c src/util/spawn.c \
+UTIL_SRC    := src/util/alloc.c src/util/error.c src/util/fdpass.c src/util/fs.c src/util/url.c src/util/proc.c src/util/spawn.c src/util/gitenv.c \
                src/util/parse.c src/util/log.c src/util/json_alloc.c src/util/capbuf.c
 SANDBOX_SRC := $(wildcard src/sandbox/*.c)
 SNAPSHOT_SRC := $(wildcard src/snapshot/*.c)

@@ -4,12 +4,11 @@
 
 #include "sandbox/request.h"
 
-#include "sched/proc.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
+#include "util/proc.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -112,13 +111,6 @@ static int capture_take(struct capture *c, char **out, size_t *out_len)
 	return 0;
 }
 
-static void set_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-	if (fl >= 0)
-		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
-
 /* The state of one run: the child, its three pipes, the clock. */
 struct run {
 	struct proc p;
@@ -160,12 +152,12 @@ static void feed_stdin(struct run *r)
 static void check_timeout(struct run *r, uint64_t now)
 {
 	if (r->deadline && !r->term_sent && now >= r->deadline) {
-		kill(r->p.pid, SIGTERM);
+		proc_kill(&r->p, SIGTERM);
 		r->term_sent = r->timed_out = true;
 		r->kill_at = now + EXEC_SANDBOX_KILL_GRACE_MS;
 	}
 	if (r->term_sent && !r->kill_sent && now >= r->kill_at) {
-		kill(r->p.pid, SIGKILL);
+		proc_kill(&r->p, SIGKILL);
 		r->kill_sent = true;
 	}
 }
@@ -255,10 +247,6 @@ int exec_sandbox_run(void *ctx, char *const argv[], const void *stdin_data,
 	if (argc == 0)
 		return wr_error_set(
 		    err, EINVAL, "exec in sandbox %s: no command", xs->sandbox);
-	/* execv in the child cannot report why it failed: check here */
-	if (access(xs->warren_bin, X_OK) < 0)
-		return wr_error_set(err, errno, "exec in sandbox %s: %s",
-				    xs->sandbox, xs->warren_bin);
 	struct sandbox_exec_cmd ex = {
 	    .name = xs->sandbox, .cwd = TOOLS_WORKSPACE, .argv = argv};
 	struct sandbox_cmdline cl;
@@ -284,17 +272,25 @@ int exec_sandbox_run(void *ctx, char *const argv[], const void *stdin_data,
 	sigpending(&pending);
 	bool pipe_was_pending = sigismember(&pending, SIGPIPE) == 1;
 
-	int ret = proc_spawn_stdin(cl.argv, &r.in_fd, &r.p, err);
+	/* the client dies with the server (its hang-up makes the sandbox's
+	 * init end the command) */
+	struct proc_spec spec = {
+	    .argv = (const char *const *)cl.argv,
+	    .in = {PROC_PIPE, -1},
+	    .out = {PROC_PIPE, -1},
+	    .err = {PROC_PIPE, -1},
+	    .die_with_parent = true,
+	    .nonblock = true,
+	};
+	int ret = proc_start(&spec, &r.p, err);
 	sandbox_cmdline_clear(&cl);
 	if (ret < 0) {
 		wr_error_wrap(err, "exec in sandbox %s", xs->sandbox);
 		goto restore;
 	}
+	r.in_fd = TAKE_FD(r.p.in_fd);
 	r.out.fd = TAKE_FD(r.p.out_fd);
 	r.err.fd = TAKE_FD(r.p.err_fd);
-	set_nonblock(r.out.fd);
-	set_nonblock(r.err.fd);
-	set_nonblock(r.in_fd);
 	if (timeout_ms)
 		r.deadline = now_ms() + timeout_ms;
 	feed_stdin(&r);
@@ -302,7 +298,7 @@ int exec_sandbox_run(void *ctx, char *const argv[], const void *stdin_data,
 	ret = pump(&r);
 	if (ret < 0) {
 		/* not the command's fault: stop it before reporting */
-		kill(r.p.pid, SIGKILL);
+		proc_kill(&r.p, SIGKILL);
 		wr_error_set(err, -ret, "exec in sandbox %s: %s", xs->sandbox,
 			     argv[0]);
 	}

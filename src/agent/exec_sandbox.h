@@ -2,7 +2,8 @@
  *
  * A struct tools_exec backend that runs each command as
  *   <warren_bin> sandbox exec NAME --cwd /workspace -- ARGV...
- * (the server never enters a sandbox itself: see sched/proc.h). stdin is a
+ * (the server never enters a sandbox itself: it runs the lean `warren`
+ * for that, started by util/proc.h, dying with the server). stdin is a
  * pipe fed with the caller's data; stdout and stderr are captured up to
  * max_output bytes each, the rest read and dropped. On timeout the client
  * gets SIGTERM (it forwards it to the command's process group inside),

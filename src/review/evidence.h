@@ -23,7 +23,7 @@
  *            the artifact directory; binary files judged by git's own
  *            heuristic (no attribute is read);
  *   bundle   base..commit as a bundle for Warren's verification sandbox.
- * Every host git runs in the locked-down environment (snapshot/git.h).
+ * Every host git runs in the locked-down environment (util/gitenv.h).
  * The push (review.h) sends exactly this commit id from the quarantine. */
 #ifndef WR_REVIEW_EVIDENCE_H
 #define WR_REVIEW_EVIDENCE_H

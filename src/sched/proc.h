@@ -10,21 +10,20 @@
 #define WR_SCHED_PROC_H
 
 #include "util/error.h"
+#include "util/proc.h"
 
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-struct proc {
-	pid_t pid;
-	int pidfd;  /* readable when the child exits */
-	int out_fd; /* read end of its stdout, -1 if not piped */
-	int err_fd; /* read end of its stderr, -1 if not piped */
-};
+/* The control plane's shorthands over util/proc.h and util/spawn.h: the
+ * child stays in the server's process group and gets SIGKILL when the
+ * thread that started it ends. struct proc, proc_wait and proc_close are
+ * util/proc.h's. */
 
-/* Starts argv (argv[0] a path) with stdin from /dev/null; stdout and
- * stderr piped, or stderr to log_fd when log_fd >= 0. */
+/* Starts argv with stdin from /dev/null; stdout and stderr piped, or
+ * stderr to log_fd when log_fd >= 0. */
 int proc_spawn(char *const argv[], int log_fd, struct proc *out,
 	       struct wr_error **err);
 /* proc_spawn with stdin from a pipe instead of /dev/null: *in_fd gets the
@@ -33,14 +32,10 @@ int proc_spawn(char *const argv[], int log_fd, struct proc *out,
  * raises SIGPIPE: block it in the writing thread. */
 int proc_spawn_stdin(char *const argv[], int *in_fd, struct proc *out,
 		     struct wr_error **err);
-/* Waits for the child; returns its exit status, 128+N for signal N. */
-int proc_wait(struct proc *p);
-/* Closes the pipes and the pidfd (does not wait). */
-void proc_close(struct proc *p);
 /* Runs argv to completion, keeping at most max bytes of its stdout in
- * *out (NUL-terminated); stderr goes to log_fd (or is kept in *out_err,
- * its last max bytes, when log_fd < 0 and out_err is given). Returns the
- * exit status. */
+ * *out (NUL-terminated, the rest dropped); stderr goes to log_fd (or is
+ * kept in *out_err, its last max bytes, when log_fd < 0 and out_err is
+ * given). Returns the exit status. */
 int proc_run(char *const argv[], size_t max, int log_fd, char **out,
 	     char **out_err, struct wr_error **err);
 /* proc_run with the child's environment set to envp (NULL: inherited). */

@@ -265,7 +265,7 @@ static void set_child(struct conn *cn, pid_t pid)
 /* Moves bytes between the client and the git process until git's output
  * has ended and reached the client; serves the proc-receive hook when it
  * calls. Records bytes and how it ended in rec. */
-static void relay(struct conn *cn, struct child *ch, int hook_fd, json_t *rec)
+static void relay(struct conn *cn, struct proc *ch, int hook_fd, json_t *rec)
 {
 	struct broker *b = cn->b;
 	int client = cn->base.client_fd;
@@ -285,9 +285,9 @@ static void relay(struct conn *cn, struct child *ch, int hook_fd, json_t *rec)
 	while (!(down.eof && down.len == 0)) {
 		struct pollfd p[5] = {
 		    {client, 0, 0},
-		    {ch->in, up.len > up.off ? POLLOUT : 0, 0},
-		    {ch->out, !down.eof && down.len == 0 ? POLLIN : 0, 0},
-		    {err_open ? ch->err : -1, POLLIN, 0},
+		    {ch->in_fd, up.len > up.off ? POLLOUT : 0, 0},
+		    {ch->out_fd, !down.eof && down.len == 0 ? POLLIN : 0, 0},
+		    {err_open ? ch->err_fd : -1, POLLIN, 0},
 		    {hook_fd, POLLIN, 0},
 		};
 		if (!up.eof && up.len == 0)
@@ -323,25 +323,25 @@ static void relay(struct conn *cn, struct child *ch, int hook_fd, json_t *rec)
 				up.eof = true;
 			}
 		}
-		if (up.len > up.off && ch->in >= 0) {
+		if (up.len > up.off && ch->in_fd >= 0) {
 			ssize_t k =
-			    write(ch->in, up.buf + up.off, up.len - up.off);
+			    write(ch->in_fd, up.buf + up.off, up.len - up.off);
 			if (k > 0) {
 				up.off += (size_t)k;
 				up.bytes += (uint64_t)k;
 			} else if (k < 0 && errno != EAGAIN && errno != EINTR) {
 				/* git stopped reading: what the client
 				 * still sends goes nowhere */
-				broker_close_fd(&ch->in);
+				broker_close_fd(&ch->in_fd);
 			}
 		}
-		if (ch->in < 0 || up.off == up.len)
+		if (ch->in_fd < 0 || up.off == up.len)
 			up.len = up.off = 0;
-		if (up.eof && up.len == 0 && ch->in >= 0)
-			broker_close_fd(&ch->in);
+		if (up.eof && up.len == 0 && ch->in_fd >= 0)
+			broker_close_fd(&ch->in_fd);
 		/* git -> client */
 		if (p[2].revents && !down.eof && down.len == 0) {
-			ssize_t k = read(ch->out, down.buf, RELAY_BUF);
+			ssize_t k = read(ch->out_fd, down.buf, RELAY_BUF);
 			if (k > 0) {
 				down.len = (size_t)k;
 				down.off = 0;
@@ -368,7 +368,7 @@ static void relay(struct conn *cn, struct child *ch, int hook_fd, json_t *rec)
 		 * to the client in band) */
 		if (p[3].revents) {
 			char chunk[1024];
-			ssize_t k = read(ch->err, chunk, sizeof(chunk));
+			ssize_t k = read(ch->err_fd, chunk, sizeof(chunk));
 			if (k > 0)
 				broker_tail_add(err_tail, sizeof(err_tail),
 						chunk, (size_t)k);
@@ -402,7 +402,7 @@ static void relay(struct conn *cn, struct child *ch, int hook_fd, json_t *rec)
 			    json_integer((json_int_t)down.bytes));
 out:
 	if (ended) {
-		kill(-ch->pid, SIGKILL);
+		proc_kill(ch, SIGKILL);
 		json_object_set_new(rec, "ended", json_string(ended));
 	}
 	int status = broker_child_reap(ch, EXIT_WAIT_MS);
@@ -608,7 +608,7 @@ static void handle(struct conn *cn, json_t *rec, char *other, size_t other_size)
 		return;
 	}
 	struct envv env;
-	struct child ch;
+	struct proc ch;
 	r = broker_env_build(&s->remote, false, &env);
 	if (r == 0)
 		r = broker_spawn_git(push ? receive : upload, env.v, true,

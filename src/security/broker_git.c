@@ -5,22 +5,19 @@
  * session_server.c's sockets and threads. */
 #include "security/broker_internal.h"
 
-#include "snapshot/git.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
+#include "util/gitenv.h"
+#include "util/proc.h"
+#include "util/spawn.h"
 
 #include <errno.h>
 #include <sodium.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -147,7 +144,7 @@ static char *url_authority(const char *url)
 int broker_env_build(const struct remote *r, bool creds, struct envv *e)
 {
 	memset(e, 0, sizeof(*e));
-	/* the one locked-down environment of host git (snapshot/git.h);
+	/* the one locked-down environment of host git (util/gitenv.h);
 	 * its GIT_CONFIG_COUNT last, so a credential key can extend it */
 	_cleanup_free_ char *auth =
 	    creds && r->username && r->password && r->url
@@ -219,101 +216,32 @@ void broker_close_fd(int *fd)
 	*fd = -1;
 }
 
-/* Starts git (argv[0] "git", found on PATH) in a process group of its own,
- * with a clean signal state, stdout and stderr piped, stdin piped or from
- * /dev/null, extra_fd (if >= 0) as its descriptor 3 and nothing else
- * open. Our ends are non-blocking. */
+/* Starts git (argv[0] "git", found on PATH) in a process group of its own
+ * (util/proc.h: a clean signal state, nothing open but what it is given,
+ * so that a git process never holds a socket of another session's
+ * connection), stdout and stderr piped, stdin piped or from /dev/null,
+ * extra_fd (if >= 0) as its descriptor 3. Our ends are non-blocking. */
 int broker_spawn_git(char *const argv[], char *const envp[], bool pipe_in,
-		     int extra_fd, struct child *out)
+		     int extra_fd, struct proc *out)
 {
-	int in[2] = {-1, -1}, o[2] = {-1, -1}, e[2] = {-1, -1};
-	int r = 0;
-	if ((pipe_in && pipe2(in, O_CLOEXEC) < 0) || pipe2(o, O_CLOEXEC) < 0 ||
-	    pipe2(e, O_CLOEXEC) < 0)
-		return -errno;
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t at;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawnattr_init(&at);
-	if (pipe_in)
-		posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-	else
-		posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY,
-						 0);
-	posix_spawn_file_actions_adddup2(&fa, o[1], 1);
-	posix_spawn_file_actions_adddup2(&fa, e[1], 2);
-	if (extra_fd >= 0)
-		posix_spawn_file_actions_adddup2(&fa, extra_fd, 3);
-	/* the server's own descriptors are O_CLOEXEC; this is the second
-	 * wall, so that a git process never holds a socket of another
-	 * session's connection */
-	posix_spawn_file_actions_addclosefrom_np(&fa, extra_fd >= 0 ? 4 : 3);
-	sigset_t none, def;
-	sigemptyset(&none);
-	sigemptyset(&def);
-	sigaddset(&def, SIGPIPE);
-	sigaddset(&def, SIGTERM);
-	sigaddset(&def, SIGINT);
-	sigaddset(&def, SIGHUP);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &def);
-	posix_spawnattr_setpgroup(&at, 0);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK |
-					  POSIX_SPAWN_SETSIGDEF |
-					  POSIX_SPAWN_SETPGROUP);
-	pid_t pid;
-	int e2 = posix_spawnp(&pid, argv[0], &fa, &at, argv, envp);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&at);
-	broker_close_fd(&in[0]);
-	broker_close_fd(&o[1]);
-	broker_close_fd(&e[1]);
-	if (e2) {
-		r = -e2;
-		broker_close_fd(&in[1]);
-		broker_close_fd(&o[0]);
-		broker_close_fd(&e[0]);
-		return r;
-	}
-	int fds[] = {in[1], o[0], e[0]};
-	for (size_t i = 0; i < ARRAY_SIZE(fds); i++) {
-		int fl = fds[i] >= 0 ? fcntl(fds[i], F_GETFL) : 0;
-		if (fds[i] >= 0)
-			fcntl(fds[i], F_SETFL, fl | O_NONBLOCK);
-	}
-	out->pid = pid;
-	out->in = in[1];
-	out->out = o[0];
-	out->err = e[0];
-	return 0;
+	struct proc_spec s = {
+	    .argv = (const char *const *)argv,
+	    .envp = (const char *const *)envp,
+	    .in = {pipe_in ? PROC_PIPE : PROC_NULL, -1},
+	    .out = {PROC_PIPE, -1},
+	    .err = {PROC_PIPE, -1},
+	    .fd3 = {extra_fd >= 0 ? PROC_FD : PROC_NULL, extra_fd},
+	    .new_group = true,
+	    .nonblock = true,
+	};
+	return proc_start(&s, out, NULL);
 }
 
-/* Waits for the child's exit within ms (then kills its group): the exit
- * status, 128+N for a signal. */
-int broker_child_reap(struct child *ch, int ms)
+int broker_child_reap(struct proc *ch, int ms)
 {
-	int status = 0;
-	double until = broker_mono_ms() + ms;
-	for (;;) {
-		pid_t r = waitpid(ch->pid, &status, WNOHANG);
-		if (r == ch->pid)
-			break;
-		if (r < 0 && errno != EINTR)
-			return -errno;
-		if (broker_mono_ms() > until) {
-			kill(-ch->pid, SIGKILL);
-			while (waitpid(ch->pid, &status, 0) < 0 &&
-			       errno == EINTR)
-				;
-			break;
-		}
-		usleep(2000);
-	}
-	broker_close_fd(&ch->in);
-	broker_close_fd(&ch->out);
-	broker_close_fd(&ch->err);
-	return WIFSIGNALED(status) ? 128 + WTERMSIG(status)
-				   : WEXITSTATUS(status);
+	int status = proc_reap(ch, ms);
+	proc_close(ch);
+	return status;
 }
 
 /* Keeps the last bytes of a stream in tail (NUL-terminated). */
@@ -348,70 +276,37 @@ void broker_last_words(const char *text, char *out, size_t size)
 	redact_userinfo(out);
 }
 
-/* Runs a short git command to its end within timeout_ms: its exit status
- * (or -errno); up to max bytes of its stdout in *out (if out), the tail
- * of its stderr in err_tail. */
+/* Runs a short git command to its end within timeout_ms (then its group
+ * is killed): its exit status (or -errno); up to max bytes of its stdout
+ * in *out (if out), the rest dropped; the tail of its stderr, or what went
+ * wrong, in err_tail. */
 static int git_capture(char *const argv[], char *const envp[], int timeout_ms,
 		       char **out, size_t max, char err_tail[ERR_TAIL])
 {
-	struct child ch;
-	err_tail[0] = '\0';
-	int r = broker_spawn_git(argv, envp, false, -1, &ch);
-	if (r < 0) {
-		snprintf(err_tail, ERR_TAIL, "cannot run git: %s",
-			 strerror(-r));
-		return r;
-	}
-	_cleanup_free_ char *buf = out ? wr_malloc(max + 1) : NULL;
-	size_t len = 0;
-	bool oopen = true, eopen = true, timed_out = false;
-	double until = broker_mono_ms() + timeout_ms;
-	while (oopen || eopen) {
-		int left = (int)(until - broker_mono_ms());
-		if (left <= 0) {
-			timed_out = true;
-			break;
-		}
-		struct pollfd p[2] = {{oopen ? ch.out : -1, POLLIN, 0},
-				      {eopen ? ch.err : -1, POLLIN, 0}};
-		if (poll(p, 2, left) < 0 && errno != EINTR)
-			break;
-		char chunk[4096];
-		if (p[0].revents) {
-			ssize_t n = read(ch.out, chunk, sizeof(chunk));
-			if (n > 0 && buf) {
-				size_t take = (size_t)n;
-				if (len + take > max)
-					take = max - len;
-				memcpy(buf + len, chunk, take);
-				len += take;
-			} else if (n == 0 || (n < 0 && errno != EAGAIN &&
-					      errno != EINTR)) {
-				oopen = false;
-			}
-		}
-		if (p[1].revents) {
-			ssize_t n = read(ch.err, chunk, sizeof(chunk));
-			if (n > 0)
-				broker_tail_add(err_tail, ERR_TAIL, chunk,
-						(size_t)n);
-			else if (n == 0 || (errno != EAGAIN && errno != EINTR))
-				eopen = false;
-		}
-	}
-	if (timed_out) {
-		kill(-ch.pid, SIGKILL);
+	struct spawn_call c = {
+	    .argv = (const char *const *)argv,
+	    .envp = (const char *const *)envp,
+	    .in_fd = -1,
+	    .out_fd = -1,
+	    .out = out,
+	    .out_max = max,
+	    .out_truncate = true,
+	    .timeout_ms = (uint64_t)timeout_ms,
+	};
+	struct wr_error *err = NULL;
+	int status = spawn_run(&c, &err);
+	wr_error_free(err);
+	if (status == -ETIMEDOUT) {
 		snprintf(err_tail, ERR_TAIL, "timed out after %d s",
 			 timeout_ms / 1000);
-	}
-	int status = broker_child_reap(&ch, timed_out ? 0 : EXIT_WAIT_MS);
-	if (timed_out)
-		return -ETIMEDOUT;
-	if (out && buf) {
-		buf[len] = '\0';
-		*out = TAKE_PTR(buf);
-	} else if (out) {
-		return -ENOMEM;
+	} else if (status < 0) {
+		snprintf(err_tail, ERR_TAIL, "cannot run git: %s",
+			 strerror(-status));
+	} else {
+		/* the end of spawn's longer tail: the last words are there */
+		size_t len = strlen(c.err_tail);
+		size_t skip = len >= ERR_TAIL ? len - (ERR_TAIL - 1) : 0;
+		snprintf(err_tail, ERR_TAIL, "%s", c.err_tail + skip);
 	}
 	return status;
 }

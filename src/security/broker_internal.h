@@ -7,6 +7,7 @@
 
 #include "security/broker.h"
 #include "security/session_server.h"
+#include "util/proc.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -86,21 +87,15 @@ struct envv {
 int broker_env_build(const struct remote *r, bool creds, struct envv *e);
 void broker_envv_clear(struct envv *e); /* wipes every string */
 
-/* A git process in a process group of its own. */
-struct child {
-	pid_t pid;
-	int in;	 /* its stdin (our write end), -1 if /dev/null */
-	int out; /* its stdout (our read end) */
-	int err; /* its stderr (our read end) */
-};
-/* Starts git: stdout and stderr piped, stdin piped (pipe_in) or from
- * /dev/null, extra_fd (if >= 0) as its descriptor 3, nothing else open;
- * our ends non-blocking. 0 or -errno. */
+/* Starts git in a process group of its own (util/proc.h): stdout and
+ * stderr piped, stdin piped (pipe_in) or from /dev/null, extra_fd (if >= 0)
+ * as its descriptor 3, nothing else open; our ends non-blocking. 0 or
+ * -errno. */
 int broker_spawn_git(char *const argv[], char *const envp[], bool pipe_in,
-		     int extra_fd, struct child *out);
+		     int extra_fd, struct proc *out);
 /* Waits for its exit within ms (then kills its group); closes our ends.
  * The exit status, 128+N for a signal. */
-int broker_child_reap(struct child *ch, int ms);
+int broker_child_reap(struct proc *ch, int ms);
 void broker_close_fd(int *fd);
 /* Keeps the last bytes of a stream in tail (NUL-terminated). */
 void broker_tail_add(char *tail, size_t size, const char *data, size_t n);

@@ -12,6 +12,7 @@
 #include "util/alloc.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
+#include "util/proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,13 +22,11 @@
 #include <poll.h>
 #include <signal.h>
 #include <sodium.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -416,6 +415,11 @@ static void feed_secrets(int fd, const struct secret_set *secrets)
 	secrets_value_free(payload, len);
 }
 
+/* The whole environment of the builder's children (a step's `warren
+ * sandbox run`, the egress proxy): nothing of ours. */
+static const char *const child_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+					NULL};
+
 /* Runs `warren sandbox run --json ARGS -- sh -c SCRIPT`, streaming its
  * output into the log (and the progress fd), keeping a tail for errors.
  * With secrets, the script's stdin is a pipe they are written to: the
@@ -435,46 +439,25 @@ static int run_step(const struct snap_build_opts *o, const char *label,
 	int built = sandbox_cmdline_run(o->warren, req, &cl);
 	if (built < 0)
 		return wr_error_set(err, -built, "%s: command line", label);
-	char *const *argv = cl.argv;
 	bool feed = secrets && secrets->n > 0;
-	int pipefd[2], in_pipe[2] = {-1, -1};
-	if (pipe2(pipefd, O_CLOEXEC) < 0) {
-		sandbox_cmdline_clear(&cl);
-		return wr_error_set(err, errno, "%s: pipe", label);
-	}
-	if (feed && pipe2(in_pipe, O_CLOEXEC) < 0) {
-		int e = errno;
-		close(pipefd[0]);
-		close(pipefd[1]);
-		sandbox_cmdline_clear(&cl);
-		return wr_error_set(err, e, "%s: pipe", label);
-	}
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	if (feed)
-		posix_spawn_file_actions_adddup2(&fa, in_pipe[0], 0);
-	else
-		posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY,
-						 0);
-	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
-	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
-	static char *const env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-	pid_t pid;
-	int sr =
-	    posix_spawn(&pid, o->warren, &fa, NULL, argv, env);
+	/* stdout and stderr one stream, in the order written; PDEATHSIG
+	 * until `--die-with-parent` takes over (SIGTERM, which tears the
+	 * sandbox down) */
+	struct proc_spec spec = {
+	    .argv = (const char *const *)cl.argv,
+	    .envp = child_env,
+	    .in = {feed ? PROC_PIPE : PROC_NULL, -1},
+	    .out = {PROC_PIPE, -1},
+	    .err = {PROC_STDOUT, -1},
+	    .die_with_parent = true,
+	};
+	struct proc child;
+	int sr = proc_start(&spec, &child, err);
 	sandbox_cmdline_clear(&cl);
-	posix_spawn_file_actions_destroy(&fa);
-	close(pipefd[1]);
+	if (sr < 0)
+		return wr_error_wrap(err, "%s", label);
 	if (feed)
-		close(in_pipe[0]);
-	if (sr != 0) {
-		close(pipefd[0]);
-		if (feed)
-			close(in_pipe[1]);
-		return wr_error_set(err, sr, "%s: run %s", label, o->warren);
-	}
-	if (feed)
-		feed_secrets(in_pipe[1], secrets);
+		feed_secrets(TAKE_FD(child.in_fd), secrets);
 	r->exit_code = -1;
 	/* Lines as they come; a step that prints nothing for hung_after is
 	 * hung (a hook retrying DNS for ever must not hold every other
@@ -486,7 +469,7 @@ static int run_step(const struct snap_build_opts *o, const char *label,
 	size_t used = 0;
 	bool killed = false;
 	for (bool open_ = line != NULL; open_;) {
-		struct pollfd pfd = {pipefd[0], POLLIN, 0};
+		struct pollfd pfd = {child.out_fd, POLLIN, 0};
 		int pr = poll(&pfd, 1,
 			      killed ? -1
 				     : (int)(hung_after > INT32_MAX ? INT32_MAX
@@ -494,13 +477,14 @@ static int run_step(const struct snap_build_opts *o, const char *label,
 		if (pr < 0 && errno == EINTR)
 			continue;
 		if (pr == 0) {
-			kill(pid, SIGTERM);
+			proc_kill(&child, SIGTERM);
 			killed = true;
 			r->hung_ms = hung_after;
 			continue;
 		}
 		char buf[8192];
-		ssize_t got = pr < 0 ? -1 : read(pipefd[0], buf, sizeof(buf));
+		ssize_t got =
+		    pr < 0 ? -1 : read(child.out_fd, buf, sizeof(buf));
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got <= 0)
@@ -524,12 +508,12 @@ static int run_step(const struct snap_build_opts *o, const char *label,
 	if (line && feed)
 		sodium_memzero(line, STEP_LINE_MAX + 1);
 	free(line);
-	close(pipefd[0]);
-	int status;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	/* ours closed first: a step still writing gets EPIPE, not a full
+	 * pipe nobody reads */
+	proc_close(&child);
+	int status = proc_wait(&child);
 	if (r->exit_code < 0)
-		r->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 125;
+		r->exit_code = status >= 0 ? status : 125;
 	return 0;
 }
 
@@ -547,19 +531,20 @@ static const char *const proxy_env[] = {
 };
 
 struct build_proxy {
-	pid_t pid; /* -1: none */
+	bool running; /* false: no proxy (none needed, or stopped) */
+	struct proc child;
 	char *dir;   /* DATA/build-egress.<pid>: the socket's */
 	char *relay; /* warren-relay, bound in */
 };
 
 static void proxy_stop(struct build_proxy *p)
 {
-	if (p->pid > 0) {
-		kill(p->pid, SIGTERM);
-		while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
-			;
+	if (p->running) {
+		proc_kill(&p->child, SIGTERM);
+		proc_wait(&p->child);
+		proc_close(&p->child);
+		p->running = false;
 	}
-	p->pid = -1;
 	/* the proxy removes it; a proxy that was killed could not */
 	if (p->dir)
 		wr_rm_rf(p->dir);
@@ -584,13 +569,12 @@ static bool proxy_ready(int fd)
 }
 
 /* Starts warren-egress for the spec's hosts (egress + buildEgress), its
- * decisions going to the build log. Nothing to do (p->pid -1) when the
+ * decisions going to the build log. Nothing to do (not running) when the
  * spec names none: the build has no network, as before. */
 static int proxy_start(const struct snap_build_opts *o, const struct spec *spec,
 		       int log_fd, struct build_proxy *p, struct wr_error **err)
 {
 	memset(p, 0, sizeof(*p));
-	p->pid = -1;
 	size_t hosts = spec->n_egress + spec->n_build_egress;
 	if (hosts == 0)
 		return 0;
@@ -644,23 +628,24 @@ static int proxy_start(const struct snap_build_opts *o, const struct spec *spec,
 		proxy_stop(p);
 		return wr_error_set(err, e, "egress: pipe");
 	}
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, log_fd, 1);
-	posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
-	posix_spawn_file_actions_adddup2(&fa, ready[1], 3);
-	static char *const env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-	int sr = posix_spawn(&p->pid, proxy, &fa, NULL, (char *const *)argv,
-			     env);
-	posix_spawn_file_actions_destroy(&fa);
+	/* its output into the log; "ready" on descriptor 3. PDEATHSIG
+	 * until the proxy sets its own (SIGTERM, which removes its socket) */
+	struct proc_spec ps = {
+	    .argv = argv,
+	    .envp = child_env,
+	    .out = {PROC_FD, log_fd},
+	    .err = {PROC_STDOUT, -1},
+	    .fd3 = {PROC_FD, ready[1]},
+	    .die_with_parent = true,
+	};
+	int sr = proc_start(&ps, &p->child, err);
 	close(ready[1]);
-	if (sr != 0) {
+	if (sr < 0) {
 		close(ready[0]);
-		p->pid = -1;
 		proxy_stop(p);
-		return wr_error_set(err, sr, "egress: run %s", proxy);
+		return wr_error_wrap(err, "egress");
 	}
+	p->running = true;
 	bool up = proxy_ready(ready[0]);
 	close(ready[0]);
 	if (!up) {
@@ -684,7 +669,7 @@ static int proxy_start(const struct snap_build_opts *o, const struct spec *spec,
 static void proxy_request(const struct build_proxy *p,
 			  struct sandbox_request *req)
 {
-	if (p->pid <= 0)
+	if (!p->running)
 		return;
 	req->binds[req->n_binds++] =
 	    (struct sandbox_bind){p->dir, EGRESS_SANDBOX_DIR, true};
@@ -698,7 +683,7 @@ static void proxy_request(const struct build_proxy *p,
  * with the step's sandbox). Caller frees; NULL when out of memory. */
 static char *proxy_script(const struct build_proxy *p, const char *script)
 {
-	if (p->pid <= 0)
+	if (!p->running)
 		return wr_strdup(script);
 	return wr_asprintf("%s %s || { echo 'warren: the egress relay did not "
 			   "start' >&2; exit 125; }\n%s",
@@ -988,7 +973,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	int log_fd = -1;
 	struct step_result step = {0};
 	struct secret_set secrets = {0};
-	struct build_proxy proxy = {.pid = -1};
+	struct build_proxy proxy = {0};
 	int r = snap_store_open(o->data_dir, &store, err);
 	if (r < 0)
 		goto out;

@@ -8,23 +8,10 @@
 #define WR_SNAPSHOT_GIT_H
 
 #include "util/error.h"
+#include "util/gitenv.h" /* every git below runs in git_locked_env() */
 
 #include <stddef.h>
 #include <stdint.h>
-
-/* Every git Warren runs on the host runs in one locked-down environment
- * (git.c says what it holds): no configuration but the repository's own
- * and the lock-down's, no hooks, fsmonitor, attributes or replace
- * objects. The lock-down's configuration is GIT_CONFIG_KEY_0.. up to
- * GIT_LOCKED_CONFIG_COUNT - 1; a caller that adds its own keys numbers
- * them from there and replaces GIT_CONFIG_COUNT. */
-#define GIT_LOCKED_CONFIG_COUNT 6
-#define GIT_LOCKED_CONFIG_COUNT_TEXT "6"
-const char *const *git_locked_env(void);
-/* The locked environment with vars ("NAME=value", NULL-terminated) in
- * front (they win over the lock-down's): an array of borrowed strings,
- * the caller frees the array only. */
-char **git_env_with(const char *const *vars);
 
 /* One host git: argv without "git"; vars added to the locked environment
  * (GIT_DIR, GIT_INDEX_FILE, the author...); stdin from in_fd (-1:

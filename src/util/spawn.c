@@ -3,14 +3,13 @@
 
 #include "util/alloc.h"
 #include "util/cleanup.h"
+#include "util/proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,10 +22,10 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Keeps the last SPAWN_ERR_TAIL - 1 bytes of what stderr said. */
-static void tail_add(char *tail, size_t *len, const char *buf, size_t n)
+/* Keeps the last cap bytes of what a stream said in tail. */
+static void tail_add(char *tail, size_t cap, size_t *len, const char *buf,
+		     size_t n)
 {
-	const size_t cap = SPAWN_ERR_TAIL - 1;
 	if (n >= cap) {
 		memcpy(tail, buf + n - cap, cap);
 		*len = cap;
@@ -55,12 +54,19 @@ static int write_all(int fd, const char *buf, size_t n)
 	return 0;
 }
 
+/* What the drain keeps of stderr: the short tail, and the caller's. */
+struct err_keep {
+	size_t tail_len;
+	char *buf; /* err_out's, NULL if not asked */
+	size_t len, max;
+};
+
 /* Reads stdout and stderr until both close, the cap or the deadline. */
 static int drain(struct spawn_call *c, int op, int ep, char *buf,
-		 uint64_t max, size_t *used, size_t *tail_len)
+		 uint64_t max, size_t *used, struct err_keep *ek)
 {
 	uint64_t deadline = c->timeout_ms ? mono_ms() + c->timeout_ms : 0;
-	bool out_open = op >= 0, err_open = true;
+	bool out_open = op >= 0, err_open = ep >= 0;
 	while (out_open || err_open) {
 		int wait = -1;
 		if (deadline) {
@@ -84,110 +90,93 @@ static int drain(struct spawn_call *c, int op, int ep, char *buf,
 			if (n <= 0) {
 				out_open = false;
 			} else {
-				if (*used + (uint64_t)n > max)
-					return -EFBIG;
+				size_t take = (size_t)n;
+				if (*used + take > max) {
+					if (!c->out_truncate)
+						return -EFBIG;
+					take = (size_t)(max - *used);
+				}
 				if (buf) {
-					memcpy(buf + *used, chunk, (size_t)n);
+					memcpy(buf + *used, chunk, take);
 				} else if (c->out_fd >= 0) {
 					int r = write_all(c->out_fd, chunk,
-							  (size_t)n);
+							  take);
 					if (r < 0)
 						return r;
 				}
-				*used += (size_t)n;
+				*used += take;
 			}
 		}
 		if (pfd[1].revents) {
 			ssize_t n = read(ep, chunk, sizeof(chunk));
 			if (n < 0 && errno == EINTR)
 				continue;
-			if (n <= 0)
+			if (n <= 0) {
 				err_open = false;
-			else
-				tail_add(c->err_tail, tail_len, chunk,
-					 (size_t)n);
+			} else {
+				tail_add(c->err_tail, SPAWN_ERR_TAIL - 1,
+					 &ek->tail_len, chunk, (size_t)n);
+				if (ek->buf)
+					tail_add(ek->buf, ek->max, &ek->len,
+						 chunk, (size_t)n);
+			}
 		}
 	}
 	return 0;
 }
 
+static void track(struct spawn_call *c, pid_t pid)
+{
+	if (!c->track)
+		return;
+	pthread_mutex_lock(c->track_mu);
+	*c->track = pid;
+	pthread_mutex_unlock(c->track_mu);
+}
+
 int spawn_run(struct spawn_call *c, struct wr_error **err)
 {
 	c->err_tail[0] = '\0';
-	bool want_out = c->out_fd >= 0 || c->out;
+	bool capture = c->out_fd < 0 && c->out;
+	bool err_to_fd = c->err_fd > 0;
 	uint64_t max = c->out_max ? c->out_max : SPAWN_DEFAULT_MAX;
-	int op[2] = {-1, -1}, ep[2] = {-1, -1};
-	if (pipe2(ep, O_CLOEXEC) < 0)
-		return wr_error_set(err, errno, "%s: pipe", c->argv[0]);
-	if (want_out && pipe2(op, O_CLOEXEC) < 0) {
-		int r = wr_error_set(err, errno, "%s: pipe", c->argv[0]);
-		close(ep[0]);
-		close(ep[1]);
+	struct err_keep ek = {
+	    .max = c->err_max ? c->err_max : SPAWN_DEFAULT_MAX};
+	_cleanup_free_ char *buf = capture ? wr_malloc(max + 1) : NULL;
+	_cleanup_free_ char *ebuf =
+	    c->err_out && !err_to_fd ? wr_malloc(ek.max + 1) : NULL;
+	if ((capture && !buf) || (c->err_out && !err_to_fd && !ebuf))
+		return wr_error_set(err, ENOMEM, "%s: output", c->argv[0]);
+	ek.buf = ebuf;
+	struct proc_spec s = {
+	    .argv = c->argv,
+	    .envp = c->envp,
+	    .in = c->in_fd >= 0 ? (struct proc_stdio){PROC_FD, c->in_fd}
+				: (struct proc_stdio){PROC_NULL, -1},
+	    .out = {c->out_fd >= 0 || capture ? PROC_PIPE : PROC_NULL, -1},
+	    .err = err_to_fd ? (struct proc_stdio){PROC_FD, c->err_fd}
+			     : (struct proc_stdio){PROC_PIPE, -1},
+	    /* a group of its own: the deadline kills all of it */
+	    .new_group = !c->keep_group,
+	    .die_with_parent = c->die_with_parent,
+	};
+	struct proc p;
+	int r = proc_start(&s, &p, err);
+	if (r < 0)
 		return r;
-	}
-	_cleanup_free_ char *buf = NULL;
-	if (c->out_fd < 0 && c->out) {
-		buf = wr_malloc(max + 1);
-		if (!buf) {
-			close(ep[0]);
-			close(ep[1]);
-			close(op[0]);
-			close(op[1]);
-			return wr_error_set(err, ENOMEM, "%s: output",
-					    c->argv[0]);
-		}
-	}
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	if (c->in_fd >= 0)
-		posix_spawn_file_actions_adddup2(&fa, c->in_fd, 0);
-	else
-		posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY,
-						 0);
-	if (want_out)
-		posix_spawn_file_actions_adddup2(&fa, op[1], 1);
-	else
-		posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY,
-						 0);
-	posix_spawn_file_actions_adddup2(&fa, ep[1], 2);
-	/* a group of its own: the deadline kills all of it; default signal
-	 * dispositions and an empty mask, whatever the calling thread had */
-	posix_spawnattr_t at;
-	posix_spawnattr_init(&at);
-	sigset_t none, all;
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_setsigmask(&at, &none);
-	posix_spawnattr_setsigdefault(&at, &all);
-	posix_spawnattr_setpgroup(&at, 0);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP |
-					  POSIX_SPAWN_SETSIGMASK |
-					  POSIX_SPAWN_SETSIGDEF);
-	pid_t pid;
-	int sr = posix_spawnp(&pid, c->argv[0], &fa, &at,
-			      (char *const *)c->argv, (char *const *)c->envp);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&at);
-	close(ep[1]);
-	if (want_out)
-		close(op[1]);
-	if (sr != 0) {
-		close(ep[0]);
-		if (want_out)
-			close(op[0]);
-		return wr_error_set(err, sr, "run %s", c->argv[0]);
-	}
-	size_t used = 0, tail_len = 0;
-	int dr = drain(c, want_out ? op[0] : -1, ep[0], buf, max, &used,
-		       &tail_len);
+	track(c, p.pid);
+	size_t used = 0;
+	int dr = drain(c, p.out_fd, p.err_fd, buf, max, &used, &ek);
 	if (dr < 0)
-		kill(-pid, SIGKILL);
-	close(ep[0]);
-	if (want_out)
-		close(op[0]);
-	int status;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+		proc_kill(&p, SIGKILL);
+	/* ours closed before the wait: a child still writing gets EPIPE
+	 * rather than a full pipe nobody reads */
+	proc_close(&p);
+	/* before the reap: the pid must not be signalled once it may be
+	 * reused */
+	track(c, 0);
+	int status = proc_wait(&p);
+	size_t tail_len = ek.tail_len;
 	c->err_tail[tail_len] = '\0';
 	while (tail_len && (c->err_tail[tail_len - 1] == '\n' ||
 			    c->err_tail[tail_len - 1] == ' '))
@@ -202,13 +191,17 @@ int spawn_run(struct spawn_call *c, struct wr_error **err)
 				    (unsigned long long)c->timeout_ms);
 	if (dr < 0)
 		return wr_error_set(err, -dr, "%s: output", c->argv[0]);
+	if (status < 0)
+		return wr_error_set(err, -status, "%s: wait", c->argv[0]);
 	if (c->out_len)
 		*c->out_len = used;
 	if (buf) {
 		buf[used] = '\0';
 		*c->out = TAKE_PTR(buf);
 	}
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return WEXITSTATUS(status);
+	if (ebuf) {
+		ebuf[ek.len] = '\0';
+		*c->err_out = TAKE_PTR(ebuf);
+	}
+	return status;
 }
