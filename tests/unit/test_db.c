@@ -602,6 +602,13 @@ static void test_tokens_migration(void **state)
 		"CREATE TABLE schema_version (version INTEGER PRIMARY KEY,"
 		"  applied_ms BIGINT NOT NULL);"
 		"INSERT INTO schema_version VALUES (1, 0);"
+		/* as version 1 made it (later migrations change it too) */
+		"CREATE TABLE repositories (id TEXT PRIMARY KEY,"
+		"  name TEXT NOT NULL UNIQUE, url TEXT NOT NULL,"
+		"  default_ref TEXT, agent_json TEXT,"
+		"  refresh_ms BIGINT NOT NULL DEFAULT 0,"
+		"  created_ms BIGINT NOT NULL,"
+		"  last_refresh_ms BIGINT NOT NULL DEFAULT 0);"
 		"CREATE TABLE tokens (hash TEXT PRIMARY KEY,"
 		"  user_name TEXT NOT NULL, role TEXT NOT NULL,"
 		"  created_ms BIGINT NOT NULL,"
