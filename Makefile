@@ -70,7 +70,7 @@ SERVER_LIBS := -lmicrohttpd -lsqlite3 -lcurl -ljansson -lsodium -lseccomp -lpthr
 # The API client verbs (`warren run|sessions|show|logs|send|cancel|repo`).
 CLIENT_SRC  := $(wildcard src/cli/client/*.c)
 CLIENT_OBJ  := $(CLIENT_SRC:%.c=$(BUILD)/obj/%.o)
-CLIENT_LIBS := -lcurl -ljansson
+CLIENT_LIBS := -lcurl -ljansson -lm
 
 # The egress proxy of one snapshot build (src/cli/proxy/main.c), which
 # `warren snapshot build` runs beside the build's sandboxes: the proxy of

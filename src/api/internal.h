@@ -251,6 +251,7 @@ int api_session_message(struct api_ctx *c);
 int api_session_cancel(struct api_ctx *c);
 int api_session_approve(struct api_ctx *c);
 int api_session_reject(struct api_ctx *c);
+int api_session_check(struct api_ctx *c);
 int api_session_diff(struct api_ctx *c);
 int api_session_artifacts(struct api_ctx *c);
 int api_session_artifact(struct api_ctx *c);

@@ -284,6 +284,8 @@ static const struct route routes[] = {
      api_session_approve, REVIEWERS, "approving a session", NULL},
     {"sessions/*/reject", "POST", 's', BODY_OPTIONAL, NULL, api_session_reject,
      REVIEWERS, "rejecting a session", NULL},
+    {"sessions/*/check", "POST", 's', BODY_REQUIRED, NULL, api_session_check,
+     REVIEWERS, "checking a session", NULL},
     {"sessions/*/diff", "GET", 's', BODY_NONE, NULL, api_session_diff, ANY_ROLE,
      NULL, NULL},
     {"sessions/*/artifacts", "GET", 's', BODY_NONE, NULL, api_session_artifacts,

@@ -21,7 +21,7 @@ static const char *const server_verbs[] = {"serve", NULL};
 static const char *const client_verbs[] = {
     "run",    "sessions", "show",   "logs",   "send",
     "cancel", "repo",	  "token",  "secret", "snapshots",
-    "diff",   "approve",  "reject", "stats",  NULL};
+    "diff",   "approve",  "reject", "stats",  "eval", NULL};
 
 static bool verb_in(const char *verb, const char *const *list)
 {

@@ -176,6 +176,23 @@ int control_reject(struct control *c, const char *session_id,
 		   const char *user, const char *reason,
 		   struct wr_error **err);
 
+/* An eval's hidden tests on a session's result (POST
+ * /api/v1/sessions/{id}/check): each of commands ([{"kind": "fail_to_pass"
+ * or "pass_to_pass", "command": a shell line}], checked by the API) runs
+ * as `/bin/sh -c` in /workspace of a fresh sandbox at the result commit,
+ * the path of Warren's own verification (work.c); tests (NULL, or
+ * {"relative/path": "content"}) are written to the session's evidence
+ * directory, bound read-only at $WARREN_TASK_TESTS of that sandbox only,
+ * and removed after. -EPERM (bad input) unless the session has a result
+ * and no turn running; -EBUSY while it is checked already, or beyond
+ * CONTROL_CHECKS_MAX checks at once. *out: {"session", "commit", "passed",
+ * "results": [{"kind", "command", "status", "ms", "output"}], "sandbox":
+ * "fresh", "setup_ms", "teardown_ms"}. Runs in the caller's thread. */
+#define CONTROL_CHECKS_MAX 8
+int control_check(struct control *c, const char *session_id,
+		  const json_t *commands, const json_t *tests, json_t **out,
+		  struct wr_error **err);
+
 /* Pilot numbers (GET /api/v1/stats): sessions by outcome, verify pass
  * rate on the first attempt and after retries, model tokens and cost,
  * sandbox-seconds, reviewer minutes (review to decision), accepted

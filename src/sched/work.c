@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,8 @@ static double mono_now_ms(void)
 #define VERIFY_MAX_OUTPUT (16u << 10)
 /* where the verification sandbox sees the result's bundle */
 #define VERIFY_BUNDLE_DIR "/run/warren-result"
+/* where a check's sandbox sees the hidden tests ($WARREN_TASK_TESTS) */
+#define CHECK_TESTS_DIR "/run/warren-task-tests"
 
 /* How tools and review reach the session's sandbox. */
 struct work_env {
@@ -345,7 +348,8 @@ bool work_has_verify(const struct run *run)
  * left in its workspace exists there: only the snapshot's own build. */
 static int verify_sandbox_create(struct run *run, const char *name,
 				 const char *upper, const char *bundle_dir,
-				 const char *commit, struct wr_error **err)
+				 const char *commit, const char *tests_dir,
+				 struct wr_error **err)
 {
 	struct control *c = run->ctl;
 	struct sandbox_request req = {
@@ -361,6 +365,12 @@ static int verify_sandbox_create(struct run *run, const char *name,
 	if (strcmp(commit, run->base))
 		req.binds[req.n_binds++] =
 		    (struct sandbox_bind){bundle_dir, VERIFY_BUNDLE_DIR, true};
+	/* a check's hidden tests: only ever in this sandbox, read-only */
+	if (tests_dir) {
+		req.binds[req.n_binds++] =
+		    (struct sandbox_bind){tests_dir, CHECK_TESTS_DIR, true};
+		req.env[req.n_env++] = "WARREN_TASK_TESTS=" CHECK_TESTS_DIR;
+	}
 	run_sandbox_request(run, &req);
 	struct sandbox_cmdline cl;
 	int r = sandbox_cmdline_create(c->warren_bin, &req, &cl);
@@ -467,8 +477,22 @@ static int verify_reinstall(struct run *run, const struct tools_exec *ex,
 	return 0;
 }
 
-int work_verify(struct run *run, const json_t *result, json_t **out,
-		struct wr_error **err)
+/* What a fresh sandbox at a result commit runs: Warren's verification
+ * (the spec's commands, "wv-<id>") or a check (the hidden tests of an
+ * eval's task, "wc-<id>", with tests_dir bound at CHECK_TESTS_DIR). */
+struct fresh_job {
+	const char *prefix; /* of the sandbox's name: "wv", "wc" */
+	const char *upper;  /* under the session's evidence directory */
+	char ***argvs;	    /* NULL: the spec's verify commands */
+	size_t n;
+	const char *tests_dir;
+};
+
+/* The commands of job on result's commit, in a fresh sandbox from the
+ * session's snapshot; *out as review_verify's, naming the commit. */
+static int verify_fresh(struct run *run, const json_t *result,
+			const struct fresh_job *job, json_t **out,
+			struct wr_error **err)
 {
 	struct control *c = run->ctl;
 	const char *commit =
@@ -476,9 +500,10 @@ int work_verify(struct run *run, const json_t *result, json_t **out,
 	if (!commit)
 		return wr_error_set(err, EPROTO, "verify: no result commit");
 	char name[64];
-	snprintf(name, sizeof(name), "wv-%s", run->id);
-	_cleanup_free_ char *upper = wr_asprintf(
-	    "%s/sessions/%s/evidence/verify-upper", c->data_dir, run->id);
+	snprintf(name, sizeof(name), "%s-%s", job->prefix, run->id);
+	_cleanup_free_ char *upper =
+	    wr_asprintf("%s/sessions/%s/evidence/%s", c->data_dir, run->id,
+			job->upper);
 	_cleanup_free_ char *bundle_dir =
 	    evidence_bundle_dir(c->data_dir, run->id);
 	if (!upper || !bundle_dir)
@@ -487,7 +512,7 @@ int work_verify(struct run *run, const json_t *result, json_t **out,
 	/* one of an earlier life (a server killed mid-verification) */
 	verify_sandbox_remove(run, name, upper);
 	int r = verify_sandbox_create(run, name, upper, bundle_dir, commit,
-				      err);
+				      job->tests_dir, err);
 	if (r < 0) {
 		verify_sandbox_remove(run, name, upper);
 		return r;
@@ -539,8 +564,11 @@ int work_verify(struct run *run, const json_t *result, json_t **out,
 	if (r == 0 && failed)
 		*out = failed;
 	else if (r == 0)
-		r = review_verify(&w.ex, w.tools.verify_argv, w.tools.n_verify,
-				  VERIFY_MAX_OUTPUT, out, err);
+		r = job->argvs ? review_verify(&w.ex, job->argvs, job->n,
+					       VERIFY_MAX_OUTPUT, out, err)
+			       : review_verify(&w.ex, w.tools.verify_argv,
+					       w.tools.n_verify,
+					       VERIFY_MAX_OUTPUT, out, err);
 	env_clear(&w);
 	double t1 = mono_now_ms();
 	verify_sandbox_remove(run, name, upper);
@@ -554,6 +582,13 @@ int work_verify(struct run *run, const json_t *result, json_t **out,
 	json_object_set_new(*out, "teardown_ms",
 			    json_real(mono_now_ms() - t1));
 	return 0;
+}
+
+int work_verify(struct run *run, const json_t *result, json_t **out,
+		struct wr_error **err)
+{
+	const struct fresh_job job = {.prefix = "wv", .upper = "verify-upper"};
+	return verify_fresh(run, result, &job, out, err);
 }
 
 /* The manifest's record of what the snapshot build produced. */
@@ -716,4 +751,212 @@ json_t *work_collect_artifacts(struct run *run)
 	}
 	env_clear(&w);
 	return names;
+}
+
+/* ---- a check: an eval's hidden tests on the result ------------------------ */
+
+/* Sessions being checked now (one check per session at a time: the
+ * sandbox is named after it), and how many in all: a check's sandbox
+ * runs beside the scheduler's admission, so their number is capped. */
+static pthread_mutex_t check_mu = PTHREAD_MUTEX_INITIALIZER;
+static char checking[CONTROL_CHECKS_MAX][STORE_ID_MAX];
+
+static int check_claim(const char *id, struct wr_error **err)
+{
+	int r = -EBUSY, slot = -1;
+	pthread_mutex_lock(&check_mu);
+	for (int i = 0; i < CONTROL_CHECKS_MAX; i++) {
+		if (!strcmp(checking[i], id)) {
+			slot = -2;
+			break;
+		}
+		if (slot == -1 && !checking[i][0])
+			slot = i;
+	}
+	if (slot >= 0) {
+		snprintf(checking[slot], STORE_ID_MAX, "%s", id);
+		r = 0;
+	}
+	pthread_mutex_unlock(&check_mu);
+	if (r < 0 && slot == -2)
+		wr_error_set(err, EBUSY, "session %s is being checked already",
+			     id);
+	else if (r < 0)
+		wr_error_set(err, EBUSY,
+			     "%d checks are running already; try again later",
+			     CONTROL_CHECKS_MAX);
+	return r;
+}
+
+static void check_release(const char *id)
+{
+	pthread_mutex_lock(&check_mu);
+	for (int i = 0; i < CONTROL_CHECKS_MAX; i++)
+		if (!strcmp(checking[i], id))
+			checking[i][0] = '\0';
+	pthread_mutex_unlock(&check_mu);
+}
+
+/* Writes tests ({"relative/path": "content"}, checked by the API) under
+ * dir, directories 0755 and files 0644: the sandbox reads them as
+ * another uid. */
+static int check_write_tests(const char *dir, const json_t *tests,
+			     struct wr_error **err)
+{
+	wr_rm_rf(dir);
+	if (wr_mkdir_p(dir, 0755) < 0)
+		return wr_error_set(err, errno, "check: %s", dir);
+	const char *rel;
+	json_t *v;
+	json_object_foreach((json_t *)tests, rel, v)
+	{
+		/* the API's rules, again: relative, no "." or ".." part */
+		if (!rel[0] || rel[0] == '/' || strstr(rel, "..") ||
+		    !json_is_string(v))
+			return wr_error_input(err, EINVAL,
+					      "tests: bad path \"%.100s\"", rel);
+		_cleanup_free_ char *path = wr_asprintf("%s/%s", dir, rel);
+		if (!path)
+			return wr_error_set(err, ENOMEM, "check");
+		char *slash = strrchr(path, '/');
+		*slash = '\0';
+		if (wr_mkdir_p(path, 0755) < 0)
+			return wr_error_set(err, errno, "check: %s", path);
+		*slash = '/';
+		if (wr_write_file_atomic(path, json_string_value(v),
+					 json_string_length(v), 0644,
+					 false) < 0)
+			return wr_error_set(err, errno, "check: write %s",
+					    rel);
+	}
+	return 0;
+}
+
+/* A run that is no runner's: what a fresh sandbox of the session needs
+ * (its snapshot and base, its limits and backend), read from the store. */
+static int check_run_init(struct control *c, const struct store_session *s,
+			  const json_t *result, struct run *run,
+			  struct wr_error **err)
+{
+	memset(run, 0, sizeof(*run));
+	run->ctl = c;
+	snprintf(run->id, sizeof(run->id), "%s", s->id);
+	const char *base = json_string_value(json_object_get(result, "base"));
+	if (!s->snapshot_id || !base || strlen(base) != 40)
+		return wr_error_set(err, EPROTO,
+				    "session %s: no snapshot or base recorded",
+				    s->id);
+	snprintf(run->base, sizeof(run->base), "%s", base);
+	snprintf(run->snapshot_id, sizeof(run->snapshot_id), "%s",
+		 s->snapshot_id);
+	struct snap_store *store = NULL;
+	struct snap_manifest *m = NULL;
+	int r = snap_store_open(c->data_dir, &store, err);
+	if (r == 0)
+		r = snap_store_get(store, s->snapshot_id, &m, err);
+	if (r == 0 && m->commit)
+		snprintf(run->snapshot_commit, sizeof(run->snapshot_commit),
+			 "%s", m->commit);
+	snap_manifest_free(m);
+	snap_store_close(store);
+	if (r < 0)
+		return wr_error_wrap(err, "session %s: snapshot %s", s->id,
+				     s->snapshot_id);
+	struct control_limits asked = {0}, from_spec;
+	uint64_t refresh;
+	if (s->limits_json) {
+		json_t *lj = json_loads(s->limits_json, 0, NULL);
+		json_object_del(lj, "egress"); /* not a limit */
+		if (lj)
+			control_limits_from_json("limits", lj, &asked, NULL);
+		json_decref(lj);
+	}
+	control_spec_info(c, run->snapshot_id, &from_spec, &refresh, NULL,
+			  NULL);
+	control_limits_resolve(c, &asked, &from_spec, &run->limits);
+	run->backend = control_spec_backend(c, run->snapshot_id);
+	return 0;
+}
+
+int control_check(struct control *c, const char *session_id,
+		  const json_t *commands, const json_t *tests, json_t **out,
+		  struct wr_error **err)
+{
+	struct store_session s = {0};
+	_cleanup_free_ char *tests_dir = wr_asprintf(
+	    "%s/sessions/%s/evidence/check-tests", c->data_dir, session_id);
+	if (!tests_dir)
+		return wr_error_set(err, ENOMEM, "check");
+	int r = c->st->ops->session_get(c->st, session_id, &s, err);
+	if (r < 0)
+		return r;
+	json_t *outcome =
+	    s.outcome_json ? json_loads(s.outcome_json, 0, NULL) : NULL;
+	const json_t *result = json_object_get(outcome, "result");
+	if (s.state < SESSION_REVIEW || s.state == SESSION_INTERRUPTED ||
+	    !json_string_value(json_object_get(result, "commit"))) {
+		r = wr_error_input(err, EPERM,
+				   "session %s is %s%s: nothing to check",
+				   session_id, session_state_name(s.state),
+				   result ? "" : " without a result");
+		goto out_session;
+	}
+	size_t n = json_array_size(commands);
+	char ***argvs = wr_calloc(n ? n : 1, sizeof(*argvs));
+	if (!argvs) {
+		r = wr_error_set(err, ENOMEM, "check");
+		goto out_session;
+	}
+	for (size_t i = 0; i < n && r == 0; i++) {
+		argvs[i] = wr_calloc(4, sizeof(char *));
+		if (!argvs[i]) {
+			r = wr_error_set(err, ENOMEM, "check");
+			break;
+		}
+		argvs[i][0] = "/bin/sh";
+		argvs[i][1] = "-c";
+		argvs[i][2] = (char *)json_string_value(
+		    json_object_get(json_array_get(commands, i), "command"));
+	}
+	if (r < 0 || (r = check_claim(session_id, err)) < 0)
+		goto out_argvs;
+	struct run run;
+	r = check_run_init(c, &s, result, &run, err);
+	if (r == 0 && tests)
+		r = check_write_tests(tests_dir, tests, err);
+	if (r == 0) {
+		const struct fresh_job job = {
+		    .prefix = "wc",
+		    .upper = "check-upper",
+		    .argvs = argvs,
+		    .n = n,
+		    .tests_dir = tests ? tests_dir : NULL,
+		};
+		r = verify_fresh(&run, result, &job, out, err);
+	}
+	/* the hidden tests stay nowhere a later sandbox could see */
+	wr_rm_rf(tests_dir);
+	check_release(session_id);
+	if (r == 0) {
+		/* each result as the caller named it */
+		size_t i;
+		json_t *res;
+		json_array_foreach(json_object_get(*out, "results"), i, res)
+		{
+			const json_t *cmd = json_array_get(commands, i);
+			json_object_set(res, "kind",
+					json_object_get(cmd, "kind"));
+			json_object_set(res, "command",
+					json_object_get(cmd, "command"));
+		}
+		json_object_set_new(*out, "session", json_string(session_id));
+	}
+out_argvs:
+	for (size_t i = 0; i < n; i++)
+		free(argvs[i]);
+	free(argvs);
+out_session:
+	json_decref(outcome);
+	store_session_clear(&s);
+	return r;
 }

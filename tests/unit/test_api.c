@@ -1797,6 +1797,8 @@ static void test_roles(void **state)
 	    {"POST", "/api/v1/sessions/%s/cancel", NULL},
 	    {"POST", "/api/v1/sessions/%s/approve", NULL},
 	    {"POST", "/api/v1/sessions/%s/reject", "{\"reason\":\"no\"}"},
+	    {"POST", "/api/v1/sessions/%s/check",
+	     "{\"fail_to_pass\":[\"true\"]}"},
 	    {"GET", "/api/v1/sessions/%s/diff", NULL},
 	    {"GET", "/api/v1/sessions/%s/artifacts", NULL},
 	    {"GET", "/api/v1/sessions/%s/artifacts/diff.patch", NULL},
@@ -1804,7 +1806,8 @@ static void test_roles(void **state)
 	struct census before = census(id);
 	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
 		snprintf(t, sizeof(t), routes[i].fmt, id);
-		bool decides = strstr(t, "/approve") || strstr(t, "/reject");
+		bool decides = strstr(t, "/approve") || strstr(t, "/reject") ||
+			       strstr(t, "/check");
 		struct api_response r;
 		handle(&(struct call){.method = routes[i].method,
 				      .target = t,
@@ -1853,6 +1856,26 @@ static void test_roles(void **state)
 	snprintf(t, sizeof(t), "/api/v1/sessions/%s/cancel", id);
 	ERR(403, "forbidden", "own sessions", .method = "POST", .target = t,
 	    .token = tok_reviewer);
+	/* a check's body is checked before anything runs */
+	snprintf(t, sizeof(t), "/api/v1/sessions/%s/check", id);
+	ERR(400, "bad_request", "no command", .method = "POST", .target = t,
+	    .token = tok_reviewer, .body = "{\"fail_to_pass\":[]}");
+	ERR(400, "bad_request", "fail_to_pass[0]", .method = "POST",
+	    .target = t, .token = tok_reviewer,
+	    .body = "{\"fail_to_pass\":[\"\"]}");
+	ERR(400, "bad_request", "not a relative path", .method = "POST",
+	    .target = t, .token = tok_reviewer,
+	    .body = "{\"pass_to_pass\":[\"true\"],"
+		    "\"tests\":{\"a/../b\":\"x\"}}");
+	ERR(400, "bad_request", "a file and a directory", .method = "POST",
+	    .target = t, .token = tok_reviewer,
+	    .body = "{\"pass_to_pass\":[\"true\"],"
+		    "\"tests\":{\"a\":\"x\",\"a/b\":\"y\"}}");
+	ERR(400, "bad_request", "the content", .method = "POST", .target = t,
+	    .token = tok_reviewer,
+	    .body = "{\"pass_to_pass\":[\"true\"],\"tests\":{\"a\":1}}");
+	ERR(400, "bad_request", "extra", .method = "POST", .target = t,
+	    .token = tok_reviewer, .body = "{\"extra\":1}");
 	assert_census(before, census(id));
 	/* it does decide */
 	snprintf(t, sizeof(t), "/api/v1/sessions/%s/reject", id);

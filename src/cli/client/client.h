@@ -252,5 +252,6 @@ int client_cmd_diff(struct client *c, int argc, char **argv);
 int client_cmd_approve(struct client *c, int argc, char **argv);
 int client_cmd_reject(struct client *c, int argc, char **argv);
 int client_cmd_stats(struct client *c, int argc, char **argv);
+int client_cmd_eval(struct client *c, int argc, char **argv);
 
 #endif

@@ -21,6 +21,7 @@ static const struct {
     {"token", client_cmd_token},     {"diff", client_cmd_diff},
     {"approve", client_cmd_approve}, {"reject", client_cmd_reject},
     {"stats", client_cmd_stats},     {"secret", client_cmd_secret},
+    {"eval", client_cmd_eval},
 };
 
 static void usage(FILE *out)
@@ -43,6 +44,8 @@ static void usage(FILE *out)
 	      "  secret set|ls|rm                  secrets for snapshot "
 	      "builds\n"
 	      "  stats                             the server's numbers\n"
+	      "  eval run SUITE | report RUN       a pilot over frozen "
+	      "tasks\n"
 	      "\n"
 	      "options of all: --server URL  --token T  --json  --help\n"
 	      "See `warren COMMAND --help` and docs/cli.md.\n",
