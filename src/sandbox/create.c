@@ -489,6 +489,24 @@ int sandbox_record_init(const struct sandbox *sb,
 	return 0;
 }
 
+int sandbox_record_start(struct sandbox *sb, const struct sandbox_config *cfg,
+			 struct sandbox_record *rec, char ***env_out,
+			 char ***layers_out, struct wr_error **err)
+{
+	int r = sandbox_record_init(sb, cfg, rec, env_out, layers_out, err);
+	if (r == 0)
+		r = runtime_record_write(rec, err);
+	if (r == 0 && cfg->upper) {
+		r = sandbox_prepare_upper(sb, cfg->upper, err);
+		if (r == 0) {
+			rec->upper = sb->upper_real;
+			rec->work_dir = sb->work_dir;
+			r = runtime_record_write(rec, err);
+		}
+	}
+	return r;
+}
+
 static int native_create(const struct sandbox_config *cfg,
 			 enum sandbox_mode mode, char *const argv[],
 			 struct sandbox **out, struct wr_error **err)
@@ -520,22 +538,9 @@ static int native_create(const struct sandbox_config *cfg,
 		goto fail_early;
 	sb->slot = slot;
 	struct sandbox_record rec;
-	r = sandbox_record_init(sb, cfg, &rec, &rec_env, &rec_layers, err);
+	r = sandbox_record_start(sb, cfg, &rec, &rec_env, &rec_layers, err);
 	if (r < 0)
 		goto fail;
-	r = runtime_record_write(&rec, err);
-	if (r < 0)
-		goto fail;
-	if (cfg->upper) {
-		r = sandbox_prepare_upper(sb, cfg->upper, err);
-		if (r < 0)
-			goto fail;
-		rec.upper = sb->upper_real;
-		rec.work_dir = sb->work_dir;
-		r = runtime_record_write(&rec, err);
-		if (r < 0)
-			goto fail;
-	}
 
 	uint64_t t_prep = wr_mono_us();
 

@@ -803,22 +803,9 @@ static int gvisor_create(const struct sandbox_config *cfg,
 	}
 	sb->slot = slot;
 	struct sandbox_record rec;
-	r = sandbox_record_init(sb, cfg, &rec, &rec_env, &rec_layers, err);
+	r = sandbox_record_start(sb, cfg, &rec, &rec_env, &rec_layers, err);
 	if (r < 0)
 		goto fail;
-	r = runtime_record_write(&rec, err);
-	if (r < 0)
-		goto fail;
-	if (cfg->upper) {
-		r = sandbox_prepare_upper(sb, cfg->upper, err);
-		if (r < 0)
-			goto fail;
-		rec.upper = sb->upper_real;
-		rec.work_dir = sb->work_dir;
-		r = runtime_record_write(&rec, err);
-		if (r < 0)
-			goto fail;
-	}
 	uint64_t t_prep = wr_mono_us();
 	/* the record's directory stays root's; what the Sentry's gofer
 	 * reaches (it runs in the sandbox's user namespace, as its slot

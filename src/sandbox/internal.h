@@ -226,6 +226,13 @@ int sandbox_record_init(const struct sandbox *sb,
 			struct sandbox_record *rec, char ***env_out,
 			char ***layers_out, struct wr_error **err);
 
+/* sandbox_record_init, then the record written (so a crash from here on
+ * leaves something the next warren finds), then --upper prepared and the
+ * record written again with it. */
+int sandbox_record_start(struct sandbox *sb, const struct sandbox_config *cfg,
+			 struct sandbox_record *rec, char ***env_out,
+			 char ***layers_out, struct wr_error **err);
+
 /* ---- the overlay root both backends stand on (rootfs.c) ----------------- */
 /* Mounts the staging tmpfs at plan->stage_path (the disk cap), attaches
  * plan's layers and upper there, mounts the overlay at STAGE/root and

@@ -685,74 +685,8 @@ static int repo_check_remote(struct control *c, const char *name,
 			      url);
 }
 
-int control_repo_add(struct control *c, const char *name, const char *url,
-		     const char *default_ref, uint64_t refresh_ms,
-		     const char *agent_json, struct store_repo *out,
-		     struct wr_error **err)
-{
-	if (!url || !*url || strlen(url) > 4096 || url[0] == '-')
-		return wr_error_input(err, EINVAL, "url: invalid");
-	if (url[0] != '/' && !strstr(url, "://") && !strchr(url, '@'))
-		return wr_error_input(err, EINVAL,
-				      "url: expected an absolute path or a "
-				      "git URL, got '%s'",
-				      url);
-	char derived[64];
-	if (!name) {
-		name_from_url(url, derived);
-		name = derived;
-	}
-	if (wr_validate_name(name) < 0)
-		return wr_error_input(err, EINVAL,
-				      "name: '%s' is not a valid name "
-				      "([A-Za-z0-9][A-Za-z0-9._-]*, at most "
-				      "63)",
-				      name);
-	if (default_ref && (!*default_ref || default_ref[0] == '-' ||
-			    strlen(default_ref) > 255))
-		return wr_error_input(err, EINVAL, "ref: invalid");
-	if (agent_json && !control_agent_is_builtin(agent_json)) {
-		json_t *a = json_loads(agent_json, 0, NULL);
-		bool ok = json_is_array(a) && json_array_size(a) > 0;
-		size_t i;
-		json_t *v;
-		json_array_foreach(a, i, v) if (!json_is_string(v)) ok = false;
-		json_decref(a);
-		if (!ok)
-			return wr_error_input(
-			    err, EINVAL,
-			    "agent: expected a non-empty array of strings");
-	}
-	/* the remote and the ref must exist: a repository that cannot be
-	 * built is refused now, with git's reason, not later in a log */
-	int checked = c->cfg.no_remote_check
-			  ? 0
-			  : repo_check_remote(c, name, url, default_ref, err);
-	if (checked < 0)
-		return checked;
-	struct store_repo r = {0};
-	store_new_id("r-", r.id);
-	r.name = (char *)name;
-	r.url = (char *)url;
-	r.default_ref = (char *)default_ref;
-	r.agent_json = (char *)agent_json;
-	r.refresh_ms = (int64_t)refresh_ms;
-	r.created_ms = store_now_ms();
-	int ret = c->st->ops->repo_add(c->st, &r, err);
-	if (ret == -EEXIST) {
-		wr_error_freep(err);
-		return wr_error_input(
-		    err, EEXIST, "name: a repository named '%s' exists", name);
-	}
-	if (ret < 0)
-		return ret;
-	ret = c->st->ops->repo_get(c->st, r.id, out, err);
-	if (ret == 0 && !c->cfg.no_worker)
-		control_repo_refresh(c, r.id, NULL);
-	return ret;
-}
-
-/* The checks of add, for what a change sets. */
+/* What add checks of a url, a ref and an agent (and a change, of what
+ * it sets). */
 static int repo_fields_check(const char *url, const char *ref,
 			     const char *agent_json, struct wr_error **err)
 {
@@ -778,6 +712,56 @@ static int repo_fields_check(const char *url, const char *ref,
 			    "agent: expected a non-empty array of strings");
 	}
 	return 0;
+}
+
+int control_repo_add(struct control *c, const char *name, const char *url,
+		     const char *default_ref, uint64_t refresh_ms,
+		     const char *agent_json, struct store_repo *out,
+		     struct wr_error **err)
+{
+	if (!url)
+		return wr_error_input(err, EINVAL, "url: invalid");
+	int checked = repo_fields_check(url, default_ref, agent_json, err);
+	if (checked < 0)
+		return checked;
+	char derived[64];
+	if (!name) {
+		name_from_url(url, derived);
+		name = derived;
+	}
+	if (wr_validate_name(name) < 0)
+		return wr_error_input(err, EINVAL,
+				      "name: '%s' is not a valid name "
+				      "([A-Za-z0-9][A-Za-z0-9._-]*, at most "
+				      "63)",
+				      name);
+	/* the remote and the ref must exist: a repository that cannot be
+	 * built is refused now, with git's reason, not later in a log */
+	checked = c->cfg.no_remote_check
+			  ? 0
+			  : repo_check_remote(c, name, url, default_ref, err);
+	if (checked < 0)
+		return checked;
+	struct store_repo r = {0};
+	store_new_id("r-", r.id);
+	r.name = (char *)name;
+	r.url = (char *)url;
+	r.default_ref = (char *)default_ref;
+	r.agent_json = (char *)agent_json;
+	r.refresh_ms = (int64_t)refresh_ms;
+	r.created_ms = store_now_ms();
+	int ret = c->st->ops->repo_add(c->st, &r, err);
+	if (ret == -EEXIST) {
+		wr_error_freep(err);
+		return wr_error_input(
+		    err, EEXIST, "name: a repository named '%s' exists", name);
+	}
+	if (ret < 0)
+		return ret;
+	ret = c->st->ops->repo_get(c->st, r.id, out, err);
+	if (ret == 0 && !c->cfg.no_worker)
+		control_repo_refresh(c, r.id, NULL);
+	return ret;
 }
 
 int control_repo_update(struct control *c, const char *id_or_name,

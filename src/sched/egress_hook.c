@@ -307,14 +307,7 @@ int control_egress_prepare(struct run *run, const struct store_session *s,
 int control_egress_request(const struct control_egress *e,
 			   struct sandbox_request *req)
 {
-	static const char *const env[] = {
-	    "HTTP_PROXY=" EGRESS_PROXY_URL,
-	    "HTTPS_PROXY=" EGRESS_PROXY_URL,
-	    "http_proxy=" EGRESS_PROXY_URL,
-	    "https_proxy=" EGRESS_PROXY_URL,
-	    "NO_PROXY=localhost,127.0.0.1,::1",
-	    "no_proxy=localhost,127.0.0.1,::1",
-	};
+	static const char *const env[] = {EGRESS_PROXY_ENV};
 	if (!e->on)
 		return 0;
 	if (req->n_binds + 2 > SBX_MAX_BINDS ||

@@ -49,6 +49,13 @@
 #define EGRESS_SOCKET_NAME "proxy.sock"
 #define EGRESS_PROXY_PORT 3128
 #define EGRESS_PROXY_URL "http://127.0.0.1:3128"
+/* The variables that point a sandbox's commands at the proxy (sessions
+ * and snapshot builds alike), for an array initializer. */
+#define EGRESS_PROXY_ENV                                                  \
+	"HTTP_PROXY=" EGRESS_PROXY_URL, "HTTPS_PROXY=" EGRESS_PROXY_URL,      \
+	    "http_proxy=" EGRESS_PROXY_URL, "https_proxy=" EGRESS_PROXY_URL, \
+	    "NO_PROXY=localhost,127.0.0.1,::1",                               \
+	    "no_proxy=localhost,127.0.0.1,::1"
 
 #define EGRESS_HEAD_MAX (16 * 1024) /* a request head, blank line included */
 #define EGRESS_HEADERS_MAX 100	    /* header lines in a head */

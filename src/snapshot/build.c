@@ -521,14 +521,7 @@ static int run_step(const struct snap_build_opts *o, const char *label,
 
 #define PROXY_READY_MS 10000
 
-static const char *const proxy_env[] = {
-    "HTTP_PROXY=" EGRESS_PROXY_URL,
-    "HTTPS_PROXY=" EGRESS_PROXY_URL,
-    "http_proxy=" EGRESS_PROXY_URL,
-    "https_proxy=" EGRESS_PROXY_URL,
-    "NO_PROXY=localhost,127.0.0.1,::1",
-    "no_proxy=localhost,127.0.0.1,::1",
-};
+static const char *const proxy_env[] = {EGRESS_PROXY_ENV};
 
 struct build_proxy {
 	bool running; /* false: no proxy (none needed, or stopped) */
