@@ -50,7 +50,9 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -754,11 +756,22 @@ static int gv_teardown(struct sandbox *sb, bool *oom)
 	return ret;
 }
 
+/* Until init accepts on its socket: the file appears at bind, before
+ * listen (a connect then is refused), so a connect is the test. init sees
+ * a connection that ends without a request, and drops it. */
 static bool wait_for_socket(const char *path, pid_t sentry)
 {
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(addr.sun_path))
+		return false;
+	strcpy(addr.sun_path, path);
 	for (int waited = 0; waited < GV_SOCKET_WAIT_MS; waited += 2) {
-		struct stat st;
-		if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+		int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return false;
+		int r = connect(fd, (struct sockaddr *)&addr, sizeof(addr));
+		close(fd);
+		if (r == 0)
 			return true;
 		if (sentry > 0 && kill(sentry, 0) < 0)
 			return false;

@@ -26,6 +26,8 @@ target_sources() {
 	egress) echo src/util/*.c src/security/egress_policy.c -ljansson -lsodium -lpsl ;;
 	broker) echo src/util/*.c src/security/broker_policy.c -ljansson -lsodium ;;
 	gitpath) echo src/util/*.c src/snapshot/git.c -ljansson -lsodium ;;
+	eval) echo src/util/*.c src/cli/client/eval_suite.c src/cli/client/eval_report.c \
+		   src/cli/client/format.c -ljansson -lsodium -lm ;;
 	slack) echo src/util/*.c src/notify/slack_request.c src/notify/slack_message.c \
 		    -ljansson -lsodium ;;
 	*) echo src/util/*.c src/sandbox/proto.c src/sandbox/backend_name.c src/snapshot/spec.c \
