@@ -21,7 +21,8 @@ D="$PWD/$BUILD/bench/agent-tools"
 mkdir -p "$(dirname "$D")"
 "$CC" -std=c17 -D_GNU_SOURCE -Isrc -O2 -Wall -Wextra -o "$D" bench/agent_tools.c \
 	src/agent/tools.c src/agent/tools_fs.c src/agent/tools_run.c \
-	src/agent/exec_sandbox.c src/sched/proc.c src/util/alloc.c \
+	src/agent/exec_sandbox.c src/sched/proc.c src/util/proc.c src/util/spawn.c \
+	src/sandbox/request.c src/sandbox/backend_name.c src/util/alloc.c \
 	src/util/error.c src/util/fs.c -ljansson -lpthread
 
 work="$(mktemp -d /tmp/warren-agentbench.XXXXXX)"
