@@ -58,6 +58,8 @@ echo "== 2. long-lived sandbox: create, exec /bin/true, rm"
 cat >"$work/cer.sh" <<EOS
 #!/bin/sh
 set -e
+# a failed exec must not leave the sandbox behind
+trap '"$W" sandbox rm bench-\$\$ >/dev/null 2>&1 || true' EXIT
 "$W" sandbox create --name bench-\$\$ --layer "$work/snap" --memory 1G --pids 512 >/dev/null
 "$W" sandbox exec bench-\$\$ -- /bin/true
 "$W" sandbox rm bench-\$\$

@@ -592,25 +592,6 @@ static void relay_regular_files(struct sandbox *sb, struct launcher *l)
 	}
 }
 
-static bool relay_some(int from, int to)
-{
-	char buf[16384];
-	ssize_t n = read(from, buf, sizeof(buf));
-	if (n < 0 && errno == EINTR)
-		return true;
-	if (n <= 0)
-		return false;
-	for (ssize_t off = 0; off < n;) {
-		ssize_t w = write(to, buf + off, (size_t)(n - off));
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return true; /* the reader went away: keep draining */
-		off += w;
-	}
-	return true;
-}
-
 /* Each --bind source as a detached nosuid, nodev (ro) mount, as native
  * makes them, and the empty file or directory the launcher attaches it
  * to (GV_DIR/<name>/binds/<i>), the source runsc is given. */
@@ -1024,98 +1005,6 @@ fail:
 	return r;
 }
 
-/* RUN mode: the launcher is `runsc run` in the foreground; its exit status
- * is the command's. Signals go to it (runsc forwards them inside); at the
- * timeout the cgroup is killed. */
-static int gvisor_run_wait(struct sandbox *sb, struct sandbox_result *res,
-			   struct wr_error **err)
-{
-	memset(res, 0, sizeof(*res));
-	res->timings = sb->timings;
-	sigset_t set, old;
-	sigemptyset(&set);
-	int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-	for (size_t i = 0; i < ARRAY_SIZE(forwarded); i++)
-		sigaddset(&set, forwarded[i]);
-	sigprocmask(SIG_BLOCK, &set, &old);
-	_cleanup_close_ int sfd =
-	    signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-	uint64_t deadline =
-	    sb->timeout_ms ? sb->started_us + sb->timeout_ms * 1000 : 0;
-	int ret = 0;
-	while (sb->pidfd >= 0) {
-		int wait_ms = -1;
-		if (deadline) {
-			uint64_t now = wr_mono_us();
-			wait_ms = now >= deadline
-				      ? 0
-				      : (int)((deadline - now + 999) / 1000);
-		}
-		struct pollfd pfd[4] = {{sb->pidfd, POLLIN, 0},
-					{sfd, POLLIN, 0},
-					{sb->relay_from[0], POLLIN, 0},
-					{sb->relay_from[1], POLLIN, 0}};
-		int n = poll(pfd, 4, wait_ms);
-		if (n < 0 && errno != EINTR) {
-			ret = wr_error_set(err, errno, "wait for sandbox");
-			break;
-		}
-		if (n == 0 && deadline) {
-			res->timed_out = true;
-			res->exit_code = 124;
-			break;
-		}
-		for (int i = 0; i < 2; i++) {
-			if ((pfd[2 + i].revents & (POLLIN | POLLHUP)) &&
-			    !relay_some(sb->relay_from[i], sb->relay_to[i])) {
-				close(sb->relay_from[i]);
-				sb->relay_from[i] = -1;
-			}
-		}
-		if (pfd[1].revents & POLLIN) {
-			struct signalfd_siginfo si;
-			while (read(sfd, &si, sizeof(si)) == sizeof(si))
-				syscall(SYS_pidfd_send_signal, sb->pidfd,
-					(int)si.ssi_signo, NULL, 0);
-		}
-		if (pfd[0].revents & POLLIN) {
-			siginfo_t info = {0};
-			if (waitid(P_PIDFD, (id_t)sb->pidfd, &info, WEXITED) ==
-			    0) {
-				res->exit_code = info.si_code == CLD_EXITED
-						     ? info.si_status
-						     : 128 + info.si_status;
-				close(sb->pidfd);
-				sb->pidfd = -1;
-			}
-		}
-	}
-	res->run_us = wr_mono_us() - sb->started_us;
-	uint64_t t = wr_mono_us();
-	int r = gv_teardown(sb, &res->oom_killed);
-	/* every writer is gone with the cgroup: read the pipes to their end */
-	for (int i = 0; i < 2; i++) {
-		while (sb->relay_from[i] >= 0 &&
-		       relay_some(sb->relay_from[i], sb->relay_to[i]))
-			;
-	}
-	res->destroy_us = wr_mono_us() - t;
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	if (r < 0 && ret == 0)
-		ret = wr_error_set(err, -r, "destroy sandbox %s", sb->name);
-	sandbox_free(sb);
-	return ret;
-}
-
-static int gvisor_destroy(struct sandbox *sb, struct wr_error **err)
-{
-	int r = gv_teardown(sb, NULL);
-	if (r < 0)
-		r = wr_error_set(err, -r, "destroy sandbox %s", sb->name);
-	sandbox_free(sb);
-	return r;
-}
-
 /* Removal by record (manage.c): runsc's own state, before the shared
  * steps kill the cgroup and remove the record. */
 static void gvisor_cleanup(const struct sandbox_record *rec)
@@ -1128,8 +1017,10 @@ static void gvisor_cleanup(const struct sandbox_record *rec)
 const struct sandbox_backend_ops gvisor_backend_ops = {
     .check = gvisor_check,
     .create = gvisor_create,
-    .run_wait = gvisor_run_wait,
-    .destroy = gvisor_destroy,
+    /* a one-off sandbox's process is `runsc run` in the foreground: its
+     * exit status is the command's, signals go to it (runsc forwards
+     * them inside), the timeout kills the cgroup (gv_teardown) */
+    .teardown = gv_teardown,
     .cleanup = gvisor_cleanup,
     .exec_tty = false,
     .stdio_relay = true,

@@ -189,7 +189,8 @@ struct sandbox {
 	enum sandbox_mode mode;
 	enum sandbox_backend backend;
 	struct sandbox_cgroup cg;
-	int pidfd; /* native: init; gvisor: the launcher (run mode) */
+	int pidfd; /* the process run_wait waits for: native's init, the
+		    * gvisor launcher (`runsc run`) */
 	pid_t init_pid;
 	char *upper_real; /* persistent upper (realpath) or NULL */
 	char *work_dir;	  /* its overlay work dir, ours to remove */
@@ -247,18 +248,19 @@ extern const int sandbox_kept_caps[];
 extern const size_t sandbox_n_kept_caps;
 
 /* ---- backends (backend.c) ------------------------------------------------
- * The one table a new backend fills. create/run_wait/destroy are the
- * handle's life (sandbox.h); cleanup undoes what the backend itself left
- * for a record being removed (before the shared cgroup, work dir and
- * record removal of manage.c); check says whether the host can run it. */
+ * The one table a new backend fills. create makes a sandbox from a checked
+ * configuration; teardown undoes everything of a handle (its process
+ * killed and reaped, the cgroup, the record; *oom: did the memory limit
+ * kill something) - the shared run_wait and destroy (backend.c) call it;
+ * cleanup undoes what the backend itself left for a record being removed
+ * (before the shared cgroup, work dir and record removal of manage.c);
+ * check says whether the host can run it. */
 struct sandbox_backend_ops {
 	int (*check)(struct wr_error **err);
 	int (*create)(const struct sandbox_config *cfg, enum sandbox_mode mode,
 		      char *const argv[], struct sandbox **out,
 		      struct wr_error **err);
-	int (*run_wait)(struct sandbox *sb, struct sandbox_result *res,
-			struct wr_error **err);
-	int (*destroy)(struct sandbox *sb, struct wr_error **err);
+	int (*teardown)(struct sandbox *sb, bool *oom);
 	void (*cleanup)(const struct sandbox_record *rec);
 	bool exec_tty;	  /* can exec relay a terminal? */
 	bool stdio_relay; /* exec: regular files as stdout/stderr go

@@ -869,13 +869,14 @@ int control_repo_refresh(struct control *c, const char *id_or_name,
 			r = wr_error_set(err, ENOMEM, "refresh");
 		}
 	}
-	pthread_mutex_unlock(&c->mu);
-	/* a build already running keeps saying so */
-	json_t *was = queued_now ? control_build_state(c, repo.id) : NULL;
-	const char *st = json_string_value(json_object_get(was, "state"));
-	if (queued_now && !(st && !strcmp(st, "building")))
+	/* a build already running keeps saying so; written before mu goes,
+	 * so that a worker taking the refresh now says "building" after it */
+	bool running = false;
+	for (size_t i = 0; i < c->n_building; i++)
+		running |= !strcmp(c->building[i], repo.id);
+	if (queued_now && !running)
 		control_build_state_set(c, repo.id, "queued", NULL, NULL);
-	json_decref(was);
+	pthread_mutex_unlock(&c->mu);
 	store_repo_clear(&repo);
 	return r;
 }
