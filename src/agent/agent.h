@@ -11,6 +11,7 @@
 
 #include "agent/provider.h"
 #include "agent/tools.h"
+#include "meter/meter.h"
 #include "util/error.h"
 
 #include <jansson.h>
@@ -24,13 +25,8 @@ struct agent_budget { /* 0: no limit */
 	uint64_t max_wall_ms;	  /* per turn */
 };
 
-struct agent_prices { /* per million tokens */
-	double prompt;
-	double completion;
-};
-
 struct agent_usage {
-	uint64_t prompt_tokens, completion_tokens;
+	uint64_t prompt_tokens, completion_tokens, cached_tokens;
 	double cost;
 	unsigned model_calls, tool_calls, retries;
 	double model_ms, tool_ms; /* time in model calls and in tools */
@@ -49,7 +45,7 @@ struct agent_loop {
 	const struct tools_config *tools;
 	const struct tools_exec *exec;
 	struct agent_budget budget;
-	struct agent_prices prices;
+	struct meter_prices prices; /* meter.h: the cost of a call */
 	/* usage of the session so far (turns before this one); updated */
 	struct agent_usage *usage;
 	/* stores one message durably (the loop's copy stays its own) */

@@ -58,23 +58,27 @@ json_t *agent_system_message(const char *repo_name, bool has_verify)
 	return m;
 }
 
+/* The budget's verdict through the meter (meter.h), the turn's wall
+ * time besides; *why in why[] when there is no room. */
 static bool budget_left(const struct agent_loop *l, unsigned calls,
-			double started, const char **why)
+			double started, char *why, size_t size)
 {
 	const struct agent_budget *b = &l->budget;
 	const struct agent_usage *u = l->usage;
-	if (b->max_model_calls && calls >= b->max_model_calls)
-		*why = "the turn's model-call budget is spent";
-	else if (b->max_tokens &&
-		 u->prompt_tokens + u->completion_tokens >= b->max_tokens)
-		*why = "the session's token budget is spent";
-	else if (b->max_cost > 0 && u->cost >= b->max_cost)
-		*why = "the session's cost budget is spent";
-	else if (b->max_wall_ms && mono_ms() - started >= b->max_wall_ms)
-		*why = "the turn's time budget is spent";
-	else
-		return true;
-	return false;
+	struct meter_budget mb = {.max_tokens = b->max_tokens,
+				  .max_cost = b->max_cost,
+				  .max_model_calls = b->max_model_calls};
+	struct meter_totals tot = {.prompt_tokens = u->prompt_tokens,
+				   .completion_tokens = u->completion_tokens,
+				   .cost = u->cost};
+	if (meter_budget_spent(&mb, &tot, calls, "turn", why,
+			       (unsigned)size))
+		return false;
+	if (b->max_wall_ms && mono_ms() - started >= b->max_wall_ms) {
+		snprintf(why, size, "the turn's time budget is spent");
+		return false;
+	}
+	return true;
 }
 
 static int record(const struct agent_loop *l, const json_t *m,
@@ -181,12 +185,12 @@ int agent_run(const struct agent_loop *l, json_t *messages,
 	int r = 0;
 	res->end = AGENT_ANSWERED;
 	for (;;) {
-		const char *why = NULL;
+		char why[160];
 		if (l->should_stop && l->should_stop(l->ctx)) {
 			res->end = AGENT_STOPPED;
 			break;
 		}
-		if (!budget_left(l, calls, started, &why)) {
+		if (!budget_left(l, calls, started, why, sizeof(why))) {
 			res->end = AGENT_BUDGET;
 			free(res->summary);
 			res->summary = wr_strdup(why);
@@ -205,11 +209,20 @@ int agent_run(const struct agent_loop *l, json_t *messages,
 		struct agent_usage *u = l->usage;
 		u->model_calls++;
 		u->retries += reply.retries;
-		u->prompt_tokens += reply.usage.prompt_tokens;
-		u->completion_tokens += reply.usage.completion_tokens;
-		u->cost += reply.usage.prompt_tokens * l->prices.prompt / 1e6 +
-			   reply.usage.completion_tokens *
-			       l->prices.completion / 1e6;
+		struct meter_tokens used = {
+		    .prompt = reply.usage.prompt_tokens,
+		    .completion = reply.usage.completion_tokens,
+		    .cached = reply.usage.cached_tokens};
+		struct meter_totals tot = {
+		    .prompt_tokens = u->prompt_tokens,
+		    .completion_tokens = u->completion_tokens,
+		    .cached_tokens = u->cached_tokens,
+		    .cost = u->cost};
+		meter_charge(&tot, &l->prices, &used);
+		u->prompt_tokens = tot.prompt_tokens;
+		u->completion_tokens = tot.completion_tokens;
+		u->cached_tokens = tot.cached_tokens;
+		u->cost = tot.cost;
 		r = record(l, reply.message, err);
 		if (r < 0) {
 			provider_reply_clear(&reply);

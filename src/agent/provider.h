@@ -54,6 +54,7 @@ struct provider_config {
 struct provider_usage {
 	uint64_t prompt_tokens;
 	uint64_t completion_tokens;
+	uint64_t cached_tokens; /* of prompt_tokens, from a prompt cache */
 };
 
 struct provider_reply {

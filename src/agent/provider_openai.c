@@ -21,6 +21,7 @@
  * one thread at a time. CURLOPT_NOSIGNAL: no SIGALRM for DNS timeouts in a
  * threaded server. */
 #include "agent/provider.h"
+#include "meter/meter.h"
 
 #include "util/alloc.h"
 #include "util/capbuf.h"
@@ -191,14 +192,14 @@ static char *error_text(const char *body, size_t len)
 	return text;
 }
 
+/* The usage object through the meter, the gateway's reader too. */
 static void parse_usage(const json_t *u, struct provider_usage *out)
 {
-	json_int_t prompt =
-	    json_integer_value(json_object_get(u, "prompt_tokens"));
-	json_int_t completion =
-	    json_integer_value(json_object_get(u, "completion_tokens"));
-	out->prompt_tokens = prompt > 0 ? (uint64_t)prompt : 0;
-	out->completion_tokens = completion > 0 ? (uint64_t)completion : 0;
+	struct meter_tokens t = {0};
+	meter_usage_read(METER_WIRE_CHAT, u, &t);
+	out->prompt_tokens = t.prompt;
+	out->completion_tokens = t.completion;
+	out->cached_tokens = t.cached;
 }
 
 static char *default_finish_reason(const json_t *message)

@@ -88,7 +88,7 @@ struct control_config {
 	bool model_configured;
 	struct provider_config model;
 	struct agent_budget budget;
-	struct agent_prices prices;
+	struct meter_prices prices;
 	unsigned verify_retries; /* agent attempts after a failed verify */
 	/* sandbox.backend: where sessions run unless their repository's
 	 * spec says (customizations.warren.backend) */

@@ -155,12 +155,6 @@ static size_t own_addresses(struct egress *eg, struct sockaddr_storage *out)
 /* ---- socket helpers --------------------------------------------------------
  */
 
-static int set_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-	return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
-}
-
 /* Writes all of data to a non-blocking socket within timeout_ms. */
 static int send_all(int fd, const char *data, size_t len, int timeout_ms)
 {
@@ -497,55 +491,6 @@ static void relay(int client, int upstream, struct outcome *o)
 }
 
 /* Is fd a connected TCP socket (what the relay passes)? */
-static bool passed_socket_ok(int fd)
-{
-	struct stat st;
-	int domain = 0, type = 0, proto = 0;
-	socklen_t l1 = sizeof(domain), l2 = sizeof(type), l3 = sizeof(proto);
-	struct sockaddr_storage peer;
-	socklen_t pl = sizeof(peer);
-	return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
-	       getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l1) == 0 &&
-	       (domain == AF_INET || domain == AF_INET6) &&
-	       getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l2) == 0 &&
-	       type == SOCK_STREAM &&
-	       getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l3) == 0 &&
-	       proto == IPPROTO_TCP &&
-	       getpeername(fd, (struct sockaddr *)&peer, &pl) == 0;
-}
-
-enum {
-	TAKE_BYTES = -1,  /* the request's first bytes */
-	TAKE_AGAIN = -2,  /* nothing yet */
-	TAKE_CLOSED = -3, /* end of file, or reset */
-	TAKE_BAD = -4,	  /* a 0 without a socket, descriptors with bytes */
-	TAKE_FAILED = -5,
-};
-
-/* One message from the unix socket fd (non-blocking): the relay's passed
- * client socket (>= 0), the first bytes of a request in buf (TAKE_BYTES,
- * *len set), or another TAKE_. */
-static int take_passed(int fd, char *buf, size_t cap, size_t *len)
-{
-	int fds[1];
-	size_t n_fds = 0;
-	ssize_t n = wr_recv_fds(fd, buf, cap, fds, 1, &n_fds);
-	if (n > 0 && buf[0] != '\0' && n_fds == 0) {
-		*len = (size_t)n;
-		return TAKE_BYTES;
-	}
-	if (n == 1 && buf[0] == '\0' && n_fds == 1 &&
-	    passed_socket_ok(fds[0]) && set_nonblock(fds[0]) == 0)
-		return fds[0];
-	for (size_t i = 0; i < n_fds; i++)
-		close(fds[i]);
-	if (n == -EAGAIN || n == -EINTR)
-		return TAKE_AGAIN;
-	if (n == 0 || n == -ECONNRESET)
-		return TAKE_CLOSED;
-	return n < 0 ? TAKE_FAILED : TAKE_BAD;
-}
-
 /* The first bytes on a new connection: either the relay passes the
  * client's socket, which becomes cn's client_fd (the unix one is closed),
  * or they start the request head (buf, *len). 0, or -errno with *why
@@ -563,15 +508,15 @@ static int first_read(struct conn *cn, char *buf, size_t cap, size_t *len,
 			*why = "no request within 30 s";
 			return -ETIMEDOUT;
 		}
-		r = take_passed(fd, buf, cap, len);
-		if (r != TAKE_AGAIN)
+		r = sess_srv_take_passed(fd, buf, cap, len);
+		if (r != SESS_SRV_TAKE_AGAIN)
 			break;
 	}
 	switch (r) {
-	case TAKE_BYTES: return 0;
-	case TAKE_CLOSED: *why = "closed before a request"; return -ECONNRESET;
-	case TAKE_FAILED: *why = "read failed"; return -EIO;
-	case TAKE_BAD:
+	case SESS_SRV_TAKE_BYTES: return 0;
+	case SESS_SRV_TAKE_CLOSED: *why = "closed before a request"; return -ECONNRESET;
+	case SESS_SRV_TAKE_FAILED: *why = "read failed"; return -EIO;
+	case SESS_SRV_TAKE_BAD:
 		*why = "neither a request nor a connection passed by the "
 		       "relay";
 		return -EBADMSG;
@@ -941,34 +886,7 @@ static void serve(void *ctx, struct sess_srv_conn *base)
 static void refuse(void *ctx, int fd, const char *why)
 {
 	(void)ctx;
-	if (set_nonblock(fd) == 0) {
-		char byte[1];
-		size_t len;
-		int passed = take_passed(fd, byte, sizeof(byte), &len);
-		if (passed >= 0) {
-			close(fd);
-			fd = passed;
-			/* what the client sent, read: closing a TCP socket
-			 * with unread bytes resets it, answer and all */
-			char sink[4096];
-			for (int i = 0; i < 16; i++)
-				if (recv(fd, sink, sizeof(sink),
-					 MSG_DONTWAIT) <= 0)
-					break;
-		}
-	}
-	char body[256], text[512];
-	snprintf(body, sizeof(body), "warren egress: %s\n", why);
-	int n = snprintf(text, sizeof(text),
-			 "HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
-			 "text/plain; charset=utf-8\r\nContent-Length: "
-			 "%zu\r\nConnection: close\r\n\r\n%s",
-			 strlen(body), body);
-	if (send(fd, text, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
-		/* the client is gone or not reading: nothing to tell */
-	}
-	shutdown(fd, SHUT_WR);
-	close(fd);
+	sess_srv_refuse_http(fd, "egress", why);
 }
 
 static void conn_init(void *ctx, struct sess_srv_conn *base)

@@ -5,11 +5,13 @@
 
 #include "util/alloc.h"
 #include "util/cleanup.h"
+#include "util/fdpass.h"
 #include "util/fs.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -669,4 +671,83 @@ void sess_srv_remove_stale(const char *sessions_dir, const char *suffix)
 			wr_rm_rf(path);
 	}
 	closedir(d);
+}
+
+/* ---- what the relay passes ----------------------------------------------- */
+
+static int set_nonblocking(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
+}
+
+/* A connected TCP socket: what the relay may pass, and nothing else. */
+static bool passed_socket_ok(int fd)
+{
+	struct stat st;
+	int domain = 0, type = 0, proto = 0;
+	socklen_t l1 = sizeof(domain), l2 = sizeof(type), l3 = sizeof(proto);
+	struct sockaddr_storage peer;
+	socklen_t pl = sizeof(peer);
+	return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	       getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l1) == 0 &&
+	       (domain == AF_INET || domain == AF_INET6) &&
+	       getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l2) == 0 &&
+	       type == SOCK_STREAM &&
+	       getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l3) == 0 &&
+	       proto == IPPROTO_TCP &&
+	       getpeername(fd, (struct sockaddr *)&peer, &pl) == 0;
+}
+
+int sess_srv_take_passed(int fd, char *buf, size_t cap, size_t *len)
+{
+	int fds[1];
+	size_t n_fds = 0;
+	ssize_t n = wr_recv_fds(fd, buf, cap, fds, 1, &n_fds);
+	if (n > 0 && buf[0] != '\0' && n_fds == 0) {
+		*len = (size_t)n;
+		return SESS_SRV_TAKE_BYTES;
+	}
+	if (n == 1 && buf[0] == '\0' && n_fds == 1 &&
+	    passed_socket_ok(fds[0]) && set_nonblocking(fds[0]) == 0)
+		return fds[0];
+	for (size_t i = 0; i < n_fds; i++)
+		close(fds[i]);
+	if (n == -EAGAIN || n == -EINTR)
+		return SESS_SRV_TAKE_AGAIN;
+	if (n == 0 || n == -ECONNRESET)
+		return SESS_SRV_TAKE_CLOSED;
+	return n < 0 ? SESS_SRV_TAKE_FAILED : SESS_SRV_TAKE_BAD;
+}
+
+void sess_srv_refuse_http(int fd, const char *name, const char *why)
+{
+	if (set_nonblocking(fd) == 0) {
+		char byte[1];
+		size_t len;
+		int passed = sess_srv_take_passed(fd, byte, sizeof(byte), &len);
+		if (passed >= 0) {
+			close(fd);
+			fd = passed;
+			/* what the client sent, read: closing a TCP socket
+			 * with unread bytes resets it, answer and all */
+			char sink[4096];
+			for (int i = 0; i < 16; i++)
+				if (recv(fd, sink, sizeof(sink),
+					 MSG_DONTWAIT) <= 0)
+					break;
+		}
+	}
+	char body[256], text[512];
+	snprintf(body, sizeof(body), "warren %s: %s\n", name, why);
+	int n = snprintf(text, sizeof(text),
+			 "HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
+			 "text/plain; charset=utf-8\r\nContent-Length: "
+			 "%zu\r\nConnection: close\r\n\r\n%s",
+			 strlen(body), body);
+	if (send(fd, text, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+		/* the client is gone or not reading: nothing to tell */
+	}
+	shutdown(fd, SHUT_WR);
+	close(fd);
 }

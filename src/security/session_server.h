@@ -168,6 +168,28 @@ struct sess_srv_session *sess_srv_next_locked(struct sess_srv *srv,
 void sess_srv_conn_hangup(struct sess_srv_conn *cn);
 void sess_srv_conn_hangup_locked(struct sess_srv_conn *cn);
 
+/* ---- what the relay passes (src/init/relay.c) -------------------------- */
+
+/* The relay in a sandbox offers each client's socket itself: one byte 0
+ * with the socket attached. Or, when it could not, it relays the bytes,
+ * which start with the request. */
+enum {
+	SESS_SRV_TAKE_BYTES = -1,  /* the request's first bytes */
+	SESS_SRV_TAKE_AGAIN = -2,  /* nothing yet */
+	SESS_SRV_TAKE_CLOSED = -3, /* end of file, or reset */
+	SESS_SRV_TAKE_BAD = -4,	   /* a 0 without a socket, or both */
+	SESS_SRV_TAKE_FAILED = -5,
+};
+/* One message from the unix socket fd (non-blocking): the passed client
+ * socket (>= 0: a connected TCP socket, made non-blocking), the first
+ * bytes of a request in buf (SESS_SRV_TAKE_BYTES, *len set), or another
+ * SESS_SRV_TAKE_. */
+int sess_srv_take_passed(int fd, char *buf, size_t cap, size_t *len);
+/* Answers a connection that is not served (fd: the unix socket, or the
+ * client's socket it passes, read first) with a 503 naming why, from
+ * "warren NAME", and closes it. Does not block. */
+void sess_srv_refuse_http(int fd, const char *name, const char *why);
+
 /* Removes what a previous server left in sessions_dir: every entry named
  * <something><suffix> (its tokens are dead, no session is open yet). */
 void sess_srv_remove_stale(const char *sessions_dir, const char *suffix);

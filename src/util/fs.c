@@ -467,3 +467,22 @@ int wr_chown_tree(const char *path, uid_t uid, gid_t gid)
 		return errno == ENOTDIR || errno == ELOOP ? 0 : -errno;
 	return chown_children(fd, uid, gid, 0);
 }
+
+int wr_read_key_file(const char *path, char **out)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return -errno;
+	if (st.st_mode & 077)
+		return -EPERM;
+	char *text = NULL;
+	size_t len = 0;
+	int r = wr_read_file(path, 64 * 1024, &text, &len);
+	if (r < 0)
+		return r;
+	while (len && (text[len - 1] == '\n' || text[len - 1] == '\r' ||
+		       text[len - 1] == ' '))
+		text[--len] = '\0';
+	*out = text;
+	return 0;
+}

@@ -23,6 +23,10 @@ int wr_write_file(const char *path, const char *text);
 /* Read up to max bytes of a file into a new NUL-terminated buffer. */
 int wr_read_file(const char *path, size_t max, char **out, size_t *out_len);
 /* 1 if path is a mount point, 0 if not, -errno on error. */
+/* A secret's file (an API key, a token): its first 64 KiB without the
+ * line end and spaces that end it. -EPERM if anyone but its owner may
+ * read or write it (mode & 077: chmod 600 it), -errno otherwise. */
+int wr_read_key_file(const char *path, char **out);
 int wr_is_mount_point(const char *path);
 /* cp -a for what a layer needs: directories, regular files and symlinks
  * (others skipped), without following symlinks or crossing mounts. */

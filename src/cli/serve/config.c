@@ -480,24 +480,34 @@ static int read_secret_file(const char *path, const char *key,
 			    const char *file, char **out,
 			    struct wr_error **err)
 {
-	struct stat st;
-	if (stat(file, &st) < 0)
-		return wr_error_input(err, errno, "%s: %s %s", path, key,
-				      file);
-	if (st.st_mode & 077)
+	int r = wr_read_key_file(file, out);
+	if (r == -EPERM)
 		return wr_error_input(err, EPERM,
 				      "%s: %s %s is readable by others (chmod "
 				      "600 it)",
 				      path, key, file);
-	char *text = NULL;
-	size_t len = 0;
-	int r = wr_read_file(file, 64 * 1024, &text, &len);
 	if (r < 0)
 		return wr_error_input(err, -r, "%s: %s %s", path, key, file);
-	while (len && (text[len - 1] == '\n' || text[len - 1] == '\r' ||
-		       text[len - 1] == ' '))
-		text[--len] = '\0';
-	*out = text;
+	return 0;
+}
+
+int serve_prices(const char *path, const char *key, const json_t *v,
+		 struct meter_prices *out, struct wr_error **err)
+{
+	json_t *p = json_object_get(v, "prompt");
+	json_t *q = json_object_get(v, "completion");
+	json_t *k = json_object_get(v, "cached");
+	size_t keys = 2 + (k != NULL);
+	if (!json_is_object(v) || !json_is_number(p) || !json_is_number(q) ||
+	    (k && !json_is_number(k)) || json_object_size(v) != keys ||
+	    json_number_value(p) < 0 || json_number_value(q) < 0 ||
+	    json_number_value(k) < 0)
+		return bad(err, path, key,
+			   "{\"prompt\": N, \"completion\": N, \"cached\": N} "
+			   "per million tokens (cached is optional)");
+	out->prompt = json_number_value(p);
+	out->completion = json_number_value(q);
+	out->cached = json_number_value(k);
 	return 0;
 }
 
@@ -570,16 +580,8 @@ static int load_model(const char *path, json_t *o, struct serve_config *cfg,
 			r = get_duration(path, "model.timeout", v,
 					 &c->model.timeout_ms, err);
 		} else if (!strcmp(key, "prices")) {
-			json_t *p = json_object_get(v, "prompt");
-			json_t *q = json_object_get(v, "completion");
-			if (!json_is_object(v) || !json_is_number(p) ||
-			    !json_is_number(q) || json_object_size(v) != 2 ||
-			    json_number_value(p) < 0 || json_number_value(q) < 0)
-				return bad(err, path, "model.prices",
-					   "{\"prompt\": N, \"completion\": N} "
-					   "per million tokens");
-			c->prices.prompt = json_number_value(p);
-			c->prices.completion = json_number_value(q);
+			r = serve_prices(path, "model.prices", v, &c->prices,
+					 err);
 		} else if (!strcmp(key, "budget")) {
 			const char *bk;
 			json_t *bv;

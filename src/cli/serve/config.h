@@ -112,5 +112,9 @@ int serve_parse_listen(const char *text, char **addr, uint16_t *port,
 /* A shell command line or an argv array as a JSON argv text. */
 char *serve_agent_json(const json_t *v);
 void serve_config_clear(struct serve_config *cfg);
+/* A "prices" object at key: {"prompt": N, "completion": N, "cached": N}
+ * per million tokens (cached optional). */
+int serve_prices(const char *path, const char *key, const json_t *v,
+		 struct meter_prices *out, struct wr_error **err);
 
 #endif
