@@ -21,6 +21,7 @@
 #include "store/store.h"
 #include "util/error.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -124,6 +125,17 @@ static inline void slack_outbox_close(struct slack_outbox *ob)
 	if (ob)
 		ob->ops->close(ob);
 }
+
+/* For the backends (outbox.c): what a post must hold to be added
+ * (post_add's -EINVAL); post_update's checks, with the bounded copy of its
+ * last_error (*last_error points into error, or is NULL to keep); whether
+ * id is one of Slack's event ids as event_claim takes them. */
+#define SLACK_POST_ERROR_MAX 511
+int slack_post_check(const struct slack_post *p, struct wr_error **err);
+int slack_post_update_check(int64_t id, const struct slack_post_update *u,
+			    char error[SLACK_POST_ERROR_MAX + 1],
+			    const char **last_error, struct wr_error **err);
+bool slack_event_id_ok(const char *id);
 
 /* "outcome", "reply", "ephemeral"; NULL for an out-of-range value. */
 const char *slack_post_kind_name(enum slack_post_kind k);
