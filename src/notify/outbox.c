@@ -57,6 +57,21 @@ void slack_posts_free(struct slack_post *v, size_t n)
 	free(v);
 }
 
+int slack_outbox_open(struct store *st, struct slack_outbox **out,
+		      struct wr_error **err)
+{
+	if (!st)
+		return wr_error_set(err, EINVAL, "Slack outbox: no store");
+	switch (st->ops->backend) {
+	case STORE_BACKEND_SQLITE:
+		return slack_outbox_open_sqlite(st, out, err);
+	case STORE_BACKEND_POSTGRES: return slack_outbox_open_pg(st, out, err);
+	default: break;
+	}
+	return wr_error_set(err, ENOTSUP,
+			    "Slack outbox: the store's backend has none");
+}
+
 /* A printable, non-empty text of at most max bytes (ids, timestamps). */
 static bool token_ok(const char *s, size_t max)
 {

@@ -6,8 +6,9 @@
  * due ones and records each attempt's outcome. The outbox is durable
  * state beside the store's, so it is a table of function pointers like
  * struct store, and a store backend that does not serve Slack needs
- * nothing of it. One backend today: SQLite, in the store's database and
- * over its connections (store/sqlite_slack.c, slack_outbox_open_sqlite).
+ * nothing of it. Both store backends implement it, in the store's
+ * database and over its connections (store/sqlite_slack.c,
+ * store/pg_slack.c); slack_outbox_open picks the store's.
  *
  * Rules every backend keeps (those of store.h): every call is one
  * transaction; records returned are owned by the caller (slack_post_clear,
@@ -118,6 +119,12 @@ struct slack_outbox {
  * a SQLite store. st must outlive it; *out is written only on success. */
 int slack_outbox_open_sqlite(struct store *st, struct slack_outbox **out,
 			     struct wr_error **err);
+/* The same in a PostgreSQL store (-EINVAL if st is not one). */
+int slack_outbox_open_pg(struct store *st, struct slack_outbox **out,
+			 struct wr_error **err);
+/* The outbox in st's database, whichever its backend. */
+int slack_outbox_open(struct store *st, struct slack_outbox **out,
+		      struct wr_error **err);
 
 /* Accepts NULL. Close it before its store. */
 static inline void slack_outbox_close(struct slack_outbox *ob)

@@ -22,8 +22,9 @@
 #define STORE_ROLE_MAX 64
 #define STORE_TOKEN_HASH_MAX 128 /* hex of a SHA-512 at most */
 #define STORE_REPO_NAME_MAX 100
-#define STORE_TEXT_MAX (64 * 1024) /* urls, refs, roles, a repository's JSON \
-				    */
+#define STORE_TEXT_MAX                                        \
+	(64 * 1024) /* urls, refs, roles, a repository's JSON \
+		     */
 #define STORE_ARTIFACT_NAME_MAX 1024
 /* session_list's page: a limit <= 0 is the default, more is the most */
 #define STORE_LIST_DEFAULT 50
@@ -105,6 +106,11 @@ int store_vec_add_row(struct store_vec *vec, const struct store_row *row);
 /* Hands the array over (NULL when empty). */
 void store_vec_take(struct store_vec *vec, void **out, size_t *n_out);
 void store_vec_free(struct store_vec *vec);
+
+/* The password in url as it is written there (after "user:" in its
+ * authority, or a password= parameter), or NULL: what a message about the
+ * URL must not show. Caller frees. */
+char *store_url_password(const char *url);
 
 /* ---- checks: 0, or -errno with *err ------------------------------------ */
 

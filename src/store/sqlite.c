@@ -445,8 +445,15 @@ static void sq_closep(struct sq_store **s)
 		sq_close(&(*s)->base);
 }
 
+static int sq_schema_version(struct store *st)
+{
+	return sq_of(st)->schema_version;
+}
+
 static const struct store_ops sqlite_ops = {
+    .backend = STORE_BACKEND_SQLITE,
     .close = sq_close,
+    .schema_version = sq_schema_version,
     .token_add = sq_token_add,
     .token_lookup = sq_token_lookup,
     .token_count = sq_token_count,
@@ -519,10 +526,4 @@ struct store *store_open_sqlite(const char *path, struct wr_error **err)
 		if (conn_open(&s->readers[i], path, false, err) < 0)
 			return NULL;
 	return &TAKE_PTR(s)->base;
-}
-
-int store_schema_version(struct store *st)
-{
-	struct sq_store *s = sq_store_of(st);
-	return s ? s->schema_version : -ENOTSUP;
 }

@@ -135,6 +135,168 @@ int64_t store_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* ---- opening by URL ------------------------------------------------------ */
+
+bool store_url_is_pg(const char *url)
+{
+	return url && (!strncmp(url, "postgres://", 11) ||
+		       !strncmp(url, "postgresql://", 13));
+}
+
+/* Where the URL's parts are: the authority's user information (before
+ * its last '@'), its password within it, and the query (after '?'). */
+struct url_parts {
+	size_t pass, pass_end; /* pass == pass_end: none */
+	size_t query, end;     /* query == end: none */
+};
+
+static void url_split(const char *url, struct url_parts *u)
+{
+	size_t len = strlen(url);
+	*u = (struct url_parts){.end = len};
+	const char *sep = strstr(url, "://");
+	size_t auth = sep ? (size_t)(sep - url) + 3 : len;
+	size_t auth_end = auth + strcspn(url + auth, "/?#");
+	for (size_t i = auth_end; i > auth; i--)
+		if (url[i - 1] == '@') {
+			const char *colon =
+			    memchr(url + auth, ':', i - 1 - auth);
+			if (colon) {
+				u->pass = (size_t)(colon - url) + 1;
+				u->pass_end = i - 1;
+			}
+			break;
+		}
+	const char *q = sep ? strchr(url + auth_end, '?') : NULL;
+	u->query = u->end = q ? (size_t)(q - url) + 1 : len;
+	if (q)
+		u->end = u->query + strcspn(url + u->query, "#");
+}
+
+/* Calls fn for each "password=" parameter's value in the query. */
+static void each_query_password(const char *url, const struct url_parts *u,
+				void (*fn)(void *ctx, size_t at, size_t end),
+				void *ctx)
+{
+	for (size_t at = u->query; at < u->end;) {
+		size_t len = strcspn(url + at, "&#");
+		if (at + len > u->end)
+			len = u->end - at;
+		if (len >= 9 && !strncmp(url + at, "password=", 9))
+			fn(ctx, at + 9, at + len);
+		at += len + 1;
+	}
+}
+
+struct redact {
+	const char *url;
+	char *out;
+	size_t n, from; /* written to out; copied from url up to */
+};
+
+static void redact_span(void *ctx, size_t at, size_t end)
+{
+	struct redact *r = ctx;
+	memcpy(r->out + r->n, r->url + r->from, at - r->from);
+	r->n += at - r->from;
+	memcpy(r->out + r->n, "***", 3);
+	r->n += 3;
+	r->from = end;
+}
+
+char *store_url_redact(const char *url)
+{
+	if (!url)
+		return NULL;
+	struct url_parts u;
+	url_split(url, &u);
+	/* each redaction adds at most 3 bytes; there are at most one per
+	 * '&' of the query, plus the user's and the query's first */
+	size_t amps = 0, len = strlen(url);
+	for (const char *p = url; *p; p++)
+		amps += *p == '&';
+	struct redact r = {.url = url,
+			   .out = wr_malloc(len + 3 * (amps + 2) + 1)};
+	if (!r.out)
+		return NULL;
+	if (u.pass_end > u.pass)
+		redact_span(&r, u.pass, u.pass_end);
+	each_query_password(url, &u, redact_span, &r);
+	memcpy(r.out + r.n, url + r.from, len - r.from);
+	r.out[r.n + len - r.from] = '\0';
+	return r.out;
+}
+
+struct first_span {
+	size_t at, end;
+	bool found;
+};
+
+static void first_span(void *ctx, size_t at, size_t end)
+{
+	struct first_span *f = ctx;
+	if (!f->found)
+		*f = (struct first_span){at, end, true};
+}
+
+char *store_url_password(const char *url)
+{
+	if (!url)
+		return NULL;
+	struct url_parts u;
+	url_split(url, &u);
+	struct first_span f = {0};
+	if (u.pass_end > u.pass)
+		f = (struct first_span){u.pass, u.pass_end, true};
+	else
+		each_query_password(url, &u, first_span, &f);
+	return f.found ? wr_strndup(url + f.at, f.end - f.at) : NULL;
+}
+
+struct store *store_open(const char *url, struct wr_error **err)
+{
+	if (!url || !*url) {
+		wr_error_input(err, EINVAL, "open store: no path or URL");
+		return NULL;
+	}
+	if (store_url_is_pg(url))
+		return store_open_pg(url, err);
+	if (!strncmp(url, "sqlite:", 7))
+		return store_open_sqlite(url + 7, err);
+	const char *sep = strstr(url, "://");
+	size_t scheme = sep ? strspn(url, "abcdefghijklmnopqrstuvwxyz"
+					  "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+					  "0123456789+.-")
+			    : 0;
+	if (sep && scheme == (size_t)(sep - url) && scheme > 0) {
+		_cleanup_free_ char *shown = store_url_redact(url);
+		wr_error_input(err, EINVAL,
+			       "store %s: unknown kind of store '%.*s' (want "
+			       "postgres://, postgresql://, sqlite:PATH or a "
+			       "path)",
+			       shown ? shown : "URL", (int)scheme, url);
+		return NULL;
+	}
+	return store_open_sqlite(url, err);
+}
+
+int store_schema_version(struct store *st)
+{
+	return st ? st->ops->schema_version(st) : -EINVAL;
+}
+
+const char *store_backend_name(const struct store *st)
+{
+	static const char *const names[STORE_BACKEND_MAX] = {
+	    [STORE_BACKEND_SQLITE] = "sqlite",
+	    [STORE_BACKEND_POSTGRES] = "postgres",
+	};
+	if (!st || (int)st->ops->backend < 0 ||
+	    st->ops->backend >= STORE_BACKEND_MAX)
+		return NULL;
+	return names[st->ops->backend];
+}
+
 /* ---- destructors -------------------------------------------------------- */
 
 void store_repo_clear(struct store_repo *r)
