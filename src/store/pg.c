@@ -47,6 +47,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,10 +91,23 @@ static void server_message(struct pg_conn *c, const PGresult *res, char *buf,
 		msg = "no answer from the server";
 	if (!strncmp(msg, "ERROR:  ", 8))
 		msg += 8;
-	snprintf(buf, size, "%s", msg);
-	size_t len = strlen(buf);
-	while (len && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
-		buf[--len] = '\0';
+	/* one line: libpq's hints come on lines of their own, indented */
+	size_t n = 0;
+	for (const char *p = msg; *p && n + 3 < size; p++) {
+		if (*p != '\n') {
+			buf[n++] = *p == '\t' ? ' ' : *p;
+			continue;
+		}
+		while (p[1] == '\t' || p[1] == ' ')
+			p++;
+		if (p[1]) {
+			buf[n++] = ';';
+			buf[n++] = ' ';
+		}
+	}
+	buf[n] = '\0';
+	while (n && buf[n - 1] == ' ')
+		buf[--n] = '\0';
 }
 
 static int vfail(struct pg_conn *c, const PGresult *res, int r,
@@ -314,11 +328,17 @@ int pg_collect(PGresult *res, const struct store_record_type *type, void **out,
 /* ---- connections -------------------------------------------------------- */
 
 /* PostgreSQL's notices ("relation schema_version already exists,
- * skipping") are not the server log's business. */
-static void quiet(void *arg, const char *message)
+ * skipping") are not the server log's business; but a FATAL one, which
+ * libpq reports so when it comes on an idle connection, is the server
+ * ending the connection (a restart, pg_terminate_backend). */
+static void on_notice(void *arg, const PGresult *res)
 {
-	(void)arg;
-	(void)message;
+	struct pg_conn *c = arg;
+	const char *severity =
+	    PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+	if (severity &&
+	    (!strcmp(severity, "FATAL") || !strcmp(severity, "PANIC")))
+		c->doomed = true;
 }
 
 /* The connection's failure as an error naming the store (never with its
@@ -328,7 +348,8 @@ static int connect_error(struct pg_store *s, PGconn *db, struct wr_error **err)
 	char msg[1024];
 	struct pg_conn tmp = {.db = db};
 	server_message(&tmp, NULL, msg, sizeof(msg));
-	return wr_error_set(err, EIO, "store %s: %s", s->shown, msg);
+	return wr_error_set(err, EIO, "%s %s: %s",
+			    s->opened ? "store" : "open store", s->shown, msg);
 }
 
 /* Is the server one the store can use? */
@@ -336,14 +357,14 @@ static int server_check(struct pg_store *s, PGconn *db, struct wr_error **err)
 {
 	if (PQserverVersion(db) < SERVER_VERSION_MIN)
 		return wr_error_set(err, ENOTSUP,
-				    "store %s: PostgreSQL %d is too old "
+				    "open store %s: PostgreSQL %d is too old "
 				    "(10 or newer)",
 				    s->shown, PQserverVersion(db) / 10000);
 	const char *enc = PQparameterStatus(db, "server_encoding");
 	if (!enc || strcmp(enc, "UTF8"))
 		return wr_error_input(err, ENOTSUP,
-				      "store %s: the database's encoding is "
-				      "%s, not UTF8 (createdb -E UTF8)",
+				      "open store %s: the database's encoding "
+				      "is %s, not UTF8 (createdb -E UTF8)",
 				      s->shown, enc ? enc : "unknown");
 	return 0;
 }
@@ -369,9 +390,28 @@ static int conn_open(struct pg_store *s, struct pg_conn *c,
 		PQfinish(db);
 		return r;
 	}
-	PQsetNoticeProcessor(db, quiet, NULL);
+	PQsetNoticeReceiver(db, on_notice, c);
+	c->doomed = false;
 	c->db = db;
 	return 0;
+}
+
+/* Is the idle connection still there? One the server closed while it
+ * was idle has said so on its socket (a FATAL message, then the end of
+ * the stream), and an idle connection has nothing else to read: read it.
+ * A call then never gets a connection known to be dead. */
+static bool conn_alive(struct pg_conn *c)
+{
+	for (int i = 0; i < 8 && !c->doomed && PQstatus(c->db) == CONNECTION_OK;
+	     i++) {
+		struct pollfd pfd = {.fd = PQsocket(c->db), .events = POLLIN};
+		if (pfd.fd < 0 || poll(&pfd, 1, 0) <= 0)
+			break;
+		if (!PQconsumeInput(c->db))
+			return false;
+		PQisBusy(c->db); /* parses it: a notice, or the end */
+	}
+	return !c->doomed && PQstatus(c->db) == CONNECTION_OK;
 }
 
 /* The connection lent to a call, ready: opened if it is not yet (or any
@@ -379,12 +419,11 @@ static int conn_open(struct pg_store *s, struct pg_conn *c,
 static int conn_ready(struct pg_store *s, struct pg_conn *c,
 		      struct wr_error **err)
 {
-	if (c->db && PQstatus(c->db) != CONNECTION_OK) {
+	if (c->db && !conn_alive(c)) {
+		c->doomed = false;
 		PQreset(c->db);
-		if (PQstatus(c->db) == CONNECTION_OK) {
-			PQsetNoticeProcessor(c->db, quiet, NULL);
+		if (PQstatus(c->db) == CONNECTION_OK)
 			return 0;
-		}
 		int r = connect_error(s, c->db, err);
 		PQfinish(c->db);
 		c->db = NULL;
@@ -607,12 +646,12 @@ static int url_check(const char *url, const char *shown, struct wr_error **err)
 		return 0;
 	}
 	if (!msg)
-		return wr_error_set(err, ENOMEM, "store %s", shown);
+		return wr_error_set(err, ENOMEM, "open store %s", shown);
 	_cleanup_free_ char *secret = store_url_password(url);
 	size_t len = strlen(msg);
 	while (len && msg[len - 1] == '\n')
 		msg[--len] = '\0';
-	int r = wr_error_input(err, EINVAL, "store %s: %s", shown,
+	int r = wr_error_input(err, EINVAL, "open store %s: %s", shown,
 			       secret && *secret && strstr(msg, secret)
 				   ? "not a valid connection URI"
 				   : msg);
@@ -661,5 +700,6 @@ struct store *store_open_pg(const char *url, struct wr_error **err)
 		s->conns[i].store = s;
 	if (url_check(url, s->shown, err) < 0 || migrate(s, err) < 0)
 		return NULL;
+	s->opened = true;
 	return &TAKE_PTR(s)->base;
 }

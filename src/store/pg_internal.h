@@ -92,6 +92,7 @@ struct pg_conn {
 	PGconn *db; /* NULL until first used, or after it broke */
 	struct pg_store *store;
 	bool busy;
+	bool doomed; /* the server said it ends the connection (pg.c) */
 };
 
 struct pg_store {
@@ -99,6 +100,7 @@ struct pg_store {
 	char *conninfo; /* the URL as given, password included (libpq's) */
 	char *shown;	/* the URL without its password, for messages */
 	int schema_version;
+	bool opened; /* past store_open_pg: errors say "store", not "open" */
 	pthread_mutex_t mu; /* busy flags of conns */
 	pthread_cond_t freed;
 	bool sync_init;

@@ -1588,6 +1588,29 @@ static void test_concurrent_mixed_writes(void **state)
 	store_close(st);
 }
 
+/* The server ends the store's connections (a restart, an administrator):
+ * the next calls open them again, and none fails. */
+static void test_reconnects(void **state)
+{
+	(void)state;
+	if (!teststore_pg()) {
+		skip();
+		return;
+	}
+	struct store *st = open_db("w.db");
+	char repo[STORE_ID_MAX], sid[STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	add_session(st, repo, sid);
+	for (int round = 0; round < 2; round++) {
+		teststore_pg_kill(U("w.db"));
+		assert_int_equal(state_of(st, sid), SESSION_QUEUED);
+		assert_int_equal(OK(st->ops->event_append(st, sid, EVENT_OUTPUT,
+							  NULL, &err_)),
+				 2 + round);
+	}
+	store_close(st);
+}
+
 /* ---- messages, artifacts ------------------------------------------------ */
 
 static void test_messages(void **state)
@@ -1963,6 +1986,7 @@ int main(void)
 	    T(test_concurrent_appends_are_gapless),
 	    T(test_two_handles_append_gapless),
 	    T(test_concurrent_mixed_writes),
+	    T(test_reconnects),
 	    T(test_messages),
 	    T(test_artifacts),
 	    T(test_session_list_pagination),

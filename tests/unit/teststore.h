@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TESTSTORE_MAX 64 /* databases one process creates at most */
 
@@ -68,6 +69,12 @@ static inline void teststore_pg_url(const char *dbname, char *out, size_t size)
 	PQconninfoFree(opts);
 }
 
+static inline void teststore_quiet(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message;
+}
+
 /* Runs sql on the server's maintenance database. */
 static inline void teststore_pg_admin(const char *sql)
 {
@@ -75,6 +82,7 @@ static inline void teststore_pg_admin(const char *sql)
 	if (PQstatus(db) != CONNECTION_OK)
 		fail_msg("connect to %s: %s", teststore_pg(),
 			 PQerrorMessage(db));
+	PQsetNoticeProcessor(db, teststore_quiet, NULL);
 	PGresult *res = PQexec(db, sql);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 		fail_msg("%s: %s", sql, PQerrorMessage(db));
@@ -135,12 +143,6 @@ static inline void teststore_cleanup(void)
 	teststore_n = 0;
 }
 
-static inline void teststore_quiet(void *arg, const char *message)
-{
-	(void)arg;
-	(void)message;
-}
-
 /* Runs sql (several statements) on the database of the store at url. */
 static inline void teststore_sql(const char *url, const char *sql)
 {
@@ -165,6 +167,32 @@ static inline void teststore_sql(const char *url, const char *sql)
 	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
 		fail_msg("%s: %s", sql, msg);
 	sqlite3_close(db);
+}
+
+/* Ends every other connection to the PostgreSQL database at url, as a
+ * restart of the server would, and waits until they are gone. */
+static inline void teststore_pg_kill(const char *url)
+{
+	PGconn *db = PQconnectdb(url);
+	if (PQstatus(db) != CONNECTION_OK)
+		fail_msg("connect to %s: %s", url, PQerrorMessage(db));
+	static const char *const sql[] = {
+	    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+	    "datname = current_database() AND pid <> pg_backend_pid()",
+	    "SELECT COUNT(*) FROM pg_stat_activity WHERE "
+	    "datname = current_database() AND pid <> pg_backend_pid()"};
+	PGresult *res = PQexec(db, sql[0]);
+	PQclear(res);
+	for (int i = 0; i < 500; i++) {
+		res = PQexec(db, sql[1]);
+		bool gone = PQresultStatus(res) == PGRES_TUPLES_OK &&
+			    !strcmp(PQgetvalue(res, 0, 0), "0");
+		PQclear(res);
+		if (gone)
+			break;
+		usleep(10000);
+	}
+	PQfinish(db);
 }
 
 /* The single integer sql returns on the store's database. */
