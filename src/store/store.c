@@ -270,11 +270,12 @@ struct store *store_open(const char *url, struct wr_error **err)
 			    : 0;
 	if (sep && scheme == (size_t)(sep - url) && scheme > 0) {
 		_cleanup_free_ char *shown = store_url_redact(url);
-		wr_error_input(err, EINVAL,
-			       "store %s: unknown kind of store '%.*s' (want "
-			       "postgres://, postgresql://, sqlite:PATH or a "
-			       "path)",
-			       shown ? shown : "URL", (int)scheme, url);
+		wr_error_input(
+		    err, EINVAL,
+		    "open store %s: unknown kind of store '%.*s' (want "
+		    "postgres://, postgresql://, sqlite:PATH or a "
+		    "path)",
+		    shown ? shown : "URL", (int)scheme, url);
 		return NULL;
 	}
 	return store_open_sqlite(url, err);
