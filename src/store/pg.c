@@ -356,10 +356,10 @@ static int connect_error(struct pg_store *s, PGconn *db, struct wr_error **err)
 static int server_check(struct pg_store *s, PGconn *db, struct wr_error **err)
 {
 	if (PQserverVersion(db) < SERVER_VERSION_MIN)
-		return wr_error_set(err, ENOTSUP,
-				    "open store %s: PostgreSQL %d is too old "
-				    "(10 or newer)",
-				    s->shown, PQserverVersion(db) / 10000);
+		return wr_error_input(err, ENOTSUP,
+				      "open store %s: PostgreSQL %d is too "
+				      "old (10 or newer)",
+				      s->shown, PQserverVersion(db) / 10000);
 	const char *enc = PQparameterStatus(db, "server_encoding");
 	if (!enc || strcmp(enc, "UTF8"))
 		return wr_error_input(err, ENOTSUP,
