@@ -18,13 +18,16 @@ SAN     ?= 0
 DEBIAN_PACKAGES := gcc make pkg-config libseccomp-dev libjansson-dev \
                    libcmocka-dev musl-tools libsodium-dev git \
                    libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev \
-                   libpsl-dev
+                   libpsl-dev libpq-dev
 
 # what the tests use besides the build (script, setpriv, pgrep, PostgreSQL
-# for the service fixture)
-TEST_PACKAGES := bsdutils util-linux procps git postgresql curl wrk sqlite3 python3 jq chromium nodejs cmake
+# for the service fixture and the store's tests against its second backend)
+TEST_PACKAGES := bsdutils util-linux procps git postgresql postgresql-15 curl wrk sqlite3 python3 jq chromium nodejs cmake
 
-CFLAGS_COMMON := -std=c17 -D_GNU_SOURCE -Isrc -g -O2 -Wall -Wextra \
+# libpq's headers live in their own directory (the store's PostgreSQL
+# backend, src/store/pg*.c)
+PQ_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql)
+CFLAGS_COMMON := -std=c17 -D_GNU_SOURCE -Isrc $(PQ_CFLAGS) -g -O2 -Wall -Wextra \
   -Werror=implicit-function-declaration -Werror=return-type \
   -Werror=incompatible-pointer-types -Werror=int-conversion \
   -Wshadow -Wformat=2 -Wno-format-nonliteral -Wno-format-truncation -Wmissing-prototypes \
@@ -66,7 +69,7 @@ SERVER_OBJ  := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 SERVE_SRC   := $(wildcard src/cli/serve/*.c)
 SERVE_OBJ   := $(SERVE_SRC:%.c=$(BUILD)/obj/%.o)
 # (-lpsl: the egress allowlist refuses public suffixes, egress_policy.c)
-SERVER_LIBS := -lmicrohttpd -lsqlite3 -lcurl -ljansson -lsodium -lseccomp -lpthread -lpsl
+SERVER_LIBS := -lmicrohttpd -lsqlite3 -lpq -lcurl -ljansson -lsodium -lseccomp -lpthread -lpsl
 # The API client verbs (`warren run|sessions|show|logs|send|cancel|repo`).
 CLIENT_SRC  := $(wildcard src/cli/client/*.c)
 CLIENT_OBJ  := $(CLIENT_SRC:%.c=$(BUILD)/obj/%.o)

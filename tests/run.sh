@@ -1,7 +1,8 @@
 #!/bin/bash
 # tests/run.sh - run every test and print one summary line "N passed, N failed".
 #
-#   unit tests       build/tests/test_*   (cmocka; each test case counts)
+#   unit tests       build/tests/test_*   (cmocka; each test case counts),
+#                    the store's again on PostgreSQL (a server of their own)
 #   shell tests      tests/integration/*.sh, tests/security/*.sh
 #   leftover check   last: nothing of ours may remain on the host
 #
@@ -22,19 +23,53 @@ if [ "$(id -u)" != 0 ] && [ $UNIT_ONLY = 0 ]; then
 	echo "tests need root (namespaces, mounts, cgroups)" >&2
 fi
 
-for t in "$BUILD"/tests/test_*; do
-	[ -x "$t" ] || continue
-	name="$(basename "$t")"
-	out="$LOG_DIR/$name.log"
+# run_unit BIN NAME [LOG]: one cmocka binary, one result line per test
+# case, its output in $LOG_DIR/LOG.log (LOG: NAME).
+run_unit() {
+	local t="$1" name="$2"
+	local out="$LOG_DIR/${3:-$2}.log"
 	CMOCKA_MESSAGE_OUTPUT=stdout "$t" >"$out" 2>&1
 	# one result line per cmocka test case
 	grep -E '^\[       OK \]' "$out" | sed -E "s/^\[       OK \] (.*)/PASS unit $name: \1/" >>"$RESULTS"
 	# cmocka names a failed case twice (inline and in the summary)
 	grep -E '^\[  FAILED  \] [a-z_0-9]+$' "$out" | sort -u | sed -E "s#^\[  FAILED  \] (.*)#FAIL unit $name: \1: see $out#" >>"$RESULTS"
+	# a group's setup or teardown that failed: its cases never ran
+	if grep -qE '^\[  ERROR   \]' "$out"; then
+		echo "FAIL unit $name: a group setup or teardown failed, see $out" >>"$RESULTS"
+	fi
 	if ! grep -qE '^\[  PASSED  \]|^\[  FAILED  \]' "$out"; then
 		echo "FAIL unit $name: crashed, see $out" >>"$RESULTS"
 	fi
+}
+
+for t in "$BUILD"/tests/test_*; do
+	[ -x "$t" ] || continue
+	run_unit "$t" "$(basename "$t")"
 done
+
+# The store's tests again on its second backend, PostgreSQL: a server of
+# their own (tests/pg_server.sh: initdb in a temporary directory, a unix
+# socket there only), stopped and removed on every way out. Each test
+# binary here takes its store from WARREN_TEST_STORE (tests/unit/
+# teststore.h). Without PostgreSQL's binaries this pass is skipped, saying
+# so; with them, a server that does not start is a failure.
+STORE_TESTS="test_db test_slack test_api"
+. tests/pg_server.sh
+trap pg_server_stop EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+if ! pg_server_bin >/dev/null; then
+	echo "SKIP unit tests on PostgreSQL: no PostgreSQL server binaries (install postgresql-15)" >&2
+elif pg_server_start; then
+	for name in $STORE_TESTS; do
+		[ -x "$BUILD/tests/$name" ] || continue
+		WARREN_TEST_STORE="$PG_SERVER_URL" run_unit "$BUILD/tests/$name" \
+			"$name[postgres]" "$name.postgres"
+	done
+	pg_server_stop
+else
+	echo "FAIL unit postgres: $PG_SERVER_WHY" >>"$RESULTS"
+fi
 
 summary() {
 	grep -E '^FAIL' "$RESULTS" >&2 || true

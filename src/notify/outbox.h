@@ -6,8 +6,9 @@
  * due ones and records each attempt's outcome. The outbox is durable
  * state beside the store's, so it is a table of function pointers like
  * struct store, and a store backend that does not serve Slack needs
- * nothing of it. One backend today: SQLite, in the store's database and
- * over its connections (store/sqlite_slack.c, slack_outbox_open_sqlite).
+ * nothing of it. Both store backends implement it, in the store's
+ * database and over its connections (store/sqlite_slack.c,
+ * store/pg_slack.c); slack_outbox_open picks the store's.
  *
  * Rules every backend keeps (those of store.h): every call is one
  * transaction; records returned are owned by the caller (slack_post_clear,
@@ -21,6 +22,7 @@
 #include "store/store.h"
 #include "util/error.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -117,6 +119,12 @@ struct slack_outbox {
  * a SQLite store. st must outlive it; *out is written only on success. */
 int slack_outbox_open_sqlite(struct store *st, struct slack_outbox **out,
 			     struct wr_error **err);
+/* The same in a PostgreSQL store (-EINVAL if st is not one). */
+int slack_outbox_open_pg(struct store *st, struct slack_outbox **out,
+			 struct wr_error **err);
+/* The outbox in st's database, whichever its backend. */
+int slack_outbox_open(struct store *st, struct slack_outbox **out,
+		      struct wr_error **err);
 
 /* Accepts NULL. Close it before its store. */
 static inline void slack_outbox_close(struct slack_outbox *ob)
@@ -124,6 +132,17 @@ static inline void slack_outbox_close(struct slack_outbox *ob)
 	if (ob)
 		ob->ops->close(ob);
 }
+
+/* For the backends (outbox.c): what a post must hold to be added
+ * (post_add's -EINVAL); post_update's checks, with the bounded copy of its
+ * last_error (*last_error points into error, or is NULL to keep); whether
+ * id is one of Slack's event ids as event_claim takes them. */
+#define SLACK_POST_ERROR_MAX 511
+int slack_post_check(const struct slack_post *p, struct wr_error **err);
+int slack_post_update_check(int64_t id, const struct slack_post_update *u,
+			    char error[SLACK_POST_ERROR_MAX + 1],
+			    const char **last_error, struct wr_error **err);
+bool slack_event_id_ok(const char *id);
 
 /* "outcome", "reply", "ephemeral"; NULL for an out-of-range value. */
 const char *slack_post_kind_name(enum slack_post_kind k);

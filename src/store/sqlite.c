@@ -181,7 +181,7 @@ void sq_rollbackp(struct sq_conn **tx)
 	}
 }
 
-/* ---- columns, ids, arrays ----------------------------------------------- */
+/* ---- columns, rows ----------------------------------------------------- */
 
 int sq_column_strdup(sqlite3_stmt *q, int col, char **out)
 {
@@ -202,58 +202,57 @@ int sq_column_strdup(sqlite3_stmt *q, int col, char **out)
 	return 0;
 }
 
-void sq_column_copy(sqlite3_stmt *q, int col, char *buf, size_t size)
+static int row_text(const struct store_row *row, int col, const char **out)
 {
-	const unsigned char *text = sqlite3_column_text(q, col);
-	snprintf(buf, size, "%s", text ? (const char *)text : "");
-}
-
-bool sq_id_ok(const char *id)
-{
-	if (!id || !*id)
-		return false;
-	size_t i;
-	for (i = 0; id[i] && i < STORE_ID_MAX; i++)
-		if (id[i] <= ' ' || id[i] > '~')
-			return false;
-	return i < STORE_ID_MAX;
-}
-
-void *sq_vec_push(struct sq_vec *vec)
-{
-	if (vec->n == vec->cap) {
-		size_t cap = vec->cap ? vec->cap * 2 : 8;
-		if (cap > SIZE_MAX / vec->elem) {
-			errno = ENOMEM;
-			return NULL;
-		}
-		void *v = wr_realloc(vec->v, cap * vec->elem);
-		if (!v)
-			return NULL;
-		vec->v = v;
-		vec->cap = cap;
+	sqlite3_stmt *q = row->res;
+	if (sqlite3_column_type(q, col) == SQLITE_NULL) {
+		*out = NULL;
+		return 0;
 	}
-	char *slot = (char *)vec->v + vec->n * vec->elem;
-	memset(slot, 0, vec->elem);
-	vec->n++;
-	return slot;
+	const unsigned char *text = sqlite3_column_text(q, col);
+	if (!text)
+		return -ENOMEM; /* SQLite could not convert it */
+	*out = (const char *)text;
+	return 0;
 }
 
-int sq_collect(struct sq_conn *c, sqlite3_stmt *q, size_t elem, sq_row_fn row,
-	       sq_clear_fn clear, void **out, size_t *n_out, const char *what,
-	       struct wr_error **err)
+static int64_t row_int64(const struct store_row *row, int col)
 {
-	struct sq_vec vec = {.elem = elem};
+	return sqlite3_column_int64(row->res, col);
+}
+
+struct store_row sq_row(sqlite3_stmt *q)
+{
+	return (struct store_row){
+	    .text = row_text, .int64 = row_int64, .res = q};
+}
+
+int sq_get_one(struct sq_conn *c, sqlite3_stmt *q,
+	       const struct store_record_type *type, void *out,
+	       const char *what, struct wr_error **err)
+{
+	int rc = sqlite3_step(q);
+	if (rc == SQLITE_DONE)
+		return 0;
+	if (rc != SQLITE_ROW)
+		return sq_error(c, rc, err, "%s", what);
+	struct store_row row = sq_row(q);
+	int r = type->from_row(&row, out);
+	if (r < 0)
+		return wr_error_set(err, -r, "%s", what);
+	return 1;
+}
+
+int sq_collect(struct sq_conn *c, sqlite3_stmt *q,
+	       const struct store_record_type *type, void **out, size_t *n_out,
+	       const char *what, struct wr_error **err)
+{
+	struct store_vec vec = {.type = type};
+	struct store_row row = sq_row(q);
 	int rc, r = 0;
 	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-		void *slot = sq_vec_push(&vec);
-		if (!slot) {
-			r = wr_error_set(err, ENOMEM, "%s", what);
-			break;
-		}
-		r = row(q, slot);
+		r = store_vec_add_row(&vec, &row);
 		if (r < 0) {
-			vec.n--;
 			r = wr_error_set(err, -r, "%s", what);
 			break;
 		}
@@ -261,13 +260,10 @@ int sq_collect(struct sq_conn *c, sqlite3_stmt *q, size_t elem, sq_row_fn row,
 	if (r == 0 && rc != SQLITE_DONE)
 		r = sq_error(c, rc, err, "%s", what);
 	if (r < 0) {
-		for (size_t i = 0; i < vec.n; i++)
-			clear((char *)vec.v + i * elem);
-		free(vec.v);
+		store_vec_free(&vec);
 		return r;
 	}
-	*out = vec.v;
-	*n_out = vec.n;
+	store_vec_take(&vec, out, n_out);
 	return 0;
 }
 
@@ -449,8 +445,15 @@ static void sq_closep(struct sq_store **s)
 		sq_close(&(*s)->base);
 }
 
+static int sq_schema_version(struct store *st)
+{
+	return sq_of(st)->schema_version;
+}
+
 static const struct store_ops sqlite_ops = {
+    .backend = STORE_BACKEND_SQLITE,
     .close = sq_close,
+    .schema_version = sq_schema_version,
     .token_add = sq_token_add,
     .token_lookup = sq_token_lookup,
     .token_count = sq_token_count,
@@ -523,10 +526,4 @@ struct store *store_open_sqlite(const char *path, struct wr_error **err)
 		if (conn_open(&s->readers[i], path, false, err) < 0)
 			return NULL;
 	return &TAKE_PTR(s)->base;
-}
-
-int store_schema_version(struct store *st)
-{
-	struct sq_store *s = sq_store_of(st);
-	return s ? s->schema_version : -ENOTSUP;
 }

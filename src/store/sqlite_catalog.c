@@ -9,60 +9,18 @@
 #include <errno.h>
 #include <string.h>
 
-#define TOKEN_HASH_MAX 128 /* hex of a SHA-512 at most */
-#define REPO_NAME_MAX 100
-#define TEXT_MAX (64 * 1024) /* urls, refs, roles, JSON of a repository */
-
-static bool text_ok(const char *s, size_t max)
-{
-	return s && *s && strnlen(s, max + 1) <= max;
-}
-
 /* ---- tokens ------------------------------------------------------------- */
-
-/* A token's record from a row of TOKEN_COLUMNS (sqlite_schema.c). */
-static int token_from_row(sqlite3_stmt *q, void *out)
-{
-	struct store_token t = {
-	    .created_ms = sqlite3_column_int64(q, 2),
-	    .expires_ms = sqlite3_column_int64(q, 3),
-	    .revoked_ms = sqlite3_column_int64(q, 5),
-	    .last_used_ms = sqlite3_column_int64(q, 6),
-	};
-	sq_column_copy(q, 7, t.id, sizeof(t.id));
-	if (sq_column_strdup(q, 0, &t.user) < 0 ||
-	    sq_column_strdup(q, 1, &t.role) < 0 ||
-	    sq_column_strdup(q, 4, &t.name) < 0) {
-		store_token_clear(&t);
-		return -ENOMEM;
-	}
-	*(struct store_token *)out = t;
-	return 0;
-}
-
-static void token_clear(void *t)
-{
-	store_token_clear(t);
-}
 
 int sq_token_add(struct store *st, const char *hash_hex,
 		 const struct store_token *t, struct wr_error **err)
 {
-	if (!text_ok(hash_hex, TOKEN_HASH_MAX) || !t ||
-	    !text_ok(t->user, 256) || !text_ok(t->role, 64))
-		return wr_error_input(err, EINVAL,
-				      "add token: hash, user and role are "
-				      "required");
-	if (!store_token_name_valid(t->name))
-		return wr_error_input(err, EINVAL,
-				      "add token: bad name (want 1 to %d of "
-				      "[A-Za-z0-9._-], starting with a "
-				      "letter or digit)",
-				      STORE_TOKEN_NAME_MAX);
+	int r = store_token_check(hash_hex, t, err);
+	if (r < 0)
+		return r;
 	int64_t created = t->created_ms ? t->created_ms : store_now_ms();
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
-	int r = sq_prepare(c, SQ_TOKEN_ADD, &q, err);
+	r = sq_prepare(c, SQ_TOKEN_ADD, &q, err);
 	if (r < 0)
 		return r;
 	int rc = sq_bind_text(q, 1, hash_hex);
@@ -90,7 +48,7 @@ int sq_token_add(struct store *st, const char *hash_hex,
 int sq_token_lookup(struct store *st, const char *hash_hex, int64_t now_ms,
 		    struct store_token *out, struct wr_error **err)
 {
-	if (!text_ok(hash_hex, TOKEN_HASH_MAX))
+	if (!store_token_hash_ok(hash_hex))
 		return wr_error_absent(err, true, "unknown token");
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(sq_of(st));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
@@ -100,19 +58,13 @@ int sq_token_lookup(struct store *st, const char *hash_hex, int64_t now_ms,
 	int rc = sq_bind_text(q, 1, hash_hex);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int64(q, 2, now_ms);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(q);
-	if (rc == SQLITE_DONE)
+	if (rc != SQLITE_OK)
+		return sq_error(c, rc, err, "look up token");
+	r = sq_get_one(c, q, &store_token_record, out, "look up token", err);
+	if (r == 0)
 		return wr_error_input(err, ENOENT,
 				      "unknown, revoked or expired token");
-	if (rc != SQLITE_ROW)
-		return sq_error(c, rc, err, "look up token");
-	struct store_token t;
-	r = token_from_row(q, &t);
-	if (r < 0)
-		return wr_error_set(err, -r, "look up token");
-	*out = t;
-	return 0;
+	return r < 0 ? r : 0;
 }
 
 int sq_token_count(struct store *st, struct wr_error **err)
@@ -139,8 +91,7 @@ int sq_token_list(struct store *st, struct store_token **out, size_t *n_out,
 		return r;
 	void *v = NULL;
 	size_t n = 0;
-	r = sq_collect(c, q, sizeof(**out), token_from_row, token_clear, &v, &n,
-		       "list tokens", err);
+	r = sq_collect(c, q, &store_token_record, &v, &n, "list tokens", err);
 	if (r == 0) {
 		*out = v;
 		*n_out = n;
@@ -153,7 +104,7 @@ int sq_token_revoke(struct store *st, const char *name, int64_t now_ms,
 {
 	if (!store_token_name_valid(name))
 		return wr_error_absent(err, true, "no token named %s",
-				      name ? name : "");
+				       name ? name : "");
 	if (now_ms <= 0)
 		now_ms = store_now_ms();
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
@@ -178,7 +129,7 @@ int sq_token_revoke(struct store *st, const char *name, int64_t now_ms,
 int sq_token_touch(struct store *st, const char *hash_hex, int64_t now_ms,
 		   struct wr_error **err)
 {
-	if (!text_ok(hash_hex, TOKEN_HASH_MAX))
+	if (!store_token_hash_ok(hash_hex))
 		return wr_error_absent(err, true, "unknown token");
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
@@ -199,59 +150,16 @@ int sq_token_touch(struct store *st, const char *hash_hex, int64_t now_ms,
 
 /* ---- repositories ------------------------------------------------------- */
 
-static bool repo_name_ok(const char *name)
-{
-	if (!text_ok(name, REPO_NAME_MAX))
-		return false;
-	for (const char *p = name; *p; p++)
-		if (!strchr("abcdefghijklmnopqrstuvwxyz"
-			    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-",
-			    *p))
-			return false;
-	return strcmp(name, ".") && strcmp(name, "..");
-}
-
-static int repo_from_row(sqlite3_stmt *q, void *out)
-{
-	struct store_repo r = {
-	    .refresh_ms = sqlite3_column_int64(q, 5),
-	    .created_ms = sqlite3_column_int64(q, 6),
-	    .last_refresh_ms = sqlite3_column_int64(q, 7),
-	};
-	sq_column_copy(q, 0, r.id, sizeof(r.id));
-	if (sq_column_strdup(q, 1, &r.name) < 0 ||
-	    sq_column_strdup(q, 2, &r.url) < 0 ||
-	    sq_column_strdup(q, 3, &r.default_ref) < 0 ||
-	    sq_column_strdup(q, 4, &r.agent_json) < 0) {
-		store_repo_clear(&r);
-		return -ENOMEM;
-	}
-	*(struct store_repo *)out = r;
-	return 0;
-}
-
-static void repo_clear(void *r)
-{
-	store_repo_clear(r);
-}
-
 int sq_repo_add(struct store *st, const struct store_repo *r,
 		struct wr_error **err)
 {
-	if (!r || !sq_id_ok(r->id))
-		return wr_error_input(err, EINVAL, "add repository: bad id");
-	if (!repo_name_ok(r->name))
-		return wr_error_input(err, EINVAL,
-				      "add repository: bad name '%s' (want "
-				      "1 to %d of [A-Za-z0-9._-])",
-				      r->name ? r->name : "", REPO_NAME_MAX);
-	if (!text_ok(r->url, TEXT_MAX))
-		return wr_error_input(err, EINVAL, "add repository %s: no url",
-				      r->name);
+	int ret = store_repo_check(r, err);
+	if (ret < 0)
+		return ret;
 	int64_t created = r->created_ms ? r->created_ms : store_now_ms();
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
-	int ret = sq_prepare(c, SQ_REPO_ADD, &q, err);
+	ret = sq_prepare(c, SQ_REPO_ADD, &q, err);
 	if (ret < 0)
 		return ret;
 	int rc = sq_bind_text(q, 1, r->id);
@@ -284,28 +192,22 @@ int sq_repo_add(struct store *st, const struct store_repo *r,
 int sq_repo_get(struct store *st, const char *id_or_name,
 		struct store_repo *out, struct wr_error **err)
 {
-	if (!text_ok(id_or_name, REPO_NAME_MAX))
+	if (!store_repo_key_ok(id_or_name))
 		return wr_error_absent(err, true, "no repository %s",
-				      id_or_name ? id_or_name : "");
+				       id_or_name ? id_or_name : "");
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(sq_of(st));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 	int r = sq_prepare(c, SQ_REPO_GET, &q, err);
 	if (r < 0)
 		return r;
 	int rc = sq_bind_text(q, 1, id_or_name);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(q);
-	if (rc == SQLITE_DONE)
-		return wr_error_absent(err, true, "no repository %s",
-				      id_or_name);
-	if (rc != SQLITE_ROW)
+	if (rc != SQLITE_OK)
 		return sq_error(c, rc, err, "get repository %s", id_or_name);
-	struct store_repo rec;
-	r = repo_from_row(q, &rec);
-	if (r < 0)
-		return wr_error_set(err, -r, "get repository %s", id_or_name);
-	*out = rec;
-	return 0;
+	r = sq_get_one(c, q, &store_repo_record, out, "get repository", err);
+	if (r == 0)
+		return wr_error_absent(err, true, "no repository %s",
+				       id_or_name);
+	return r < 0 ? r : 0;
 }
 
 int sq_repo_list(struct store *st, struct store_repo **out, size_t *n_out,
@@ -318,8 +220,8 @@ int sq_repo_list(struct store *st, struct store_repo **out, size_t *n_out,
 		return r;
 	void *v = NULL;
 	size_t n = 0;
-	r = sq_collect(c, q, sizeof(**out), repo_from_row, repo_clear, &v, &n,
-		       "list repositories", err);
+	r = sq_collect(c, q, &store_repo_record, &v, &n, "list repositories",
+		       err);
 	if (r == 0) {
 		*out = v;
 		*n_out = n;
@@ -330,9 +232,9 @@ int sq_repo_list(struct store *st, struct store_repo **out, size_t *n_out,
 int sq_repo_set_refreshed(struct store *st, const char *id, int64_t when_ms,
 			  struct wr_error **err)
 {
-	if (!sq_id_ok(id))
+	if (!store_id_ok(id))
 		return wr_error_absent(err, true, "no repository %s",
-				      id ? id : "");
+				       id ? id : "");
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 	int r = sq_prepare(c, SQ_REPO_SET_REFRESHED, &q, err);
@@ -353,7 +255,7 @@ int sq_repo_set_refreshed(struct store *st, const char *id, int64_t when_ms,
 int sq_repo_update(struct store *st, const struct store_repo *r,
 		   struct wr_error **err)
 {
-	if (!sq_id_ok(r->id))
+	if (!store_id_ok(r->id))
 		return wr_error_absent(err, true, "no repository %s", r->id);
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
@@ -381,7 +283,7 @@ int sq_repo_update(struct store *st, const struct store_repo *r,
 int sq_repo_remove(struct store *st, const char *id, int64_t now_ms,
 		   struct wr_error **err)
 {
-	if (!sq_id_ok(id))
+	if (!store_id_ok(id))
 		return wr_error_absent(err, true, "no repository %s",
 				       id ? id : "");
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
@@ -409,45 +311,22 @@ int sq_repo_remove(struct store *st, const char *id, int64_t now_ms,
 		rc = sqlite3_step(a);
 	int64_t active = rc == SQLITE_ROW ? sqlite3_column_int64(a, 0) : 0;
 	if (active > 0)
-		return wr_error_input(err, EBUSY,
-				      "repository %s has %lld session%s not "
-				      "finished: cancel or decide them first",
-				      id, (long long)active,
-				      active == 1 ? "" : "s");
+		return store_repo_busy(id, active, err);
 	return wr_error_absent(err, true, "no repository %s", id);
 }
 
 /* ---- snapshots ---------------------------------------------------------- */
 
-static int snapshot_from_row(sqlite3_stmt *q, void *out)
-{
-	struct store_snapshot s = {.created_ms = sqlite3_column_int64(q, 3)};
-	sq_column_copy(q, 0, s.id, sizeof(s.id));
-	sq_column_copy(q, 1, s.repo_id, sizeof(s.repo_id));
-	sq_column_copy(q, 2, s.commit, sizeof(s.commit));
-	if (sq_column_strdup(q, 4, &s.timings_json) < 0)
-		return -ENOMEM;
-	*(struct store_snapshot *)out = s;
-	return 0;
-}
-
-static void snapshot_clear(void *s)
-{
-	store_snapshot_clear(s);
-}
-
 int sq_snapshot_add(struct store *st, const struct store_snapshot *s,
 		    struct wr_error **err)
 {
-	if (!s || !sq_id_ok(s->id) || !sq_id_ok(s->repo_id))
-		return wr_error_input(err, EINVAL, "add snapshot: bad id");
-	if (!text_ok(s->commit, sizeof(s->commit) - 1))
-		return wr_error_input(err, EINVAL, "add snapshot %s: no commit",
-				      s->id);
+	int r = store_snapshot_check(s, err);
+	if (r < 0)
+		return r;
 	int64_t created = s->created_ms ? s->created_ms : store_now_ms();
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
-	int r = sq_prepare(c, SQ_SNAPSHOT_ADD, &q, err);
+	r = sq_prepare(c, SQ_SNAPSHOT_ADD, &q, err);
 	if (r < 0)
 		return r;
 	int rc = sq_bind_text(q, 1, s->id);
@@ -477,28 +356,22 @@ int sq_snapshot_add(struct store *st, const struct store_snapshot *s,
 int sq_snapshot_latest(struct store *st, const char *repo_id,
 		       struct store_snapshot *out, struct wr_error **err)
 {
-	if (!sq_id_ok(repo_id))
+	if (!store_id_ok(repo_id))
 		return wr_error_absent(err, true, "no snapshot of %s",
-				      repo_id ? repo_id : "");
+				       repo_id ? repo_id : "");
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(sq_of(st));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 	int r = sq_prepare(c, SQ_SNAPSHOT_LATEST, &q, err);
 	if (r < 0)
 		return r;
 	int rc = sq_bind_text(q, 1, repo_id);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(q);
-	if (rc == SQLITE_DONE)
-		return wr_error_absent(err, true, "no snapshot of %s",
-				      repo_id);
-	if (rc != SQLITE_ROW)
+	if (rc != SQLITE_OK)
 		return sq_error(c, rc, err, "latest snapshot of %s", repo_id);
-	struct store_snapshot rec;
-	r = snapshot_from_row(q, &rec);
-	if (r < 0)
-		return wr_error_set(err, -r, "latest snapshot of %s", repo_id);
-	*out = rec;
-	return 0;
+	r = sq_get_one(c, q, &store_snapshot_record, out, "latest snapshot",
+		       err);
+	if (r == 0)
+		return wr_error_absent(err, true, "no snapshot of %s", repo_id);
+	return r < 0 ? r : 0;
 }
 
 int sq_snapshot_list(struct store *st, const char *repo_id,
@@ -518,8 +391,8 @@ int sq_snapshot_list(struct store *st, const char *repo_id,
 	}
 	void *v = NULL;
 	size_t n = 0;
-	r = sq_collect(c, q, sizeof(**out), snapshot_from_row, snapshot_clear,
-		       &v, &n, "list snapshots", err);
+	r = sq_collect(c, q, &store_snapshot_record, &v, &n, "list snapshots",
+		       err);
 	if (r == 0) {
 		*out = v;
 		*n_out = n;

@@ -11,7 +11,7 @@
 #ifndef WR_STORE_SQLITE_INTERNAL_H
 #define WR_STORE_SQLITE_INTERNAL_H
 
-#include "store/store.h"
+#include "store/backend.h"
 
 #include <pthread.h>
 #include <sqlite3.h>
@@ -165,31 +165,21 @@ static inline int sq_bind_text(sqlite3_stmt *q, int i, const char *text)
 		    : sqlite3_bind_null(q, i);
 }
 
-/* Column helpers: a copy (NULL for SQL NULL) or a bounded copy into a
- * fixed buffer; -ENOMEM. */
+/* A copy of a column's text (NULL for SQL NULL); -ENOMEM. */
 int sq_column_strdup(sqlite3_stmt *q, int col, char **out);
-void sq_column_copy(sqlite3_stmt *q, int col, char *buf, size_t size);
 
-/* Does the id fit a STORE_ID_MAX buffer (non-empty, printable)? */
-bool sq_id_ok(const char *id);
-
-/* A growable array for *_list results. */
-struct sq_vec {
-	void *v;
-	size_t n, cap, elem;
-};
-/* A zeroed slot at the end; NULL (-ENOMEM) when it cannot grow. */
-void *sq_vec_push(struct sq_vec *vec);
-
-/* Fills one record from the current row; on failure (-ENOMEM, -EIO) it
- * leaves nothing allocated in out. */
-typedef int (*sq_row_fn)(sqlite3_stmt *q, void *out);
-typedef void (*sq_clear_fn)(void *rec);
-/* Steps q to the end, one record of elem bytes per row, into a new array
- * (*out NULL when there are no rows). what names the call for errors. */
-int sq_collect(struct sq_conn *c, sqlite3_stmt *q, size_t elem, sq_row_fn row,
-	       sq_clear_fn clear, void **out, size_t *n_out, const char *what,
-	       struct wr_error **err);
+/* The current row of q, for backend.h's readers. */
+struct store_row sq_row(sqlite3_stmt *q);
+/* Steps q once: its row read into out as a record of type (1), no row
+ * (0), or -errno with *err. */
+int sq_get_one(struct sq_conn *c, sqlite3_stmt *q,
+	       const struct store_record_type *type, void *out,
+	       const char *what, struct wr_error **err);
+/* Steps q to the end, one record of type per row, into a new array (*out
+ * NULL when there are no rows). what names the call for errors. */
+int sq_collect(struct sq_conn *c, sqlite3_stmt *q,
+	       const struct store_record_type *type, void **out, size_t *n_out,
+	       const char *what, struct wr_error **err);
 
 /* The ops (sqlite_catalog.c, sqlite_session.c). */
 int sq_token_add(struct store *st, const char *hash_hex,

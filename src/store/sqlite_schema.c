@@ -161,36 +161,7 @@ const struct sq_migration sq_migrations[] = {
 };
 const size_t sq_n_migrations = sizeof(sq_migrations) / sizeof(sq_migrations[0]);
 
-#define STRINGIFY_(x) #x
-#define STRINGIFY(x) STRINGIFY_(x)
-/* the order sqlite_catalog.c's token_from_row reads; never the hash, only
- * its first digits (the token's id in listings) */
-#define TOKEN_COLUMNS                                                 \
-	"user_name, role, created_ms, expires_ms, name, revoked_ms, " \
-	"last_used_ms, substr(hash, 1, " STRINGIFY(STORE_TOKEN_ID_LEN) ")"
-#define REPO_COLUMNS                                                       \
-	"id, name, url, default_ref, agent_json, refresh_ms, created_ms, " \
-	"last_refresh_ms"
-#define SNAPSHOT_COLUMNS "id, repo_id, commit_id, created_ms, timings_json"
-/* the order sqlite_session.c's session_from_row reads */
-#define SESSION_COLUMNS                                                  \
-	"id, repo_id, user_name, prompt, ref, agent_json, limits_json, " \
-	"state, "                                                        \
-	"reason, snapshot_id, sandbox, outcome_json, attempts, turns, "  \
-	"exit_code, queue_seq, created_ms, updated_ms, started_ms, "     \
-	"finished_ms"
-
-/* the order sqlite_slack.c's post_from_row reads */
-#define SLACK_POST_COLUMNS                                                \
-	"id, session_id, kind, channel, thread_ts, response_url, "        \
-	"slack_user, text, posted_state, attempts, created_ms, next_ms, " \
-	"done_ms, last_error"
-/* the states a session rests in: review and the terminal ones
- * (store.c's session_state_terminal) */
-#define RESTING_STATES                                \
-	"('review', 'pushed', 'rejected', 'failed', " \
-	"'cancelled', 'expired')"
-
+/* the columns of each record, and the states as SQL: backend.h */
 static const char *const stmt_sql[SQ_SESSION_LIST] = {
     [SQ_BEGIN] = "BEGIN",
     [SQ_BEGIN_IMMEDIATE] = "BEGIN IMMEDIATE",
@@ -199,11 +170,11 @@ static const char *const stmt_sql[SQ_SESSION_LIST] = {
 
     [SQ_TOKEN_ADD] = "INSERT INTO tokens (hash, user_name, role, created_ms, "
 		     "expires_ms, name) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    [SQ_TOKEN_LOOKUP] = "SELECT " TOKEN_COLUMNS " FROM tokens "
+    [SQ_TOKEN_LOOKUP] = "SELECT " STORE_TOKEN_COLUMNS " FROM tokens "
 			"WHERE hash = ?1 AND revoked_ms = 0 "
 			"AND (expires_ms = 0 OR expires_ms > ?2)",
     [SQ_TOKEN_COUNT] = "SELECT COUNT(*) FROM tokens",
-    [SQ_TOKEN_LIST] = "SELECT " TOKEN_COLUMNS " FROM tokens "
+    [SQ_TOKEN_LIST] = "SELECT " STORE_TOKEN_COLUMNS " FROM tokens "
 		      "ORDER BY created_ms, name",
     /* the first revocation's time stays */
     [SQ_TOKEN_REVOKE] = "UPDATE tokens SET revoked_ms = CASE "
@@ -211,14 +182,14 @@ static const char *const stmt_sql[SQ_SESSION_LIST] = {
 			"WHERE name = ?1 RETURNING revoked_ms",
     [SQ_TOKEN_TOUCH] = "UPDATE tokens SET last_used_ms = ?2 WHERE hash = ?1",
 
-    [SQ_REPO_ADD] = "INSERT INTO repositories (" REPO_COLUMNS ") "
+    [SQ_REPO_ADD] = "INSERT INTO repositories (" STORE_REPO_COLUMNS ") "
 		    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     /* an id match wins over a name match */
     /* (a removed repository by its id only: its sessions' history) */
-    [SQ_REPO_GET] = "SELECT " REPO_COLUMNS " FROM repositories "
+    [SQ_REPO_GET] = "SELECT " STORE_REPO_COLUMNS " FROM repositories "
 		    "WHERE id = ?1 OR (name = ?1 AND removed_ms = 0) "
 		    "ORDER BY CASE WHEN id = ?1 THEN 0 ELSE 1 END LIMIT 1",
-    [SQ_REPO_LIST] = "SELECT " REPO_COLUMNS " FROM repositories "
+    [SQ_REPO_LIST] = "SELECT " STORE_REPO_COLUMNS " FROM repositories "
 		     "WHERE removed_ms = 0 ORDER BY name",
     [SQ_REPO_UPDATE] = "UPDATE repositories SET url = ?2, default_ref = ?3, "
 		       "agent_json = ?4, refresh_ms = ?5 "
@@ -227,23 +198,23 @@ static const char *const stmt_sql[SQ_SESSION_LIST] = {
     [SQ_REPO_REMOVE] =
 	"UPDATE repositories SET removed_ms = ?2, name = name || '~' || id "
 	"WHERE id = ?1 AND removed_ms = 0 AND NOT EXISTS (SELECT 1 FROM "
-	"sessions WHERE repo_id = ?1 AND state NOT IN ('failed', "
-	"'cancelled', 'expired', 'rejected', 'pushed'))",
+	"sessions WHERE repo_id = ?1 AND state NOT IN " STORE_TERMINAL_STATES
+	")",
     [SQ_REPO_ACTIVE] = "SELECT COUNT(*) FROM sessions WHERE repo_id = ?1 "
-		       "AND state NOT IN ('failed', 'cancelled', 'expired', "
-		       "'rejected', 'pushed')",
+		       "AND state NOT IN " STORE_TERMINAL_STATES,
     [SQ_REPO_SET_REFRESHED] = "UPDATE repositories SET last_refresh_ms = ?2 "
 			      "WHERE id = ?1",
 
-    [SQ_SNAPSHOT_ADD] = "INSERT INTO snapshots (" SNAPSHOT_COLUMNS ") "
+    [SQ_SNAPSHOT_ADD] = "INSERT INTO snapshots (" STORE_SNAPSHOT_COLUMNS ") "
 			"VALUES (?1, ?2, ?3, ?4, ?5)",
-    [SQ_SNAPSHOT_LATEST] = "SELECT " SNAPSHOT_COLUMNS " FROM snapshots "
+    [SQ_SNAPSHOT_LATEST] = "SELECT " STORE_SNAPSHOT_COLUMNS " FROM snapshots "
 			   "WHERE repo_id = ?1 "
 			   "ORDER BY created_ms DESC, id DESC LIMIT 1",
-    [SQ_SNAPSHOT_LIST_REPO] = "SELECT " SNAPSHOT_COLUMNS " FROM snapshots "
-			      "WHERE repo_id = ?1 "
-			      "ORDER BY created_ms DESC, id DESC",
-    [SQ_SNAPSHOT_LIST_ALL] = "SELECT " SNAPSHOT_COLUMNS " FROM snapshots "
+    [SQ_SNAPSHOT_LIST_REPO] =
+	"SELECT " STORE_SNAPSHOT_COLUMNS " FROM snapshots "
+	"WHERE repo_id = ?1 "
+	"ORDER BY created_ms DESC, id DESC",
+    [SQ_SNAPSHOT_LIST_ALL] = "SELECT " STORE_SNAPSHOT_COLUMNS " FROM snapshots "
 			     "ORDER BY created_ms DESC, id DESC",
 
     [SQ_QUEUE_SEQ_NEXT] = "UPDATE counters SET value = value + 1 "
@@ -253,12 +224,12 @@ static const char *const stmt_sql[SQ_SESSION_LIST] = {
 	"INSERT INTO sessions (id, repo_id, user_name, prompt, ref, "
 	"agent_json, limits_json, state, queue_seq, created_ms, updated_ms) "
 	"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
-    [SQ_SESSION_GET] = "SELECT " SESSION_COLUMNS " FROM sessions "
+    [SQ_SESSION_GET] = "SELECT " STORE_SESSION_COLUMNS " FROM sessions "
 		       "WHERE id = ?1",
     [SQ_SESSION_STATE] = "SELECT state FROM sessions WHERE id = ?1",
     [SQ_SESSION_EXISTS] = "SELECT 1 FROM sessions WHERE id = ?1",
     [SQ_SESSION_CREATED] = "SELECT created_ms FROM sessions WHERE id = ?1",
-    [SQ_SESSION_LIST_STATE] = "SELECT " SESSION_COLUMNS " FROM sessions "
+    [SQ_SESSION_LIST_STATE] = "SELECT " STORE_SESSION_COLUMNS " FROM sessions "
 			      "WHERE state = ?1 ORDER BY queue_seq",
     [SQ_SESSION_COUNT] = "SELECT state, COUNT(*) FROM sessions "
 			 "GROUP BY state",
@@ -285,14 +256,14 @@ static const char *const stmt_sql[SQ_SESSION_LIST] = {
 			  "RETURNING last_event_seq",
     [SQ_EVENT_INSERT] = "INSERT INTO events (session_id, seq, time_ms, kind, "
 			"data) VALUES (?1, ?2, ?3, ?4, ?5)",
-    [SQ_EVENT_LIST] = "SELECT seq, time_ms, kind, data FROM events "
+    [SQ_EVENT_LIST] = "SELECT " STORE_EVENT_COLUMNS " FROM events "
 		      "WHERE session_id = ?1 AND seq > ?2 "
 		      "ORDER BY seq LIMIT ?3",
 
     [SQ_MESSAGE_INSERT] = "INSERT INTO messages (session_id, user_name, "
 			  "text, turn, created_ms) "
 			  "VALUES (?1, ?2, ?3, 0, ?4) RETURNING id",
-    [SQ_MESSAGE_PENDING] = "SELECT id, user_name, text, turn, created_ms "
+    [SQ_MESSAGE_PENDING] = "SELECT " STORE_MESSAGE_COLUMNS " "
 			   "FROM messages WHERE session_id = ?1 AND turn = 0 "
 			   "ORDER BY id",
     [SQ_MESSAGE_CONSUME] = "UPDATE messages SET turn = ?2 "
@@ -302,7 +273,7 @@ static const char *const stmt_sql[SQ_SESSION_LIST] = {
     [SQ_ARTIFACT_ADD] = "INSERT INTO artifacts (session_id, name, path, "
 			"media_type, size, created_ms) "
 			"VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    [SQ_ARTIFACT_LIST] = "SELECT name, path, media_type, size, created_ms "
+    [SQ_ARTIFACT_LIST] = "SELECT " STORE_ARTIFACT_COLUMNS " "
 			 "FROM artifacts WHERE session_id = ?1 ORDER BY name",
 
     [SQ_SLACK_POST_INSERT] =
@@ -313,10 +284,10 @@ static const char *const stmt_sql[SQ_SESSION_LIST] = {
      * yet, and no reply about the session written before it (the
      * "started" answer) is still to be posted */
     [SQ_SLACK_POST_DUE] =
-	"SELECT " SLACK_POST_COLUMNS " FROM slack_posts "
+	"SELECT " STORE_SLACK_POST_COLUMNS " FROM slack_posts "
 	"WHERE done_ms = 0 AND next_ms <= ?1 AND (kind <> 'outcome' OR ("
 	"EXISTS (SELECT 1 FROM sessions WHERE sessions.id = "
-	"slack_posts.session_id AND sessions.state IN " RESTING_STATES " "
+	"slack_posts.session_id AND sessions.state IN " STORE_RESTING_STATES " "
 	"AND (slack_posts.posted_state IS NULL OR "
 	"slack_posts.posted_state <> sessions.state)) "
 	"AND NOT EXISTS (SELECT 1 FROM slack_posts AS earlier WHERE "
@@ -334,8 +305,9 @@ static const char *const stmt_sql[SQ_SESSION_LIST] = {
 	"last_error = CASE WHEN ?6 IS NULL THEN last_error "
 	"  ELSE NULLIF(?6, '') END "
 	"WHERE id = ?1",
-    [SQ_SLACK_POST_LIST] = "SELECT " SLACK_POST_COLUMNS " FROM slack_posts "
-			   "WHERE session_id = ?1 ORDER BY id",
+    [SQ_SLACK_POST_LIST] =
+	"SELECT " STORE_SLACK_POST_COLUMNS " FROM slack_posts "
+	"WHERE session_id = ?1 ORDER BY id",
     [SQ_SLACK_EVENT_PRUNE] = "DELETE FROM slack_events WHERE received_ms < ?1",
     [SQ_SLACK_EVENT_INSERT] = "INSERT INTO slack_events (event_id, "
 			      "received_ms) VALUES (?1, ?2)",
@@ -349,7 +321,8 @@ static const char *session_list_sql(unsigned mask, char *buf, size_t len)
 {
 	int n = snprintf(
 	    buf, len,
-	    "SELECT " SESSION_COLUMNS " FROM sessions WHERE 1 = 1%s%s%s%s "
+	    "SELECT " STORE_SESSION_COLUMNS
+	    " FROM sessions WHERE 1 = 1%s%s%s%s "
 	    "ORDER BY created_ms DESC, id DESC LIMIT ?6",
 	    mask & SQ_LIST_STATE ? " AND state = ?1" : "",
 	    mask & SQ_LIST_USER ? " AND user_name = ?2" : "",

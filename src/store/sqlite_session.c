@@ -18,121 +18,7 @@
 #include <jansson.h>
 #include <string.h>
 
-#define LIST_DEFAULT 50 /* session_list with limit <= 0 */
-#define LIST_MAX 500
-#define USER_MAX 256
-#define ARTIFACT_NAME_MAX 1024
-
-/* ---- rows --------------------------------------------------------------- */
-
-static int session_from_row(sqlite3_stmt *q, void *out)
-{
-	int state =
-	    session_state_parse((const char *)sqlite3_column_text(q, 7));
-	if (state < 0)
-		return -EIO; /* not a state this build knows */
-	struct store_session s = {
-	    .state = state,
-	    .attempts = sqlite3_column_int(q, 12),
-	    .turns = sqlite3_column_int(q, 13),
-	    .exit_code = sqlite3_column_int(q, 14),
-	    .queue_seq = sqlite3_column_int64(q, 15),
-	    .created_ms = sqlite3_column_int64(q, 16),
-	    .updated_ms = sqlite3_column_int64(q, 17),
-	    .started_ms = sqlite3_column_int64(q, 18),
-	    .finished_ms = sqlite3_column_int64(q, 19),
-	};
-	sq_column_copy(q, 0, s.id, sizeof(s.id));
-	sq_column_copy(q, 1, s.repo_id, sizeof(s.repo_id));
-	if (sq_column_strdup(q, 2, &s.user) < 0 ||
-	    sq_column_strdup(q, 3, &s.prompt) < 0 ||
-	    sq_column_strdup(q, 4, &s.ref) < 0 ||
-	    sq_column_strdup(q, 5, &s.agent_json) < 0 ||
-	    sq_column_strdup(q, 6, &s.limits_json) < 0 ||
-	    sq_column_strdup(q, 8, &s.reason) < 0 ||
-	    sq_column_strdup(q, 9, &s.snapshot_id) < 0 ||
-	    sq_column_strdup(q, 10, &s.sandbox) < 0 ||
-	    sq_column_strdup(q, 11, &s.outcome_json) < 0) {
-		store_session_clear(&s);
-		return -ENOMEM;
-	}
-	*(struct store_session *)out = s;
-	return 0;
-}
-
-static void session_clear(void *s)
-{
-	store_session_clear(s);
-}
-
-static int event_from_row(sqlite3_stmt *q, void *out)
-{
-	struct store_event e = {
-	    .seq = sqlite3_column_int64(q, 0),
-	    .time_ms = sqlite3_column_int64(q, 1),
-	};
-	if (sq_column_strdup(q, 2, &e.kind) < 0 ||
-	    sq_column_strdup(q, 3, &e.data_json) < 0) {
-		store_event_clear(&e);
-		return -ENOMEM;
-	}
-	*(struct store_event *)out = e;
-	return 0;
-}
-
-static void event_clear(void *e)
-{
-	store_event_clear(e);
-}
-
-static int message_from_row(sqlite3_stmt *q, void *out)
-{
-	struct store_message m = {
-	    .id = sqlite3_column_int64(q, 0),
-	    .turn = sqlite3_column_int(q, 3),
-	    .created_ms = sqlite3_column_int64(q, 4),
-	};
-	if (sq_column_strdup(q, 1, &m.user) < 0 ||
-	    sq_column_strdup(q, 2, &m.text) < 0) {
-		store_message_clear(&m);
-		return -ENOMEM;
-	}
-	*(struct store_message *)out = m;
-	return 0;
-}
-
-static void message_clear(void *m)
-{
-	store_message_clear(m);
-}
-
-static int artifact_from_row(sqlite3_stmt *q, void *out)
-{
-	struct store_artifact a = {
-	    .size = sqlite3_column_int64(q, 3),
-	    .created_ms = sqlite3_column_int64(q, 4),
-	};
-	if (sq_column_strdup(q, 0, &a.name) < 0 ||
-	    sq_column_strdup(q, 1, &a.path) < 0 ||
-	    sq_column_strdup(q, 2, &a.media_type) < 0) {
-		store_artifact_clear(&a);
-		return -ENOMEM;
-	}
-	*(struct store_artifact *)out = a;
-	return 0;
-}
-
-static void artifact_clear(void *a)
-{
-	store_artifact_clear(a);
-}
-
 /* ---- helpers inside a call ---------------------------------------------- */
-
-static int no_session(const char *id, struct wr_error **err)
-{
-	return wr_error_absent(err, true, "no session %s", id ? id : "");
-}
 
 /* 1 if session id exists, 0 if not, or -errno. */
 static int session_exists(struct sq_conn *c, const char *id,
@@ -162,7 +48,7 @@ static int empty_or_unknown(struct sq_conn *c, const char *id, size_t n,
 	int r = session_exists(c, id, err);
 	if (r < 0)
 		return r;
-	return r ? 0 : no_session(id, err);
+	return r ? 0 : store_no_session(id, err);
 }
 
 /* Steps a statement that returns one integer (RETURNING, SELECT) and
@@ -215,7 +101,7 @@ static int64_t append_event(struct sq_conn *c, const char *sid,
 	if (rc == SQLITE_OK)
 		rc = step_int(next, &seq);
 	if (rc == SQLITE_DONE)
-		return no_session(sid, err);
+		return store_no_session(sid, err);
 	if (rc != SQLITE_ROW)
 		return sq_error(c, rc, err, "append event to session %s", sid);
 	rc = sq_bind_text(ins, 1, sid);
@@ -289,27 +175,7 @@ static int apply_update(struct sq_conn *c, const char *id, const char *state,
 	if (rc != SQLITE_DONE)
 		return sq_error(c, rc, err, "update session %s", id);
 	if (sqlite3_changes(c->db) == 0)
-		return no_session(id, err);
-	return 0;
-}
-
-/* Parses text, which must be a JSON object of at most
- * STORE_EVENT_DATA_MAX bytes, into *out (if out is not NULL). */
-static int parse_json_object(const char *text, const char *what, json_t **out,
-			     struct wr_error **err)
-{
-	if (strnlen(text, STORE_EVENT_DATA_MAX + 1) > STORE_EVENT_DATA_MAX)
-		return wr_error_input(err, E2BIG, "%s: more than %d bytes",
-				      what, STORE_EVENT_DATA_MAX);
-	json_error_t je;
-	_cleanup_(json_decrefp) json_t *j = json_loads(text, 0, &je);
-	if (!j)
-		return wr_error_input(err, EINVAL, "%s: %s", what, je.text);
-	if (!json_is_object(j))
-		return wr_error_input(err, EINVAL, "%s: not a JSON object",
-				      what);
-	if (out)
-		*out = TAKE_PTR(j);
+		return store_no_session(id, err);
 	return 0;
 }
 
@@ -330,19 +196,12 @@ int sq_session_create(struct store *st, const struct store_session *s,
 	_cleanup_(sq_resetp) sqlite3_stmt *ins = NULL;
 	_cleanup_(sq_resetp) sqlite3_stmt *msg = NULL;
 
-	if (!s || !sq_id_ok(s->id))
-		return wr_error_input(err, EINVAL, "create session: bad id");
-	if (!sq_id_ok(s->repo_id))
-		return wr_error_input(
-		    err, EINVAL, "create session %s: bad repository id", s->id);
-	if (!s->user || !*s->user || strlen(s->user) > USER_MAX || !s->prompt)
-		return wr_error_input(err, EINVAL,
-				      "create session %s: a user and a prompt "
-				      "are required",
-				      s->id);
+	int r = store_session_check(s, err);
+	if (r < 0)
+		return r;
 	int64_t created = s->created_ms ? s->created_ms : store_now_ms();
 	c = sq_writer(sq_of(st));
-	int r = sq_begin(c, true, &tx, err);
+	r = sq_begin(c, true, &tx, err);
 	if (r < 0)
 		return r;
 	int64_t queue_seq = 0;
@@ -414,26 +273,20 @@ int sq_session_create(struct store *st, const struct store_session *s,
 int sq_session_get(struct store *st, const char *id, struct store_session *out,
 		   struct wr_error **err)
 {
-	if (!sq_id_ok(id))
-		return no_session(id, err);
+	if (!store_id_ok(id))
+		return store_no_session(id, err);
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(sq_of(st));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 	int r = sq_prepare(c, SQ_SESSION_GET, &q, err);
 	if (r < 0)
 		return r;
 	int rc = sq_bind_text(q, 1, id);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(q);
-	if (rc == SQLITE_DONE)
-		return no_session(id, err);
-	if (rc != SQLITE_ROW)
+	if (rc != SQLITE_OK)
 		return sq_error(c, rc, err, "get session %s", id);
-	struct store_session s;
-	r = session_from_row(q, &s);
-	if (r < 0)
-		return wr_error_set(err, -r, "get session %s", id);
-	*out = s;
-	return 0;
+	r = sq_get_one(c, q, &store_session_record, out, "get session", err);
+	if (r == 0)
+		return store_no_session(id, err);
+	return r < 0 ? r : 0;
 }
 
 int sq_session_list(struct store *st, const struct store_session_filter *f,
@@ -445,19 +298,16 @@ int sq_session_list(struct store *st, const struct store_session_filter *f,
 	_cleanup_(sq_resetp) sqlite3_stmt *before = NULL;
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 
-	if (!f || f->state < -1 || f->state >= SESSION_STATE_MAX)
-		return wr_error_input(err, EINVAL, "list sessions: bad state");
-	if (f->before_id && !sq_id_ok(f->before_id))
-		return no_session(f->before_id, err);
-	int limit = f->limit <= 0	  ? LIST_DEFAULT
-		    : f->limit > LIST_MAX ? LIST_MAX
-					  : f->limit;
+	int limit = 0;
+	int r = store_filter_check(f, &limit, err);
+	if (r < 0)
+		return r;
 	unsigned mask = (f->state >= 0 ? SQ_LIST_STATE : 0) |
 			(f->user ? SQ_LIST_USER : 0) |
 			(f->repo_id ? SQ_LIST_REPO : 0) |
 			(f->before_id ? SQ_LIST_BEFORE : 0);
 	c = sq_reader(sq_of(st));
-	int r = sq_prepare(c, (enum sq_stmt)(SQ_SESSION_LIST + mask), &q, err);
+	r = sq_prepare(c, (enum sq_stmt)(SQ_SESSION_LIST + mask), &q, err);
 	if (r < 0)
 		return r;
 	int rc = SQLITE_OK;
@@ -474,7 +324,7 @@ int sq_session_list(struct store *st, const struct store_session_filter *f,
 		if (rc == SQLITE_OK)
 			rc = step_int(before, &created);
 		if (rc == SQLITE_DONE)
-			return no_session(f->before_id, err);
+			return store_no_session(f->before_id, err);
 		if (rc != SQLITE_ROW)
 			return sq_error(c, rc, err, "list sessions");
 		rc = sqlite3_bind_int64(q, 4, created);
@@ -493,8 +343,8 @@ int sq_session_list(struct store *st, const struct store_session_filter *f,
 		return sq_error(c, rc, err, "list sessions");
 	void *v = NULL;
 	size_t n = 0;
-	r = sq_collect(c, q, sizeof(**out), session_from_row, session_clear, &v,
-		       &n, "list sessions", err);
+	r = sq_collect(c, q, &store_session_record, &v, &n, "list sessions",
+		       err);
 	if (r < 0)
 		return r;
 	if (tx) {
@@ -526,8 +376,8 @@ int sq_session_list_state(struct store *st, enum session_state state,
 		return sq_error(c, rc, err, "list %s sessions", name);
 	void *v = NULL;
 	size_t n = 0;
-	r = sq_collect(c, q, sizeof(**out), session_from_row, session_clear, &v,
-		       &n, "list sessions by state", err);
+	r = sq_collect(c, q, &store_session_record, &v, &n,
+		       "list sessions by state", err);
 	if (r == 0) {
 		*out = v;
 		*n_out = n;
@@ -568,44 +418,20 @@ int64_t sq_session_transition(struct store *st, const char *id, int from,
 	static const struct store_session_update keep =
 	    STORE_SESSION_UPDATE_INIT;
 	_cleanup_(json_decrefp) json_t *data = NULL;
-	_cleanup_(json_decrefp) json_t *extra = NULL;
 	_cleanup_free_ char *text = NULL;
 	_cleanup_(sq_releasep) struct sq_conn *c = NULL;
 	_cleanup_(sq_rollbackp) struct sq_conn *tx = NULL;
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 
-	const char *to_name = session_state_name(to);
-	if (!to_name || from < -1 || from >= SESSION_STATE_MAX)
-		return wr_error_input(err, EINVAL,
-				      "session %s: bad transition %d -> %d",
-				      id ? id : "", from, (int)to);
-	if (!sq_id_ok(id))
-		return no_session(id, err);
 	if (!upd)
 		upd = &keep;
-	if (extra_json) {
-		int r = parse_json_object(extra_json, "transition event data",
-					  &extra, err);
-		if (r < 0)
-			return r;
-	}
-	/* {"state":to,"from":(filled in below),"reason":...} */
-	const char *reason = upd->reason && *upd->reason ? upd->reason : NULL;
-	data = json_object();
-	if (!data || json_object_set_new(data, "state", json_string(to_name)) ||
-	    json_object_set_new(data, "from", json_null()) ||
-	    json_object_set_new(data, "reason",
-				reason ? json_string(reason) : json_null()))
-		return wr_error_input(err, EINVAL,
-				      "session %s: the reason is not UTF-8 "
-				      "text",
-				      id);
-	if (extra && json_object_update_missing(data, extra))
-		return wr_error_set(err, ENOMEM, "session %s", id);
-
+	int r =
+	    store_transition_data(id, from, to, upd, extra_json, &data, err);
+	if (r < 0)
+		return r;
 	int64_t now = store_now_ms();
 	c = sq_writer(sq_of(st));
-	int r = sq_begin(c, true, &tx, err);
+	r = sq_begin(c, true, &tx, err);
 	if (r < 0)
 		return r;
 	r = sq_prepare(c, SQ_SESSION_STATE, &q, err);
@@ -615,36 +441,27 @@ int64_t sq_session_transition(struct store *st, const char *id, int from,
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(q);
 	if (rc == SQLITE_DONE)
-		return no_session(id, err);
+		return store_no_session(id, err);
 	if (rc != SQLITE_ROW)
 		return sq_error(c, rc, err, "session %s: read state", id);
 	int cur = session_state_parse((const char *)sqlite3_column_text(q, 0));
 	sqlite3_reset(q);
-	if (cur < 0)
-		return wr_error_set(err, EIO, "session %s: unknown state", id);
-	if (from >= 0 && cur != from)
-		return wr_error_set(err, ESTALE, "session %s is %s, not %s", id,
-				    session_state_name(cur),
-				    session_state_name(from));
-	if (!session_transition_allowed(cur, to))
-		return wr_error_input(err, EPERM,
-				      "session %s: %s -> %s is not allowed", id,
-				      session_state_name(cur), to_name);
+	r = store_transition_allowed(id, cur, from, to, err);
+	if (r < 0)
+		return r;
 	int64_t queue_seq = 0;
 	if (upd->requeue) {
 		r = next_queue_seq(c, &queue_seq, err);
 		if (r < 0)
 			return r;
 	}
-	r = apply_update(c, id, to_name, upd, queue_seq, now, err);
+	r = apply_update(c, id, session_state_name(to), upd, queue_seq, now,
+			 err);
 	if (r < 0)
 		return r;
-	if (json_object_set_new(data, "from",
-				json_string(session_state_name(cur))))
-		return wr_error_set(err, ENOMEM, "session %s", id);
-	text = json_dumps(data, JSON_COMPACT);
-	if (!text)
-		return wr_error_set(err, ENOMEM, "session %s", id);
+	r = store_transition_text(id, data, cur, &text, err);
+	if (r < 0)
+		return r;
 	int64_t seq = append_event(c, id, EVENT_STATE, text, now, err);
 	if (seq < 0)
 		return seq;
@@ -663,8 +480,8 @@ int sq_session_update(struct store *st, const char *id,
 
 	if (!upd)
 		return wr_error_input(err, EINVAL, "update session: no update");
-	if (!sq_id_ok(id))
-		return no_session(id, err);
+	if (!store_id_ok(id))
+		return store_no_session(id, err);
 	int64_t now = store_now_ms();
 	c = sq_writer(sq_of(st));
 	int r = sq_begin(c, true, &tx, err);
@@ -699,14 +516,7 @@ int64_t sq_event_append(struct store *st, const char *session_id,
 	_cleanup_(sq_releasep) struct sq_conn *c = NULL;
 	_cleanup_(sq_rollbackp) struct sq_conn *tx = NULL;
 
-	if (!event_kind_name(kind))
-		return wr_error_input(err, EINVAL, "append event: bad kind %d",
-				      (int)kind);
-	if (!sq_id_ok(session_id))
-		return no_session(session_id, err);
-	if (!data_json)
-		data_json = "{}";
-	int r = parse_json_object(data_json, "append event", NULL, err);
+	int r = store_event_check(session_id, kind, &data_json, err);
 	if (r < 0)
 		return r;
 	int64_t now = store_now_ms();
@@ -725,8 +535,8 @@ int sq_event_list(struct store *st, const char *session_id, int64_t after_seq,
 		  int limit, struct store_event **out, size_t *n_out,
 		  struct wr_error **err)
 {
-	if (!sq_id_ok(session_id))
-		return no_session(session_id, err);
+	if (!store_id_ok(session_id))
+		return store_no_session(session_id, err);
 	if (limit <= 0 || limit > STORE_EVENT_LIST_MAX)
 		limit = STORE_EVENT_LIST_MAX;
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(sq_of(st));
@@ -743,8 +553,7 @@ int sq_event_list(struct store *st, const char *session_id, int64_t after_seq,
 		return sq_error(c, rc, err, "list events of %s", session_id);
 	void *v = NULL;
 	size_t n = 0;
-	r = sq_collect(c, q, sizeof(**out), event_from_row, event_clear, &v, &n,
-		       "list events", err);
+	r = sq_collect(c, q, &store_event_record, &v, &n, "list events", err);
 	if (r < 0)
 		return r;
 	r = empty_or_unknown(c, session_id, n, err);
@@ -767,24 +576,12 @@ int64_t sq_message_add(struct store *st, const char *session_id,
 	_cleanup_(sq_rollbackp) struct sq_conn *tx = NULL;
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 
-	if (!sq_id_ok(session_id))
-		return no_session(session_id, err);
-	if (!user || !*user || strlen(user) > USER_MAX || !text)
-		return wr_error_input(err, EINVAL,
-				      "add message to %s: a user and a text "
-				      "are required",
-				      session_id);
-	/* {"id":(filled in below),"user":...,"text":...} */
-	data = json_object();
-	if (!data || json_object_set_new(data, "id", json_integer(0)) ||
-	    json_object_set_new(data, "user", json_string(user)) ||
-	    json_object_set_new(data, "text", json_string(text)))
-		return wr_error_input(err, EINVAL,
-				      "add message to %s: not UTF-8 text",
-				      session_id);
+	int r = store_message_data(session_id, user, text, &data, err);
+	if (r < 0)
+		return r;
 	int64_t now = store_now_ms();
 	c = sq_writer(sq_of(st));
-	int r = sq_begin(c, true, &tx, err);
+	r = sq_begin(c, true, &tx, err);
 	if (r < 0)
 		return r;
 	r = sq_prepare(c, SQ_MESSAGE_INSERT, &q, err);
@@ -801,16 +598,12 @@ int64_t sq_message_add(struct store *st, const char *session_id,
 	if (rc == SQLITE_OK)
 		rc = step_int(q, &id);
 	if (sq_errno(rc) == -ENOENT)
-		return no_session(session_id, err);
+		return store_no_session(session_id, err);
 	if (rc != SQLITE_ROW)
 		return sq_error(c, rc, err, "add message to %s", session_id);
-	if (json_object_set_new(data, "id", json_integer(id)))
-		return wr_error_set(err, ENOMEM, "add message to %s",
-				    session_id);
-	data_text = json_dumps(data, JSON_COMPACT);
-	if (!data_text)
-		return wr_error_set(err, ENOMEM, "add message to %s",
-				    session_id);
+	r = store_message_text(session_id, data, id, &data_text, err);
+	if (r < 0)
+		return r;
 	int64_t seq =
 	    append_event(c, session_id, EVENT_MESSAGE, data_text, now, err);
 	if (seq < 0)
@@ -823,8 +616,8 @@ int sq_message_pending(struct store *st, const char *session_id,
 		       struct store_message **out, size_t *n_out,
 		       struct wr_error **err)
 {
-	if (!sq_id_ok(session_id))
-		return no_session(session_id, err);
+	if (!store_id_ok(session_id))
+		return store_no_session(session_id, err);
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(sq_of(st));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 	int r = sq_prepare(c, SQ_MESSAGE_PENDING, &q, err);
@@ -836,8 +629,8 @@ int sq_message_pending(struct store *st, const char *session_id,
 				session_id);
 	void *v = NULL;
 	size_t n = 0;
-	r = sq_collect(c, q, sizeof(**out), message_from_row, message_clear, &v,
-		       &n, "pending messages", err);
+	r = sq_collect(c, q, &store_message_record, &v, &n, "pending messages",
+		       err);
 	if (r < 0)
 		return r;
 	r = empty_or_unknown(c, session_id, n, err);
@@ -856,12 +649,11 @@ int sq_message_consume(struct store *st, int64_t message_id, int turn,
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 	_cleanup_(sq_resetp) sqlite3_stmt *exists = NULL;
 
-	if (turn < 1)
-		return wr_error_input(err, EINVAL,
-				      "consume message %lld: bad turn %d",
-				      (long long)message_id, turn);
+	int r = store_consume_check(message_id, turn, err);
+	if (r < 0)
+		return r;
 	c = sq_writer(sq_of(st));
-	int r = sq_begin(c, true, &tx, err);
+	r = sq_begin(c, true, &tx, err);
 	if (r < 0)
 		return r;
 	r = sq_prepare(c, SQ_MESSAGE_CONSUME, &q, err);
@@ -884,13 +676,9 @@ int sq_message_consume(struct store *st, int64_t message_id, int turn,
 		rc = sqlite3_bind_int64(exists, 1, message_id);
 		if (rc == SQLITE_OK)
 			rc = step_int(exists, &one);
-		if (rc == SQLITE_ROW)
-			return wr_error_set(err, ESTALE,
-					    "message %lld was consumed already",
-					    (long long)message_id);
-		if (rc == SQLITE_DONE)
-			return wr_error_absent(err, true, "no message %lld",
-					      (long long)message_id);
+		if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+			return store_consume_refused(message_id,
+						     rc == SQLITE_ROW, err);
 		return sq_error(c, rc, err, "consume message %lld",
 				(long long)message_id);
 	}
@@ -899,41 +687,16 @@ int sq_message_consume(struct store *st, int64_t message_id, int turn,
 
 /* ---- artifacts ---------------------------------------------------------- */
 
-/* Relative, no "..", no empty components. */
-static bool artifact_name_ok(const char *name)
-{
-	if (!name || !*name || name[0] == '/' ||
-	    strlen(name) > ARTIFACT_NAME_MAX)
-		return false;
-	for (const char *p = name; *p;) {
-		size_t len = strcspn(p, "/");
-		if (len == 0 || (len == 2 && p[0] == '.' && p[1] == '.'))
-			return false;
-		p += len;
-		if (*p == '/')
-			p++;
-	}
-	return name[strlen(name) - 1] != '/';
-}
-
 int sq_artifact_add(struct store *st, const char *session_id,
 		    const struct store_artifact *a, struct wr_error **err)
 {
-	if (!sq_id_ok(session_id))
-		return no_session(session_id, err);
-	if (!a || !artifact_name_ok(a->name))
-		return wr_error_input(err, EINVAL,
-				      "add artifact to %s: bad name '%s'",
-				      session_id, a && a->name ? a->name : "");
-	if (!a->path || !*a->path || a->size < 0)
-		return wr_error_input(err, EINVAL,
-				      "add artifact %s to %s: a path and a "
-				      "size are required",
-				      a->name, session_id);
+	int r = store_artifact_check(session_id, a, err);
+	if (r < 0)
+		return r;
 	int64_t created = a->created_ms ? a->created_ms : store_now_ms();
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
-	int r = sq_prepare(c, SQ_ARTIFACT_ADD, &q, err);
+	r = sq_prepare(c, SQ_ARTIFACT_ADD, &q, err);
 	if (r < 0)
 		return r;
 	int rc = sq_bind_text(q, 1, session_id);
@@ -956,7 +719,7 @@ int sq_artifact_add(struct store *st, const char *session_id,
 				      "session %s has an artifact %s",
 				      session_id, a->name);
 	if (sq_errno(rc) == -ENOENT)
-		return no_session(session_id, err);
+		return store_no_session(session_id, err);
 	return sq_error(c, rc, err, "add artifact %s to %s", a->name,
 			session_id);
 }
@@ -965,8 +728,8 @@ int sq_artifact_list(struct store *st, const char *session_id,
 		     struct store_artifact **out, size_t *n_out,
 		     struct wr_error **err)
 {
-	if (!sq_id_ok(session_id))
-		return no_session(session_id, err);
+	if (!store_id_ok(session_id))
+		return store_no_session(session_id, err);
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(sq_of(st));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 	int r = sq_prepare(c, SQ_ARTIFACT_LIST, &q, err);
@@ -977,8 +740,8 @@ int sq_artifact_list(struct store *st, const char *session_id,
 		return sq_error(c, rc, err, "list artifacts of %s", session_id);
 	void *v = NULL;
 	size_t n = 0;
-	r = sq_collect(c, q, sizeof(**out), artifact_from_row, artifact_clear,
-		       &v, &n, "list artifacts", err);
+	r = sq_collect(c, q, &store_artifact_record, &v, &n, "list artifacts",
+		       err);
 	if (r < 0)
 		return r;
 	r = empty_or_unknown(c, session_id, n, err);

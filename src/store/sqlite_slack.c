@@ -34,100 +34,10 @@ static struct sq_store *outbox_store(struct slack_outbox *ob)
 	return ((struct sq_outbox *)ob)->store;
 }
 
-/* A printable, non-empty text of at most max bytes (ids, timestamps). */
-static bool token_ok(const char *s, size_t max)
-{
-	if (!s || !*s)
-		return false;
-	size_t n = 0;
-	for (; s[n]; n++)
-		if (n == max || s[n] <= ' ' || s[n] > '~')
-			return false;
-	return true;
-}
-
-/* NULL, or a text of at most max bytes. */
-static bool opt_text_ok(const char *s, size_t max)
-{
-	return !s || strnlen(s, max + 1) <= max;
-}
-
-static int post_from_row(sqlite3_stmt *q, void *out)
-{
-	int kind =
-	    slack_post_kind_parse((const char *)sqlite3_column_text(q, 2));
-	if (kind < 0)
-		return -EIO; /* not a kind this build knows */
-	struct slack_post p = {
-	    .id = sqlite3_column_int64(q, 0),
-	    .kind = kind,
-	    .attempts = sqlite3_column_int(q, 9),
-	    .created_ms = sqlite3_column_int64(q, 10),
-	    .next_ms = sqlite3_column_int64(q, 11),
-	    .done_ms = sqlite3_column_int64(q, 12),
-	};
-	sq_column_copy(q, 1, p.session_id, sizeof(p.session_id));
-	if (sq_column_strdup(q, 3, &p.channel) < 0 ||
-	    sq_column_strdup(q, 4, &p.thread_ts) < 0 ||
-	    sq_column_strdup(q, 5, &p.response_url) < 0 ||
-	    sq_column_strdup(q, 6, &p.slack_user) < 0 ||
-	    sq_column_strdup(q, 7, &p.text) < 0 ||
-	    sq_column_strdup(q, 8, &p.posted_state) < 0 ||
-	    sq_column_strdup(q, 13, &p.last_error) < 0) {
-		slack_post_clear(&p);
-		return -ENOMEM;
-	}
-	*(struct slack_post *)out = p;
-	return 0;
-}
-
-static void post_clear(void *p)
-{
-	slack_post_clear(p);
-}
-
-/* What a post must hold to be sendable, within the caps. */
-static int post_check(const struct slack_post *p, struct wr_error **err)
-{
-	if (!p || !slack_post_kind_name(p->kind))
-		return wr_error_input(err, EINVAL, "add Slack post: bad kind");
-	if (p->session_id[0] && !sq_id_ok(p->session_id))
-		return wr_error_input(err, EINVAL,
-				      "add Slack post: bad session id");
-	if (p->kind == SLACK_POST_OUTCOME && !p->session_id[0])
-		return wr_error_input(err, EINVAL,
-				      "add Slack post: an outcome needs a "
-				      "session");
-	if (p->kind != SLACK_POST_OUTCOME && (!p->text || !*p->text))
-		return wr_error_input(err, EINVAL,
-				      "add Slack post: a reply needs a text");
-	if (!p->channel && !p->response_url)
-		return wr_error_input(err, EINVAL,
-				      "add Slack post: no channel and no "
-				      "response_url");
-	if (p->kind == SLACK_POST_EPHEMERAL && (!p->channel || !p->slack_user))
-		return wr_error_input(err, EINVAL,
-				      "add Slack post: an ephemeral reply "
-				      "needs a channel and a user");
-	if ((p->channel && !token_ok(p->channel, SLACK_POST_ID_MAX)) ||
-	    (p->thread_ts && !token_ok(p->thread_ts, SLACK_POST_ID_MAX)) ||
-	    (p->slack_user && !token_ok(p->slack_user, SLACK_POST_ID_MAX)) ||
-	    (p->response_url &&
-	     !token_ok(p->response_url, SLACK_POST_URL_MAX)) ||
-	    !opt_text_ok(p->text, SLACK_POST_TEXT_MAX))
-		return wr_error_input(err, EINVAL,
-				      "add Slack post: a channel, thread, "
-				      "user or URL that is empty, too long "
-				      "or not printable, or a text over %d "
-				      "bytes",
-				      SLACK_POST_TEXT_MAX);
-	return 0;
-}
-
 static int64_t post_add(struct slack_outbox *ob, const struct slack_post *p,
 			struct wr_error **err)
 {
-	int r = post_check(p, err);
+	int r = slack_post_check(p, err);
 	if (r < 0)
 		return r;
 	int64_t created = p->created_ms ? p->created_ms : store_now_ms();
@@ -162,7 +72,7 @@ static int64_t post_add(struct slack_outbox *ob, const struct slack_post *p,
 		return id;
 	if (sq_errno(rc) == -ENOENT)
 		return wr_error_absent(err, true, "no session %s",
-				      p->session_id);
+				       p->session_id);
 	return sq_error(c, rc, err, "add Slack post");
 }
 
@@ -187,8 +97,8 @@ static int post_due(struct slack_outbox *ob, int64_t now_ms, int limit,
 		return sq_error(c, rc, err, "due Slack posts");
 	void *v = NULL;
 	size_t n = 0;
-	r = sq_collect(c, q, sizeof(**out), post_from_row, post_clear, &v, &n,
-		       "due Slack posts", err);
+	r = sq_collect(c, q, &slack_post_record, &v, &n, "due Slack posts",
+		       err);
 	if (r == 0) {
 		*out = v;
 		*n_out = n;
@@ -204,25 +114,14 @@ static int bind_keep_int64(sqlite3_stmt *q, int i, int64_t v)
 static int post_update(struct slack_outbox *ob, int64_t id,
 		       const struct slack_post_update *u, struct wr_error **err)
 {
-	if (!u)
-		return wr_error_input(err, EINVAL,
-				      "update Slack post: nothing "
-				      "to update");
-	if (u->posted_state && session_state_parse(u->posted_state) < 0)
-		return wr_error_input(err, EINVAL,
-				      "update Slack post %lld: unknown state",
-				      (long long)id);
-	/* an error is the notifier's summary of Slack's answer: keep a
-	 * bounded piece of it */
-	char error[512];
+	char error[SLACK_POST_ERROR_MAX + 1];
 	const char *last_error = NULL;
-	if (u->last_error) {
-		snprintf(error, sizeof(error), "%s", u->last_error);
-		last_error = error;
-	}
+	int r = slack_post_update_check(id, u, error, &last_error, err);
+	if (r < 0)
+		return r;
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(outbox_store(ob));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
-	int r = sq_prepare(c, SQ_SLACK_POST_UPDATE, &q, err);
+	r = sq_prepare(c, SQ_SLACK_POST_UPDATE, &q, err);
 	if (r < 0)
 		return r;
 	int rc = sqlite3_bind_int64(q, 1, id);
@@ -243,7 +142,7 @@ static int post_update(struct slack_outbox *ob, int64_t id,
 				(long long)id);
 	if (sqlite3_changes(c->db) == 0)
 		return wr_error_absent(err, true, "no Slack post %lld",
-				      (long long)id);
+				       (long long)id);
 	return 0;
 }
 
@@ -251,9 +150,8 @@ static int post_list(struct slack_outbox *ob, const char *session_id,
 		     struct slack_post **out, size_t *n_out,
 		     struct wr_error **err)
 {
-	if (!sq_id_ok(session_id))
-		return wr_error_absent(err, true, "no session %s",
-				      session_id ? session_id : "");
+	if (!store_id_ok(session_id))
+		return store_no_session(session_id, err);
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(outbox_store(ob));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 	int r = sq_prepare(c, SQ_SLACK_POST_LIST, &q, err);
@@ -264,8 +162,7 @@ static int post_list(struct slack_outbox *ob, const char *session_id,
 		return sq_error(c, rc, err, "Slack posts of %s", session_id);
 	void *v = NULL;
 	size_t n = 0;
-	r = sq_collect(c, q, sizeof(**out), post_from_row, post_clear, &v, &n,
-		       "Slack posts", err);
+	r = sq_collect(c, q, &slack_post_record, &v, &n, "Slack posts", err);
 	if (r == 0) {
 		*out = v;
 		*n_out = n;
@@ -276,7 +173,7 @@ static int post_list(struct slack_outbox *ob, const char *session_id,
 static int event_claim(struct slack_outbox *ob, const char *event_id,
 		       int64_t now_ms, int64_t keep_ms, struct wr_error **err)
 {
-	if (!token_ok(event_id, SLACK_POST_ID_MAX))
+	if (!slack_event_id_ok(event_id))
 		return wr_error_input(err, EINVAL, "Slack event: bad event id");
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(outbox_store(ob));
 	_cleanup_(sq_rollbackp) struct sq_conn *tx = NULL;
@@ -318,7 +215,7 @@ static int event_claim(struct slack_outbox *ob, const char *event_id,
 static int event_release(struct slack_outbox *ob, const char *event_id,
 			 struct wr_error **err)
 {
-	if (!token_ok(event_id, SLACK_POST_ID_MAX))
+	if (!slack_event_id_ok(event_id))
 		return 0;
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(outbox_store(ob));
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;

@@ -1,11 +1,17 @@
 /* store.c - what every store backend shares: the session lifecycle (state
- * names and the allowed transitions), ids, the clock, and the destructors
- * of the records the store hands out. */
-#include "store/store.h"
+ * names and the allowed transitions), ids, the clock, the destructors of
+ * the records the store hands out, opening a store by its URL; and for the
+ * backends (backend.h) the records read from rows, the checks of what a
+ * call is given and the data of the events the calls write. */
+#include "store/backend.h"
+
+#include "util/alloc.h"
+#include "util/cleanup.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -129,6 +135,169 @@ int64_t store_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* ---- opening by URL ------------------------------------------------------ */
+
+bool store_url_is_pg(const char *url)
+{
+	return url && (!strncmp(url, "postgres://", 11) ||
+		       !strncmp(url, "postgresql://", 13));
+}
+
+/* Where the URL's parts are: the authority's user information (before
+ * its last '@'), its password within it, and the query (after '?'). */
+struct url_parts {
+	size_t pass, pass_end; /* pass == pass_end: none */
+	size_t query, end;     /* query == end: none */
+};
+
+static void url_split(const char *url, struct url_parts *u)
+{
+	size_t len = strlen(url);
+	*u = (struct url_parts){.end = len};
+	const char *sep = strstr(url, "://");
+	size_t auth = sep ? (size_t)(sep - url) + 3 : len;
+	size_t auth_end = auth + strcspn(url + auth, "/?#");
+	for (size_t i = auth_end; i > auth; i--)
+		if (url[i - 1] == '@') {
+			const char *colon =
+			    memchr(url + auth, ':', i - 1 - auth);
+			if (colon) {
+				u->pass = (size_t)(colon - url) + 1;
+				u->pass_end = i - 1;
+			}
+			break;
+		}
+	const char *q = sep ? strchr(url + auth_end, '?') : NULL;
+	u->query = u->end = q ? (size_t)(q - url) + 1 : len;
+	if (q)
+		u->end = u->query + strcspn(url + u->query, "#");
+}
+
+/* Calls fn for each "password=" parameter's value in the query. */
+static void each_query_password(const char *url, const struct url_parts *u,
+				void (*fn)(void *ctx, size_t at, size_t end),
+				void *ctx)
+{
+	for (size_t at = u->query; at < u->end;) {
+		size_t len = strcspn(url + at, "&#");
+		if (at + len > u->end)
+			len = u->end - at;
+		if (len >= 9 && !strncmp(url + at, "password=", 9))
+			fn(ctx, at + 9, at + len);
+		at += len + 1;
+	}
+}
+
+struct redact {
+	const char *url;
+	char *out;
+	size_t n, from; /* written to out; copied from url up to */
+};
+
+static void redact_span(void *ctx, size_t at, size_t end)
+{
+	struct redact *r = ctx;
+	memcpy(r->out + r->n, r->url + r->from, at - r->from);
+	r->n += at - r->from;
+	memcpy(r->out + r->n, "***", 3);
+	r->n += 3;
+	r->from = end;
+}
+
+char *store_url_redact(const char *url)
+{
+	if (!url)
+		return NULL;
+	struct url_parts u;
+	url_split(url, &u);
+	/* each redaction adds at most 3 bytes; there are at most one per
+	 * '&' of the query, plus the user's and the query's first */
+	size_t amps = 0, len = strlen(url);
+	for (const char *p = url; *p; p++)
+		amps += *p == '&';
+	struct redact r = {.url = url,
+			   .out = wr_malloc(len + 3 * (amps + 2) + 1)};
+	if (!r.out)
+		return NULL;
+	if (u.pass_end > u.pass)
+		redact_span(&r, u.pass, u.pass_end);
+	each_query_password(url, &u, redact_span, &r);
+	memcpy(r.out + r.n, url + r.from, len - r.from);
+	r.out[r.n + len - r.from] = '\0';
+	return r.out;
+}
+
+struct first_span {
+	size_t at, end;
+	bool found;
+};
+
+static void first_span(void *ctx, size_t at, size_t end)
+{
+	struct first_span *f = ctx;
+	if (!f->found)
+		*f = (struct first_span){at, end, true};
+}
+
+char *store_url_password(const char *url)
+{
+	if (!url)
+		return NULL;
+	struct url_parts u;
+	url_split(url, &u);
+	struct first_span f = {0};
+	if (u.pass_end > u.pass)
+		f = (struct first_span){u.pass, u.pass_end, true};
+	else
+		each_query_password(url, &u, first_span, &f);
+	return f.found ? wr_strndup(url + f.at, f.end - f.at) : NULL;
+}
+
+struct store *store_open(const char *url, struct wr_error **err)
+{
+	if (!url || !*url) {
+		wr_error_input(err, EINVAL, "open store: no path or URL");
+		return NULL;
+	}
+	if (store_url_is_pg(url))
+		return store_open_pg(url, err);
+	if (!strncmp(url, "sqlite:", 7))
+		return store_open_sqlite(url + 7, err);
+	const char *sep = strstr(url, "://");
+	size_t scheme = sep ? strspn(url, "abcdefghijklmnopqrstuvwxyz"
+					  "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+					  "0123456789+.-")
+			    : 0;
+	if (sep && scheme == (size_t)(sep - url) && scheme > 0) {
+		_cleanup_free_ char *shown = store_url_redact(url);
+		wr_error_input(
+		    err, EINVAL,
+		    "open store %s: unknown kind of store '%.*s' (want "
+		    "postgres://, postgresql://, sqlite:PATH or a "
+		    "path)",
+		    shown ? shown : "URL", (int)scheme, url);
+		return NULL;
+	}
+	return store_open_sqlite(url, err);
+}
+
+int store_schema_version(struct store *st)
+{
+	return st ? st->ops->schema_version(st) : -EINVAL;
+}
+
+const char *store_backend_name(const struct store *st)
+{
+	static const char *const names[STORE_BACKEND_MAX] = {
+	    [STORE_BACKEND_SQLITE] = "sqlite",
+	    [STORE_BACKEND_POSTGRES] = "postgres",
+	};
+	if (!st || (int)st->ops->backend < 0 ||
+	    st->ops->backend >= STORE_BACKEND_MAX)
+		return NULL;
+	return names[st->ops->backend];
+}
+
 /* ---- destructors -------------------------------------------------------- */
 
 void store_repo_clear(struct store_repo *r)
@@ -243,3 +412,571 @@ DEFINE_ARRAY_FREE(store_messages_free, struct store_message,
 DEFINE_ARRAY_FREE(store_artifacts_free, struct store_artifact,
 		  store_artifact_clear)
 DEFINE_ARRAY_FREE(store_tokens_free, struct store_token, store_token_clear)
+
+/* ---- records from rows (backend.h) --------------------------------------- */
+
+int store_row_strdup(const struct store_row *row, int col, char **out)
+{
+	const char *text = NULL;
+	int r = row->text(row, col, &text);
+	if (r < 0)
+		return r;
+	if (!text) {
+		*out = NULL;
+		return 0;
+	}
+	char *copy = wr_strdup(text);
+	if (!copy)
+		return -ENOMEM;
+	*out = copy;
+	return 0;
+}
+
+int store_row_copy(const struct store_row *row, int col, char *buf, size_t size)
+{
+	const char *text = NULL;
+	int r = row->text(row, col, &text);
+	if (r < 0)
+		return r;
+	snprintf(buf, size, "%s", text ? text : "");
+	return 0;
+}
+
+/* The text columns of a record: for each, its column and where it goes. */
+struct text_col {
+	int col;
+	char **dst;
+};
+
+/* Reads every column of cols, or none (frees what it read on failure). */
+static int row_strdups(const struct store_row *row, const struct text_col *cols,
+		       size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int r = store_row_strdup(row, cols[i].col, cols[i].dst);
+		if (r < 0) {
+			for (size_t j = 0; j < i; j++) {
+				free(*cols[j].dst);
+				*cols[j].dst = NULL;
+			}
+			return r;
+		}
+	}
+	return 0;
+}
+
+static int token_from_row(const struct store_row *row, void *out)
+{
+	struct store_token t = {
+	    .created_ms = row->int64(row, 2),
+	    .expires_ms = row->int64(row, 3),
+	    .revoked_ms = row->int64(row, 5),
+	    .last_used_ms = row->int64(row, 6),
+	};
+	const struct text_col cols[] = {
+	    {0, &t.user}, {1, &t.role}, {4, &t.name}};
+	int r = store_row_copy(row, 7, t.id, sizeof(t.id));
+	if (r == 0)
+		r = row_strdups(row, cols, ARRAY_SIZE(cols));
+	if (r < 0)
+		return r;
+	*(struct store_token *)out = t;
+	return 0;
+}
+
+static int repo_from_row(const struct store_row *row, void *out)
+{
+	struct store_repo rec = {
+	    .refresh_ms = row->int64(row, 5),
+	    .created_ms = row->int64(row, 6),
+	    .last_refresh_ms = row->int64(row, 7),
+	};
+	const struct text_col cols[] = {{1, &rec.name},
+					{2, &rec.url},
+					{3, &rec.default_ref},
+					{4, &rec.agent_json}};
+	int r = store_row_copy(row, 0, rec.id, sizeof(rec.id));
+	if (r == 0)
+		r = row_strdups(row, cols, ARRAY_SIZE(cols));
+	if (r < 0)
+		return r;
+	*(struct store_repo *)out = rec;
+	return 0;
+}
+
+static int snapshot_from_row(const struct store_row *row, void *out)
+{
+	struct store_snapshot s = {.created_ms = row->int64(row, 3)};
+	const struct text_col cols[] = {{4, &s.timings_json}};
+	int r = store_row_copy(row, 0, s.id, sizeof(s.id));
+	if (r == 0)
+		r = store_row_copy(row, 1, s.repo_id, sizeof(s.repo_id));
+	if (r == 0)
+		r = store_row_copy(row, 2, s.commit, sizeof(s.commit));
+	if (r == 0)
+		r = row_strdups(row, cols, ARRAY_SIZE(cols));
+	if (r < 0)
+		return r;
+	*(struct store_snapshot *)out = s;
+	return 0;
+}
+
+static int session_from_row(const struct store_row *row, void *out)
+{
+	const char *state_name = NULL;
+	int r = row->text(row, 7, &state_name);
+	if (r < 0)
+		return r;
+	int state = session_state_parse(state_name);
+	if (state < 0)
+		return -EIO; /* not a state this build knows */
+	struct store_session s = {
+	    .state = state,
+	    .attempts = (int)row->int64(row, 12),
+	    .turns = (int)row->int64(row, 13),
+	    .exit_code = (int)row->int64(row, 14),
+	    .queue_seq = row->int64(row, 15),
+	    .created_ms = row->int64(row, 16),
+	    .updated_ms = row->int64(row, 17),
+	    .started_ms = row->int64(row, 18),
+	    .finished_ms = row->int64(row, 19),
+	};
+	const struct text_col cols[] = {
+	    {2, &s.user},	 {3, &s.prompt},      {4, &s.ref},
+	    {5, &s.agent_json},	 {6, &s.limits_json}, {8, &s.reason},
+	    {9, &s.snapshot_id}, {10, &s.sandbox},    {11, &s.outcome_json}};
+	r = store_row_copy(row, 0, s.id, sizeof(s.id));
+	if (r == 0)
+		r = store_row_copy(row, 1, s.repo_id, sizeof(s.repo_id));
+	if (r == 0)
+		r = row_strdups(row, cols, ARRAY_SIZE(cols));
+	if (r < 0)
+		return r;
+	*(struct store_session *)out = s;
+	return 0;
+}
+
+static int event_from_row(const struct store_row *row, void *out)
+{
+	struct store_event e = {
+	    .seq = row->int64(row, 0),
+	    .time_ms = row->int64(row, 1),
+	};
+	const struct text_col cols[] = {{2, &e.kind}, {3, &e.data_json}};
+	int r = row_strdups(row, cols, ARRAY_SIZE(cols));
+	if (r < 0)
+		return r;
+	*(struct store_event *)out = e;
+	return 0;
+}
+
+static int message_from_row(const struct store_row *row, void *out)
+{
+	struct store_message m = {
+	    .id = row->int64(row, 0),
+	    .turn = (int)row->int64(row, 3),
+	    .created_ms = row->int64(row, 4),
+	};
+	const struct text_col cols[] = {{1, &m.user}, {2, &m.text}};
+	int r = row_strdups(row, cols, ARRAY_SIZE(cols));
+	if (r < 0)
+		return r;
+	*(struct store_message *)out = m;
+	return 0;
+}
+
+static int artifact_from_row(const struct store_row *row, void *out)
+{
+	struct store_artifact a = {
+	    .size = row->int64(row, 3),
+	    .created_ms = row->int64(row, 4),
+	};
+	const struct text_col cols[] = {
+	    {0, &a.name}, {1, &a.path}, {2, &a.media_type}};
+	int r = row_strdups(row, cols, ARRAY_SIZE(cols));
+	if (r < 0)
+		return r;
+	*(struct store_artifact *)out = a;
+	return 0;
+}
+
+#define DEFINE_RECORD(var, type, from_row, clear_fn)                  \
+	static void clear_fn##_any(void *rec)                         \
+	{                                                             \
+		clear_fn(rec);                                        \
+	}                                                             \
+	const struct store_record_type var = {sizeof(type), from_row, \
+					      clear_fn##_any}
+
+DEFINE_RECORD(store_token_record, struct store_token, token_from_row,
+	      store_token_clear);
+DEFINE_RECORD(store_repo_record, struct store_repo, repo_from_row,
+	      store_repo_clear);
+DEFINE_RECORD(store_snapshot_record, struct store_snapshot, snapshot_from_row,
+	      store_snapshot_clear);
+DEFINE_RECORD(store_session_record, struct store_session, session_from_row,
+	      store_session_clear);
+DEFINE_RECORD(store_event_record, struct store_event, event_from_row,
+	      store_event_clear);
+DEFINE_RECORD(store_message_record, struct store_message, message_from_row,
+	      store_message_clear);
+DEFINE_RECORD(store_artifact_record, struct store_artifact, artifact_from_row,
+	      store_artifact_clear);
+
+/* ---- arrays ------------------------------------------------------------ */
+
+int store_vec_add_row(struct store_vec *vec, const struct store_row *row)
+{
+	size_t elem = vec->type->size;
+	if (vec->n == vec->cap) {
+		size_t cap = vec->cap ? vec->cap * 2 : 8;
+		if (cap > SIZE_MAX / elem)
+			return -ENOMEM;
+		void *v = wr_realloc(vec->v, cap * elem);
+		if (!v)
+			return -ENOMEM;
+		vec->v = v;
+		vec->cap = cap;
+	}
+	char *slot = (char *)vec->v + vec->n * elem;
+	memset(slot, 0, elem);
+	int r = vec->type->from_row(row, slot);
+	if (r < 0)
+		return r;
+	vec->n++;
+	return 0;
+}
+
+void store_vec_take(struct store_vec *vec, void **out, size_t *n_out)
+{
+	if (!vec->n) {
+		free(vec->v);
+		vec->v = NULL;
+	}
+	*out = TAKE_PTR(vec->v);
+	*n_out = vec->n;
+	vec->n = vec->cap = 0;
+}
+
+void store_vec_free(struct store_vec *vec)
+{
+	for (size_t i = 0; i < vec->n; i++)
+		vec->type->clear((char *)vec->v + i * vec->type->size);
+	free(vec->v);
+	vec->v = NULL;
+	vec->n = vec->cap = 0;
+}
+
+/* ---- checks ------------------------------------------------------------ */
+
+bool store_id_ok(const char *id)
+{
+	if (!id || !*id)
+		return false;
+	size_t i;
+	for (i = 0; id[i] && i < STORE_ID_MAX; i++)
+		if (id[i] <= ' ' || id[i] > '~')
+			return false;
+	return i < STORE_ID_MAX;
+}
+
+bool store_text_ok(const char *s, size_t max)
+{
+	return s && *s && strnlen(s, max + 1) <= max;
+}
+
+int store_no_session(const char *id, struct wr_error **err)
+{
+	return wr_error_absent(err, true, "no session %s", id ? id : "");
+}
+
+bool store_token_hash_ok(const char *hash_hex)
+{
+	return store_text_ok(hash_hex, STORE_TOKEN_HASH_MAX);
+}
+
+int store_token_check(const char *hash_hex, const struct store_token *t,
+		      struct wr_error **err)
+{
+	if (!store_token_hash_ok(hash_hex) || !t ||
+	    !store_text_ok(t->user, STORE_USER_MAX) ||
+	    !store_text_ok(t->role, STORE_ROLE_MAX))
+		return wr_error_input(err, EINVAL,
+				      "add token: hash, user and role are "
+				      "required");
+	if (!store_token_name_valid(t->name))
+		return wr_error_input(err, EINVAL,
+				      "add token: bad name (want 1 to %d of "
+				      "[A-Za-z0-9._-], starting with a "
+				      "letter or digit)",
+				      STORE_TOKEN_NAME_MAX);
+	return 0;
+}
+
+static bool repo_name_ok(const char *name)
+{
+	if (!store_text_ok(name, STORE_REPO_NAME_MAX))
+		return false;
+	for (const char *p = name; *p; p++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyz"
+			    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-",
+			    *p))
+			return false;
+	return strcmp(name, ".") && strcmp(name, "..");
+}
+
+int store_repo_check(const struct store_repo *r, struct wr_error **err)
+{
+	if (!r || !store_id_ok(r->id))
+		return wr_error_input(err, EINVAL, "add repository: bad id");
+	if (!repo_name_ok(r->name))
+		return wr_error_input(err, EINVAL,
+				      "add repository: bad name '%s' (want "
+				      "1 to %d of [A-Za-z0-9._-])",
+				      r->name ? r->name : "",
+				      STORE_REPO_NAME_MAX);
+	if (!store_text_ok(r->url, STORE_TEXT_MAX))
+		return wr_error_input(err, EINVAL, "add repository %s: no url",
+				      r->name);
+	return 0;
+}
+
+bool store_repo_key_ok(const char *id_or_name)
+{
+	return store_text_ok(id_or_name, STORE_REPO_NAME_MAX);
+}
+
+int store_repo_busy(const char *id, int64_t active, struct wr_error **err)
+{
+	return wr_error_input(err, EBUSY,
+			      "repository %s has %lld session%s not "
+			      "finished: cancel or decide them first",
+			      id, (long long)active, active == 1 ? "" : "s");
+}
+
+int store_snapshot_check(const struct store_snapshot *s, struct wr_error **err)
+{
+	if (!s || !store_id_ok(s->id) || !store_id_ok(s->repo_id))
+		return wr_error_input(err, EINVAL, "add snapshot: bad id");
+	if (!store_text_ok(s->commit, sizeof(s->commit) - 1))
+		return wr_error_input(err, EINVAL, "add snapshot %s: no commit",
+				      s->id);
+	return 0;
+}
+
+int store_session_check(const struct store_session *s, struct wr_error **err)
+{
+	if (!s || !store_id_ok(s->id))
+		return wr_error_input(err, EINVAL, "create session: bad id");
+	if (!store_id_ok(s->repo_id))
+		return wr_error_input(
+		    err, EINVAL, "create session %s: bad repository id", s->id);
+	if (!store_text_ok(s->user, STORE_USER_MAX) || !s->prompt)
+		return wr_error_input(err, EINVAL,
+				      "create session %s: a user and a prompt "
+				      "are required",
+				      s->id);
+	return 0;
+}
+
+int store_filter_check(const struct store_session_filter *f, int *limit,
+		       struct wr_error **err)
+{
+	if (!f || f->state < -1 || f->state >= SESSION_STATE_MAX)
+		return wr_error_input(err, EINVAL, "list sessions: bad state");
+	if (f->before_id && !store_id_ok(f->before_id))
+		return store_no_session(f->before_id, err);
+	*limit = f->limit <= 0		     ? STORE_LIST_DEFAULT
+		 : f->limit > STORE_LIST_MAX ? STORE_LIST_MAX
+					     : f->limit;
+	return 0;
+}
+
+/* Relative, no "..", no empty components. */
+static bool artifact_name_ok(const char *name)
+{
+	if (!name || !*name || name[0] == '/' ||
+	    strlen(name) > STORE_ARTIFACT_NAME_MAX)
+		return false;
+	for (const char *p = name; *p;) {
+		size_t len = strcspn(p, "/");
+		if (len == 0 || (len == 2 && p[0] == '.' && p[1] == '.'))
+			return false;
+		p += len;
+		if (*p == '/')
+			p++;
+	}
+	return name[strlen(name) - 1] != '/';
+}
+
+int store_artifact_check(const char *session_id, const struct store_artifact *a,
+			 struct wr_error **err)
+{
+	if (!store_id_ok(session_id))
+		return store_no_session(session_id, err);
+	if (!a || !artifact_name_ok(a->name))
+		return wr_error_input(err, EINVAL,
+				      "add artifact to %s: bad name '%s'",
+				      session_id, a && a->name ? a->name : "");
+	if (!a->path || !*a->path || a->size < 0)
+		return wr_error_input(err, EINVAL,
+				      "add artifact %s to %s: a path and a "
+				      "size are required",
+				      a->name, session_id);
+	return 0;
+}
+
+/* Parses text, which must be a JSON object of at most
+ * STORE_EVENT_DATA_MAX bytes, into *out (if out is not NULL). */
+static int parse_json_object(const char *text, const char *what, json_t **out,
+			     struct wr_error **err)
+{
+	if (strnlen(text, STORE_EVENT_DATA_MAX + 1) > STORE_EVENT_DATA_MAX)
+		return wr_error_input(err, E2BIG, "%s: more than %d bytes",
+				      what, STORE_EVENT_DATA_MAX);
+	json_error_t je;
+	_cleanup_(json_decrefp) json_t *j = json_loads(text, 0, &je);
+	if (!j)
+		return wr_error_input(err, EINVAL, "%s: %s", what, je.text);
+	if (!json_is_object(j))
+		return wr_error_input(err, EINVAL, "%s: not a JSON object",
+				      what);
+	if (out)
+		*out = TAKE_PTR(j);
+	return 0;
+}
+
+int store_event_check(const char *session_id, enum event_kind kind,
+		      const char **data_json, struct wr_error **err)
+{
+	if (!event_kind_name(kind))
+		return wr_error_input(err, EINVAL, "append event: bad kind %d",
+				      (int)kind);
+	if (!store_id_ok(session_id))
+		return store_no_session(session_id, err);
+	if (!*data_json)
+		*data_json = "{}";
+	return parse_json_object(*data_json, "append event", NULL, err);
+}
+
+int store_consume_check(int64_t message_id, int turn, struct wr_error **err)
+{
+	if (turn < 1)
+		return wr_error_input(err, EINVAL,
+				      "consume message %lld: bad turn %d",
+				      (long long)message_id, turn);
+	return 0;
+}
+
+int store_consume_refused(int64_t message_id, bool exists,
+			  struct wr_error **err)
+{
+	if (exists)
+		return wr_error_set(err, ESTALE,
+				    "message %lld was consumed already",
+				    (long long)message_id);
+	return wr_error_absent(err, true, "no message %lld",
+			       (long long)message_id);
+}
+
+/* ---- event data -------------------------------------------------------- */
+
+int store_transition_data(const char *id, int from, enum session_state to,
+			  const struct store_session_update *upd,
+			  const char *extra_json, json_t **out,
+			  struct wr_error **err)
+{
+	const char *to_name = session_state_name(to);
+	if (!to_name || from < -1 || from >= SESSION_STATE_MAX)
+		return wr_error_input(err, EINVAL,
+				      "session %s: bad transition %d -> %d",
+				      id ? id : "", from, (int)to);
+	if (!store_id_ok(id))
+		return store_no_session(id, err);
+	_cleanup_(json_decrefp) json_t *extra = NULL;
+	if (extra_json) {
+		int r = parse_json_object(extra_json, "transition event data",
+					  &extra, err);
+		if (r < 0)
+			return r;
+	}
+	/* {"state":to,"from":(filled in later),"reason":...} */
+	const char *reason =
+	    upd && upd->reason && *upd->reason ? upd->reason : NULL;
+	_cleanup_(json_decrefp) json_t *data = json_object();
+	if (!data || json_object_set_new(data, "state", json_string(to_name)) ||
+	    json_object_set_new(data, "from", json_null()) ||
+	    json_object_set_new(data, "reason",
+				reason ? json_string(reason) : json_null()))
+		return wr_error_input(err, EINVAL,
+				      "session %s: the reason is not UTF-8 "
+				      "text",
+				      id);
+	/* the event's own keys win over extra's */
+	if (extra && json_object_update_missing(data, extra))
+		return wr_error_set(err, ENOMEM, "session %s", id);
+	*out = TAKE_PTR(data);
+	return 0;
+}
+
+int store_transition_allowed(const char *id, int cur, int from,
+			     enum session_state to, struct wr_error **err)
+{
+	if (cur < 0)
+		return wr_error_set(err, EIO, "session %s: unknown state", id);
+	if (from >= 0 && cur != from)
+		return wr_error_set(err, ESTALE, "session %s is %s, not %s", id,
+				    session_state_name(cur),
+				    session_state_name(from));
+	if (!session_transition_allowed(cur, to))
+		return wr_error_input(
+		    err, EPERM, "session %s: %s -> %s is not allowed", id,
+		    session_state_name(cur), session_state_name(to));
+	return 0;
+}
+
+int store_transition_text(const char *id, json_t *data, enum session_state from,
+			  char **out, struct wr_error **err)
+{
+	char *text = NULL;
+	if (json_object_set_new(data, "from",
+				json_string(session_state_name(from))) ||
+	    !(text = json_dumps(data, JSON_COMPACT)))
+		return wr_error_set(err, ENOMEM, "session %s", id);
+	*out = text;
+	return 0;
+}
+
+int store_message_data(const char *session_id, const char *user,
+		       const char *text, json_t **out, struct wr_error **err)
+{
+	if (!store_id_ok(session_id))
+		return store_no_session(session_id, err);
+	if (!store_text_ok(user, STORE_USER_MAX) || !text)
+		return wr_error_input(err, EINVAL,
+				      "add message to %s: a user and a text "
+				      "are required",
+				      session_id);
+	/* {"id":(filled in later),"user":...,"text":...} */
+	_cleanup_(json_decrefp) json_t *data = json_object();
+	if (!data || json_object_set_new(data, "id", json_integer(0)) ||
+	    json_object_set_new(data, "user", json_string(user)) ||
+	    json_object_set_new(data, "text", json_string(text)))
+		return wr_error_input(err, EINVAL,
+				      "add message to %s: not UTF-8 text",
+				      session_id);
+	*out = TAKE_PTR(data);
+	return 0;
+}
+
+int store_message_text(const char *session_id, json_t *data, int64_t id,
+		       char **out, struct wr_error **err)
+{
+	char *text = NULL;
+	if (json_object_set_new(data, "id", json_integer(id)) ||
+	    !(text = json_dumps(data, JSON_COMPACT)))
+		return wr_error_set(err, ENOMEM, "add message to %s",
+				    session_id);
+	*out = text;
+	return 0;
+}

@@ -2,11 +2,12 @@
  *
  * Owns repositories, snapshots (as the control plane knows them), sessions,
  * messages (prompts and follow-ups), events (each session's log), artifacts
- * and API tokens. One backend today (SQLite, WAL, store_open_sqlite); the
- * interface is a struct of function pointers so PostgreSQL can follow with
- * the same portable SQL. Slack's outbox is an interface of its own
- * (notify/outbox.h), which a backend may implement beside this one (the
- * SQLite backend does, in the same database).
+ * and API tokens. Two backends behind one struct of function pointers:
+ * SQLite (the embedded default, WAL: store_open_sqlite) and PostgreSQL
+ * (libpq: store_open_pg); store_open picks one by URL. What they share
+ * (checks, records read from rows, event data) is store.c's (backend.h).
+ * Slack's outbox is an interface of its own (notify/outbox.h), which a
+ * backend may implement beside this one (both do, in the same database).
  *
  * Rules every backend keeps:
  *   - every call is one transaction; a state transition and its event are
@@ -182,8 +183,17 @@ struct store_session_filter {
 
 struct store;
 
+enum store_backend {
+	STORE_BACKEND_SQLITE,
+	STORE_BACKEND_POSTGRES,
+	STORE_BACKEND_MAX
+};
+
 struct store_ops {
+	enum store_backend backend;
 	void (*close)(struct store *st);
+	/* The schema version the database is at after open. */
+	int (*schema_version)(struct store *st);
 
 	/* Stores the token whose hash is hash_hex: t->user, t->role and
 	 * t->name are required (-EINVAL), created_ms 0 means now; it starts
@@ -257,13 +267,17 @@ struct store_ops {
 	int (*session_list_state)(struct store *st, enum session_state state,
 				  struct store_session **out, size_t *n_out,
 				  struct wr_error **err);
-	/* Counts per state (counts[SESSION_STATE_MAX]). */
 	/* How many session records (any session's) were created, moved or
 	 * updated through this store so far, counted once each write is
 	 * committed. A cache of session records read when the count was N
 	 * holds as long as the count is still N. Writes from outside this
-	 * process (an operator's sqlite3 shell) are not counted. */
+	 * process are not counted (an operator's sqlite3 or psql shell;
+	 * with PostgreSQL, another process on the same database): such a
+	 * cache (the egress allowlists, sched/egress_hook.c) sees them at
+	 * the next write of this process, which is why one server per
+	 * database is the rule. */
 	uint64_t (*session_writes)(struct store *st);
+	/* Counts per state (counts[SESSION_STATE_MAX]). */
 	int (*session_count)(struct store *st, int64_t *counts,
 			     struct wr_error **err);
 	/* One transaction: if the session is in `from` (any state when
@@ -318,8 +332,25 @@ struct store {
 /* Opens (creating if needed) the SQLite database at path, WAL mode, and
  * applies pending migrations. */
 struct store *store_open_sqlite(const char *path, struct wr_error **err);
+/* Opens the PostgreSQL database a libpq connection URI names
+ * ("postgres://USER@HOST:PORT/DB?sslmode=require", "postgresql:///DB?
+ * host=/run/postgresql"), checks it (UTF8, version 10 or newer) and
+ * applies pending migrations under an advisory lock. Errors name the URL
+ * without its password. */
+struct store *store_open_pg(const char *url, struct wr_error **err);
+/* Opens the store url names: "postgres://..." or "postgresql://..."
+ * (store_open_pg), "sqlite:PATH" or a plain PATH (store_open_sqlite). Any
+ * other "SCHEME://" is refused (-EINVAL, bad input). */
+struct store *store_open(const char *url, struct wr_error **err);
+/* Is url one of PostgreSQL's (postgres:// or postgresql://)? */
+bool store_url_is_pg(const char *url);
+/* url as it may be shown: its password (after "user:" or as a password=
+ * parameter) replaced by "***". NULL when out of memory. Caller frees. */
+char *store_url_redact(const char *url);
 /* The schema version the database is at after open (for tests/ops). */
 int store_schema_version(struct store *st);
+/* "sqlite", "postgres". */
+const char *store_backend_name(const struct store *st);
 
 static inline void store_close(struct store *st)
 {

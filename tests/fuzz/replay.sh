@@ -22,7 +22,7 @@ target_sources() {
 	api) echo src/util/*.c src/sandbox/*.c src/snapshot/*.c src/store/*.c \
 		  src/session/*.c src/sched/*.c src/api/*.c src/agent/*.c src/review/*.c \
 		  src/security/*.c src/notify/*.c \
-		  -lmicrohttpd -lsqlite3 -lcurl -ljansson -lsodium -lseccomp -lpthread -lpsl ;;
+		  -lmicrohttpd -lsqlite3 -lpq -lcurl -ljansson -lsodium -lseccomp -lpthread -lpsl ;;
 	egress) echo src/util/*.c src/security/egress_policy.c -ljansson -lsodium -lpsl ;;
 	broker) echo src/util/*.c src/security/broker_policy.c -ljansson -lsodium ;;
 	gitpath) echo src/util/*.c src/snapshot/git.c -ljansson -lsodium ;;
@@ -48,7 +48,7 @@ for src in tests/fuzz/fuzz_*.c; do
 	kind="${target#fuzz_}"
 	bin="$OUT/replay_$target"
 	log="$OUT/replay_$target.log"
-	if ! "$CC" -std=c17 -D_GNU_SOURCE -Isrc -g -O1 -fno-omit-frame-pointer \
+	if ! "$CC" -std=c17 -D_GNU_SOURCE -Isrc -I/usr/include/postgresql -g -O1 -fno-omit-frame-pointer \
 		-fsanitize=address,undefined -fno-sanitize-recover=undefined \
 		-o "$bin" tests/fuzz/replay.c "$src" $(target_sources "$kind") >"$log" 2>&1; then
 		result "FAIL fuzz-replay $target: build failed, see $log"

@@ -38,7 +38,7 @@ target_sources() {
 	api) echo src/util/*.c src/sandbox/*.c src/snapshot/*.c src/store/*.c \
 		  src/session/*.c src/sched/*.c src/api/*.c src/agent/*.c src/review/*.c \
 		  src/security/*.c src/notify/*.c \
-		  -lmicrohttpd -lsqlite3 -lcurl -ljansson -lsodium -lseccomp -lpthread -lpsl ;;
+		  -lmicrohttpd -lsqlite3 -lpq -lcurl -ljansson -lsodium -lseccomp -lpthread -lpsl ;;
 	egress) echo src/util/*.c src/security/egress_policy.c -ljansson -lsodium -lpsl ;;
 	broker) echo src/util/*.c src/security/broker_policy.c -ljansson -lsodium ;;
 	gitpath) echo src/util/*.c src/snapshot/git.c -ljansson -lsodium ;;
@@ -57,7 +57,7 @@ for kind in $TARGETS; do
 	target="fuzz_$kind"
 	bin="$OUT/$target"
 	echo "== $target: build"
-	if ! clang -std=c17 -D_GNU_SOURCE -Isrc -g -O1 -fno-omit-frame-pointer \
+	if ! clang -std=c17 -D_GNU_SOURCE -Isrc -I/usr/include/postgresql -g -O1 -fno-omit-frame-pointer \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		-o "$bin" "tests/fuzz/$target.c" $(target_sources "$kind"); then
 		echo "FAIL $target: build failed"

@@ -5,9 +5,11 @@
  * request target, the body cap while reading, the SSE framing, bind
  * errors.
  *
- * Runs against the real SQLite store and the session manager with
- * no_worker (sessions are accepted and stored, never run), in a scratch
- * directory under /tmp removed at the end. */
+ * Runs against the real store and the session manager with no_worker
+ * (sessions are accepted and stored, never run), in a scratch directory
+ * under /tmp removed at the end. The store is SQLite's, or a PostgreSQL
+ * database when WARREN_TEST_STORE names a server (teststore.h; tests/
+ * run.sh's second pass). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +18,7 @@
 #include <cmocka.h>
 
 #include "api/api.h"
+#include "teststore.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
 
@@ -203,10 +206,8 @@ static int group_setup(void **state)
 	(void)state;
 	if (!mkdtemp(root))
 		return -1;
-	char db[256];
-	snprintf(db, sizeof(db), "%s/warren.db", root);
 	struct wr_error *err = NULL;
-	st = store_open_sqlite(db, &err);
+	st = store_open(teststore_url(root, "warren.db"), &err);
 	if (!st)
 		return -1;
 	struct control_config cc = {
@@ -245,6 +246,7 @@ static int group_teardown(void **state)
 	api_stop(api);
 	control_stop(ctl);
 	store_close(st);
+	teststore_cleanup();
 	free(tok_admin);
 	free(tok_reviewer);
 	free(tok_sam);

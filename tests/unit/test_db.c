@@ -1,13 +1,17 @@
-/* test_db.c - the control plane's store (src/store/store.h) on SQLite:
- * the lifecycle table, ids, open and migrations (reopen, a newer schema, a
- * file that is not a database), every call's happy path and its -ENOENT,
- * -EEXIST, -ESTALE and -EPERM paths, the atomicity of a transition and its
- * event, gapless event seqs under concurrent appends (threads of one
- * handle, and two handles as two processes would be), pagination, token
- * expiry, and allocation failure at every step of the reading calls.
+/* test_db.c - the control plane's store (src/store/store.h), on SQLite,
+ * and on PostgreSQL when WARREN_TEST_STORE names a server (tests/run.sh
+ * runs it a second time against one of its own, tests/pg_server.sh): the
+ * lifecycle table, ids, open and migrations (reopen, an older and a newer
+ * schema, two opens at once, a file that is not a database, a URL that
+ * names no server), every call's happy path and its -ENOENT, -EEXIST,
+ * -ESTALE and -EPERM paths, the atomicity of a transition and its event,
+ * gapless event seqs under concurrent appends (threads of one handle, and
+ * two handles as two processes would be), pagination, token expiry, and
+ * allocation failure at every step of the reading calls.
  *
- * Databases live in a scratch directory under /tmp, removed at the end
- * with nftw. */
+ * SQLite's databases live in a scratch directory under /tmp, removed at
+ * the end with nftw; PostgreSQL's are one database per test and name
+ * (teststore.h), dropped after each test. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -31,6 +35,7 @@
 
 #include "store/event_kind.h"
 #include "store/store.h"
+#include "teststore.h"
 #include "util/alloc.h"
 #include "util/error.h"
 
@@ -70,6 +75,7 @@ static int test_teardown(void **state)
 {
 	(void)state;
 	wr_alloc_fail_at(0);
+	teststore_cleanup();
 	return 0;
 }
 
@@ -110,26 +116,35 @@ static void fail_err(const char *what, long long r, struct wr_error *err)
 		wr_error_free(err_);                                      \
 	} while (0)
 
+/* The URL of the store called name, on the backend under test. */
+static const char *U(const char *name)
+{
+	return teststore_url(dir, name);
+}
+
 static struct store *open_db(const char *name)
 {
 	struct wr_error *err = NULL;
-	struct store *st = store_open_sqlite(P(name), &err);
+	struct store *st = store_open(U(name), &err);
 	if (!st)
-		fail_err("store_open_sqlite", -1, err);
+		fail_err("store_open", -1, err);
 	return st;
 }
 
-/* Runs SQL on the database file with a connection of its own. */
+/* Runs SQL on the database with a connection of its own. */
 static void raw_sql(const char *name, const char *sql)
 {
-	sqlite3 *db = NULL;
-	assert_int_equal(sqlite3_open(P(name), &db), SQLITE_OK);
-	sqlite3_busy_timeout(db, 5000);
-	char *msg = NULL;
-	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
-		fail_msg("%s: %s", sql, msg);
-	sqlite3_close(db);
+	teststore_sql(U(name), sql);
 }
+
+/* A test of one backend's own behaviour, skipped on the other. */
+#define ONLY_SQLITE()                 \
+	do {                          \
+		if (teststore_pg()) { \
+			skip();       \
+			return;       \
+		}                     \
+	} while (0)
 
 static void add_repo(struct store *st, const char *name, char id[STORE_ID_MAX])
 {
@@ -348,6 +363,8 @@ static void test_open_creates_migrates_and_reopens(void **state)
 {
 	(void)state;
 	struct store *st = open_db("w.db");
+	assert_string_equal(store_backend_name(st),
+			    teststore_pg() ? "postgres" : "sqlite");
 	int version = store_schema_version(st);
 	assert_true(version >= 1);
 	char repo[STORE_ID_MAX], sid[STORE_ID_MAX];
@@ -355,26 +372,27 @@ static void test_open_creates_migrates_and_reopens(void **state)
 	add_session(st, repo, sid);
 	store_close(st);
 
-	/* WAL is a property of the file; the schema is recorded */
-	sqlite3 *db = NULL;
-	assert_int_equal(sqlite3_open(P("w.db"), &db), SQLITE_OK);
-	sqlite3_stmt *q = NULL;
+	/* the schema is recorded, each migration once */
+	assert_int_equal(teststore_int(U("w.db"), "SELECT MAX(version) "
+						  "FROM schema_version"),
+			 version);
 	assert_int_equal(
-	    sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &q, NULL),
-	    SQLITE_OK);
-	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-	assert_string_equal((const char *)sqlite3_column_text(q, 0), "wal");
-	sqlite3_finalize(q);
-	assert_int_equal(sqlite3_prepare_v2(db,
-					    "SELECT MAX(version), COUNT(*) "
-					    "FROM schema_version",
-					    -1, &q, NULL),
-			 SQLITE_OK);
-	assert_int_equal(sqlite3_step(q), SQLITE_ROW);
-	assert_int_equal(sqlite3_column_int(q, 0), version);
-	assert_int_equal(sqlite3_column_int(q, 1), version);
-	sqlite3_finalize(q);
-	sqlite3_close(db);
+	    teststore_int(U("w.db"), "SELECT COUNT(*) FROM schema_version"),
+	    version);
+	if (!teststore_pg()) {
+		/* WAL is a property of the file */
+		sqlite3 *db = NULL;
+		assert_int_equal(sqlite3_open(P("w.db"), &db), SQLITE_OK);
+		sqlite3_stmt *q = NULL;
+		assert_int_equal(
+		    sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &q, NULL),
+		    SQLITE_OK);
+		assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+		assert_string_equal((const char *)sqlite3_column_text(q, 0),
+				    "wal");
+		sqlite3_finalize(q);
+		sqlite3_close(db);
+	}
 
 	/* reopen: nothing migrates twice, the data is there */
 	st = open_db("w.db");
@@ -395,7 +413,7 @@ static void test_open_refuses_newer_schema(void **state)
 	raw_sql("new.db", "INSERT INTO schema_version (version, applied_ms) "
 			  "VALUES (999, 0)");
 	struct wr_error *err = NULL;
-	assert_null(store_open_sqlite(P("new.db"), &err));
+	assert_null(store_open(U("new.db"), &err));
 	assert_non_null(err);
 	assert_int_equal(err->errnum, ENOTSUP);
 	assert_non_null(strstr(err->msg, "999"));
@@ -406,6 +424,7 @@ static void test_open_refuses_newer_schema(void **state)
 static void test_open_errors(void **state)
 {
 	(void)state;
+	ONLY_SQLITE();
 	/* not a database */
 	int fd = open(P("junk.db"), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 	assert_true(fd >= 0);
@@ -439,6 +458,7 @@ static void test_open_errors(void **state)
 static void test_open_in_memory(void **state)
 {
 	(void)state;
+	ONLY_SQLITE();
 	struct wr_error *err = NULL;
 	struct store *st = store_open_sqlite(":memory:", &err);
 	if (!st)
@@ -448,6 +468,163 @@ static void test_open_in_memory(void **state)
 	add_session(st, repo, sid);
 	assert_int_equal(state_of(st, sid), SESSION_QUEUED);
 	store_close(st);
+}
+
+/* A database one version behind (migration 4 undone) is brought up to
+ * date at open, its data kept; opening again changes nothing. */
+static void test_open_migrates_older_schema(void **state)
+{
+	(void)state;
+	struct store *st = open_db("old.db");
+	int latest = store_schema_version(st);
+	assert_true(latest >= 4);
+	char repo[STORE_ID_MAX], sid[STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	add_session(st, repo, sid);
+	store_close(st);
+	raw_sql("old.db", "ALTER TABLE repositories DROP COLUMN removed_ms;"
+			  "DELETE FROM schema_version WHERE version >= 4");
+	assert_int_equal(teststore_int(U("old.db"), "SELECT MAX(version) "
+						    "FROM schema_version"),
+			 3);
+
+	st = open_db("old.db");
+	assert_int_equal(store_schema_version(st), latest);
+	assert_int_equal(state_of(st, sid), SESSION_QUEUED);
+	/* migration 4's column is back: a repository can be removed */
+	char other[STORE_ID_MAX];
+	add_repo(st, "spare", other);
+	OK(st->ops->repo_remove(st, other, store_now_ms(), &err_));
+	store_close(st);
+	st = open_db("old.db");
+	assert_int_equal(store_schema_version(st), latest);
+	store_close(st);
+	assert_int_equal(teststore_int(U("old.db"), "SELECT COUNT(*) "
+						    "FROM schema_version"),
+			 latest);
+}
+
+#define OPENERS 4
+
+struct opener {
+	const char *url;
+	struct store *st;
+	char error[256];
+};
+
+static void *open_one(void *arg)
+{
+	struct opener *o = arg;
+	struct wr_error *err = NULL;
+	o->st = store_open(o->url, &err);
+	if (!o->st)
+		snprintf(o->error, sizeof(o->error), "%s",
+			 err ? err->msg : "?");
+	wr_error_free(err);
+	return NULL;
+}
+
+/* Servers starting at once on one new database: each migration is
+ * applied once, every open succeeds. */
+static void test_concurrent_opens(void **state)
+{
+	(void)state;
+	const char *url = U("race.db");
+	struct opener o[OPENERS];
+	pthread_t t[OPENERS];
+	for (int i = 0; i < OPENERS; i++) {
+		o[i] = (struct opener){.url = url};
+		assert_int_equal(pthread_create(&t[i], NULL, open_one, &o[i]),
+				 0);
+	}
+	for (int i = 0; i < OPENERS; i++)
+		pthread_join(t[i], NULL);
+	int version = -1;
+	for (int i = 0; i < OPENERS; i++) {
+		if (!o[i].st)
+			fail_msg("open %d: %s", i, o[i].error);
+		if (version < 0)
+			version = store_schema_version(o[i].st);
+		assert_int_equal(store_schema_version(o[i].st), version);
+	}
+	for (int i = 0; i < OPENERS; i++)
+		store_close(o[i].st);
+	assert_int_equal(
+	    teststore_int(url, "SELECT COUNT(*) FROM schema_version"), version);
+	assert_int_equal(teststore_int(url, "SELECT value FROM counters "
+					    "WHERE name = 'queue_seq'"),
+			 0);
+}
+
+/* The URL of a store: which backend it names, and what an error shows of
+ * it (never the password). Needs no server: nothing listens on a socket
+ * in a directory that does not exist. */
+static void test_open_urls(void **state)
+{
+	(void)state;
+	char *shown = store_url_redact("postgres://alice:s3cret@db:5432/w");
+	assert_string_equal(shown, "postgres://alice:***@db:5432/w");
+	free(shown);
+	shown = store_url_redact("postgresql://a@/w?host=/x&password=p%40ss"
+				 "&sslmode=require");
+	assert_string_equal(shown, "postgresql://a@/w?host=/x&password=***"
+				   "&sslmode=require");
+	free(shown);
+	shown = store_url_redact("postgresql://alice@db/w");
+	assert_string_equal(shown, "postgresql://alice@db/w");
+	free(shown);
+	shown = store_url_redact("/var/lib/warren/warren.db");
+	assert_string_equal(shown, "/var/lib/warren/warren.db");
+	free(shown);
+	assert_true(store_url_is_pg("postgres://x"));
+	assert_true(store_url_is_pg("postgresql:///w"));
+	assert_false(store_url_is_pg("sqlite:/x.db"));
+	assert_false(store_url_is_pg("/srv/postgres://x"));
+
+	/* no server there: the error names the URL, not its password */
+	struct wr_error *err = NULL;
+	assert_null(store_open("postgres://alice:s3cret@/warren?host="
+			       "/nonexistent-warren-dir&port=5432",
+			       &err));
+	assert_non_null(err);
+	assert_int_equal(err->errnum, EIO);
+	assert_non_null(strstr(err->msg, "postgres://alice:***@/warren"));
+	assert_null(strstr(err->msg, "s3cret"));
+	wr_error_free(err);
+	err = NULL;
+	assert_null(store_open("postgresql:///warren?host=/nonexistent-warren"
+			       "-dir&password=hunter2",
+			       &err));
+	assert_non_null(strstr(err->msg, "password=***"));
+	assert_null(strstr(err->msg, "hunter2"));
+	wr_error_free(err);
+	/* not a URI libpq reads: bad input, the password still hidden */
+	err = NULL;
+	assert_null(store_open("postgresql://alice:p%zz@/warren", &err));
+	assert_int_equal(err->errnum, EINVAL);
+	assert_true(err->bad_input);
+	assert_null(strstr(err->msg, "p%zz"));
+	wr_error_free(err);
+	err = NULL;
+	assert_null(store_open("mysql://db/warren", &err));
+	assert_int_equal(err->errnum, EINVAL);
+	assert_non_null(strstr(err->msg, "mysql"));
+	wr_error_free(err);
+	err = NULL;
+	assert_null(store_open("", &err));
+	assert_int_equal(err->errnum, EINVAL);
+	wr_error_free(err);
+
+	/* sqlite:PATH and a plain path are SQLite's */
+	char url[PATH_MAX + 8];
+	snprintf(url, sizeof(url), "sqlite:%s", P("named.db"));
+	err = NULL;
+	struct store *st = store_open(url, &err);
+	if (!st)
+		fail_err("store_open sqlite:", -1, err);
+	assert_string_equal(store_backend_name(st), "sqlite");
+	store_close(st);
+	assert_int_equal(access(P("named.db"), F_OK), 0);
 }
 
 /* ---- tokens, repositories, snapshots ------------------------------------ */
@@ -613,6 +790,8 @@ static void test_tokens_migration(void **state)
 		"  user_name TEXT NOT NULL, role TEXT NOT NULL,"
 		"  created_ms BIGINT NOT NULL,"
 		"  expires_ms BIGINT NOT NULL DEFAULT 0);"
+		/* what migration 3's outbox refers to (PostgreSQL checks) */
+		"CREATE TABLE sessions (id TEXT PRIMARY KEY);"
 		"INSERT INTO tokens VALUES ('ab12ab12ab12ab12ab12ab12ab12ab12',"
 		"  'admin', 'admin', 200, 0);"
 		"INSERT INTO tokens VALUES ('cd34cd34cd34cd34cd34cd34cd34cd34',"
@@ -963,9 +1142,17 @@ static void test_transition_and_event_are_atomic(void **state)
 	char repo[STORE_ID_MAX], sid[STORE_ID_MAX];
 	add_repo(st, "c-hello", repo);
 	add_session(st, repo, sid);
-	raw_sql("w.db", "CREATE TRIGGER no_state_events BEFORE INSERT ON "
-			"events WHEN NEW.kind = 'state' BEGIN "
-			"SELECT RAISE(ABORT, 'injected failure'); END");
+	raw_sql("w.db",
+		teststore_pg()
+		    ? "CREATE FUNCTION no_state_events() RETURNS trigger AS $$ "
+		      "BEGIN IF NEW.kind = 'state' THEN "
+		      "RAISE EXCEPTION 'injected failure'; END IF; "
+		      "RETURN NEW; END $$ LANGUAGE plpgsql;"
+		      "CREATE TRIGGER no_state_events BEFORE INSERT ON events "
+		      "FOR EACH ROW EXECUTE FUNCTION no_state_events()"
+		    : "CREATE TRIGGER no_state_events BEFORE INSERT ON "
+		      "events WHEN NEW.kind = 'state' BEGIN "
+		      "SELECT RAISE(ABORT, 'injected failure'); END");
 	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
 	upd.sandbox = "ws-x";
 	upd.requeue = true;
@@ -987,7 +1174,9 @@ static void test_transition_and_event_are_atomic(void **state)
 	/* other kinds still go in, and the seqs stay gapless */
 	assert_int_equal(
 	    OK(st->ops->event_append(st, sid, EVENT_OUTPUT, NULL, &err_)), 2);
-	raw_sql("w.db", "DROP TRIGGER no_state_events");
+	raw_sql("w.db", teststore_pg()
+			    ? "DROP TRIGGER no_state_events ON events"
+			    : "DROP TRIGGER no_state_events");
 	assert_int_equal(OK(st->ops->session_transition(st, sid, SESSION_QUEUED,
 							SESSION_PROVISIONING,
 							&upd, NULL, &err_)),
@@ -1047,9 +1236,8 @@ static void test_session_writes(void **state)
 	uint64_t n0 = st->ops->session_writes(st);
 	add_session(st, repo, a);
 	assert_int_equal(st->ops->session_writes(st), n0 + 1);
-	OK(st->ops->session_transition(st, a, SESSION_QUEUED,
-				       SESSION_PROVISIONING, NULL, NULL,
-				       &err_));
+	OK(st->ops->session_transition(
+	    st, a, SESSION_QUEUED, SESSION_PROVISIONING, NULL, NULL, &err_));
 	assert_int_equal(st->ops->session_writes(st), n0 + 2);
 	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
 	upd.snapshot_id = "snap-1";
@@ -1061,9 +1249,9 @@ static void test_session_writes(void **state)
 	struct store_session got;
 	OK(st->ops->session_get(st, a, &got, &err_));
 	store_session_clear(&got);
-	FAILS(ESTALE, st->ops->session_transition(st, a, SESSION_QUEUED,
-						  SESSION_RUNNING, NULL, NULL,
-						  &err_));
+	FAILS(ESTALE,
+	      st->ops->session_transition(st, a, SESSION_QUEUED,
+					  SESSION_RUNNING, NULL, NULL, &err_));
 	FAILS(ENOENT, st->ops->session_update(st, "s-none", &upd, &err_));
 	assert_int_equal(st->ops->session_writes(st), n0 + 3);
 	store_close(st);
@@ -1291,6 +1479,136 @@ static void test_two_handles_append_gapless(void **state)
 	assert_int_equal(count_events(st2, sid), 2 * APPENDS + 1);
 	store_close(st2);
 	store_close(st1);
+}
+
+/* Every kind of write to one session at once, with new sessions beside
+ * it: transitions that requeue it, updates that requeue it, messages,
+ * events. Each takes the session's row and the queue counter in the same
+ * order, so none waits on another for ever (PostgreSQL would end one with
+ * a deadlock error); the seqs stay gapless. */
+#define MIXED 60
+
+struct mixer {
+	struct store *st;
+	const char *sid, *repo;
+	int kind;
+	int failures;
+	char first_error[256];
+};
+
+static int mixed_step(struct mixer *m, int i, struct wr_error **err)
+{
+	static const enum session_state cycle[] = {
+	    SESSION_PROVISIONING, SESSION_INTERRUPTED, SESSION_QUEUED};
+	struct store *st = m->st;
+	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+	switch (m->kind) {
+	case 0: {
+		upd.requeue = cycle[i % 3] == SESSION_QUEUED;
+		int64_t r = st->ops->session_transition(
+		    st, m->sid, -1, cycle[i % 3], &upd, NULL, err);
+		/* another thread's transition may have come first */
+		return r == -ESTALE || r == -EPERM ? 0 : (int)(r < 0 ? r : 0);
+	}
+	case 1:
+		upd.requeue = true;
+		upd.attempts = i;
+		return st->ops->session_update(st, m->sid, &upd, err);
+	case 2: {
+		int64_t r =
+		    st->ops->message_add(st, m->sid, "bob", "more", err);
+		return r < 0 ? (int)r : 0;
+	}
+	case 3: {
+		int64_t r = st->ops->event_append(st, m->sid, EVENT_OUTPUT,
+						  "{\"line\":\"x\"}", err);
+		return r < 0 ? (int)r : 0;
+	}
+	default: {
+		struct store_session s = {.user = (char *)"carol",
+					  .prompt = (char *)"p"};
+		store_new_id("s-", s.id);
+		snprintf(s.repo_id, sizeof(s.repo_id), "%s", m->repo);
+		return st->ops->session_create(st, &s, err);
+	}
+	}
+}
+
+static void *mixed_loop(void *arg)
+{
+	struct mixer *m = arg;
+	for (int i = 0; i < MIXED; i++) {
+		struct wr_error *err = NULL;
+		int r = mixed_step(m, i, &err);
+		if (r < 0 && !m->failures++)
+			snprintf(m->first_error, sizeof(m->first_error),
+				 "kind %d: %s", m->kind, err ? err->msg : "?");
+		wr_error_free(err);
+	}
+	return NULL;
+}
+
+static void test_concurrent_mixed_writes(void **state)
+{
+	(void)state;
+	struct store *st = open_db("w.db");
+	char repo[STORE_ID_MAX], sid[STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	add_session(st, repo, sid);
+	enum { KINDS = 5 };
+	struct mixer m[KINDS];
+	pthread_t t[KINDS];
+	for (int i = 0; i < KINDS; i++) {
+		m[i] = (struct mixer){
+		    .st = st, .sid = sid, .repo = repo, .kind = i};
+		assert_int_equal(pthread_create(&t[i], NULL, mixed_loop, &m[i]),
+				 0);
+	}
+	for (int i = 0; i < KINDS; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < KINDS; i++)
+		if (m[i].failures)
+			fail_msg("%d failures, first: %s", m[i].failures,
+				 m[i].first_error);
+	struct store_event *ev = NULL;
+	size_t n = 0;
+	OK(st->ops->event_list(st, sid, 0, 0, &ev, &n, &err_));
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(ev[i].seq, (int64_t)i + 1);
+	store_events_free(ev, n);
+	/* creation, the transitions that went in, messages, outputs */
+	assert_true(n >= 1 + 2 * MIXED);
+	/* every queue position was handed out once */
+	struct store_session *v = NULL;
+	size_t k = 0;
+	OK(st->ops->session_list_state(st, SESSION_QUEUED, &v, &k, &err_));
+	for (size_t i = 1; i < k; i++)
+		assert_true(v[i].queue_seq > v[i - 1].queue_seq);
+	store_sessions_free(v, k);
+	store_close(st);
+}
+
+/* The server ends the store's connections (a restart, an administrator):
+ * the next calls open them again, and none fails. */
+static void test_reconnects(void **state)
+{
+	(void)state;
+	if (!teststore_pg()) {
+		skip();
+		return;
+	}
+	struct store *st = open_db("w.db");
+	char repo[STORE_ID_MAX], sid[STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	add_session(st, repo, sid);
+	for (int round = 0; round < 2; round++) {
+		teststore_pg_kill(U("w.db"));
+		assert_int_equal(state_of(st, sid), SESSION_QUEUED);
+		assert_int_equal(OK(st->ops->event_append(st, sid, EVENT_OUTPUT,
+							  NULL, &err_)),
+				 2 + round);
+	}
+	store_close(st);
 }
 
 /* ---- messages, artifacts ------------------------------------------------ */
@@ -1544,11 +1862,11 @@ static void test_queue_and_counts(void **state)
 		assert_true(n_ > 1);                                          \
 	} while (0)
 
-/* store_open_sqlite as an int-returning call, for EVERY_ALLOC. */
-static int open_as_int(const char *path, struct store **out,
+/* store_open as an int-returning call, for EVERY_ALLOC. */
+static int open_as_int(const char *url, struct store **out,
 		       struct wr_error **err)
 {
-	*out = store_open_sqlite(path, err);
+	*out = store_open(url, err);
 	if (*out)
 		return 0;
 	return *err ? -(*err)->errnum : -EIO;
@@ -1635,9 +1953,10 @@ static void test_allocation_failure(void **state)
 		    }));
 	store_close(st);
 
-	/* open: every allocation of ours on the way (SQLite's are its own) */
+	/* open: every allocation of ours on the way (SQLite's and libpq's
+	 * are their own) */
 	struct store *again = NULL;
-	EVERY_ALLOC(open_as_int(P("w.db"), &again, &err_), store_close(again));
+	EVERY_ALLOC(open_as_int(U("w.db"), &again, &err_), store_close(again));
 }
 
 int main(void)
@@ -1651,6 +1970,9 @@ int main(void)
 	    T(test_open_refuses_newer_schema),
 	    T(test_open_errors),
 	    T(test_open_in_memory),
+	    T(test_open_migrates_older_schema),
+	    T(test_concurrent_opens),
+	    T(test_open_urls),
 	    T(test_tokens),
 	    T(test_tokens_migration),
 	    T(test_repositories),
@@ -1663,6 +1985,8 @@ int main(void)
 	    T(test_events),
 	    T(test_concurrent_appends_are_gapless),
 	    T(test_two_handles_append_gapless),
+	    T(test_concurrent_mixed_writes),
+	    T(test_reconnects),
 	    T(test_messages),
 	    T(test_artifacts),
 	    T(test_session_list_pagination),

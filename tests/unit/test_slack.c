@@ -2,9 +2,11 @@
  * signature, form bodies, the command's text, Events API payloads, the
  * "slack" configuration and its errors, the text of the posts, the store's
  * outbox and event ids, the two routes through api_handle (with a real
- * SQLite store and the session manager with no_worker: sessions are
- * stored, never run), and the notifier's retries against a port nobody
- * listens on. Posting to a Slack stand-in is tests/integration/slack.sh's.
+ * store and the session manager with no_worker: sessions are stored,
+ * never run), and the notifier's retries against a port nobody listens
+ * on. Posting to a Slack stand-in is tests/integration/slack.sh's. The
+ * store is SQLite's, or a PostgreSQL database when WARREN_TEST_STORE names
+ * a server (teststore.h; tests/run.sh's second pass).
  *
  * Runs in a scratch directory under /tmp removed at the end. */
 #include <setjmp.h>
@@ -16,6 +18,7 @@
 
 #include "api/api.h"
 #include "notify/slack.h"
+#include "teststore.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
 
@@ -127,13 +130,11 @@ static int group_setup(void **state)
 		print_message("config: %s\n", msg);
 		return -1;
 	}
-	char db[256];
-	snprintf(db, sizeof(db), "%s/warren.db", root);
 	struct wr_error *err = NULL;
-	st = store_open_sqlite(db, &err);
+	st = store_open(teststore_url(root, "warren.db"), &err);
 	if (!st)
 		return -1;
-	if (slack_outbox_open_sqlite(st, &ob, &err) < 0)
+	if (slack_outbox_open(st, &ob, &err) < 0)
 		return -1;
 	struct control_config cc = {.data_dir = root,
 				     .no_worker = true,
@@ -165,6 +166,7 @@ static int group_teardown(void **state)
 	control_stop(ctl);
 	slack_outbox_close(ob);
 	store_close(st);
+	teststore_cleanup();
 	slack_config_clear(&cfg);
 	nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 	return 0;
@@ -999,9 +1001,16 @@ static void test_outbox(void **state)
 	wr_error_freep(&err);
 	assert_int_equal(ob->ops->post_due(ob, now, 0, &v, &n, &err), -EINVAL);
 	wr_error_freep(&err);
-	/* the outbox is the SQLite store's, and the API's Slack needs one */
+	/* the outbox is the store's own backend's, and the API's Slack
+	 * needs one */
 	struct slack_outbox *none = NULL;
 	assert_int_equal(slack_outbox_open_sqlite(NULL, &none, &err), -EINVAL);
+	wr_error_freep(&err);
+	assert_int_equal(slack_outbox_open_pg(NULL, &none, &err), -EINVAL);
+	wr_error_freep(&err);
+	int other = teststore_pg() ? slack_outbox_open_sqlite(st, &none, &err)
+				   : slack_outbox_open_pg(st, &none, &err);
+	assert_int_equal(other, -EINVAL);
 	wr_error_freep(&err);
 	assert_null(none);
 	struct api *no_outbox = NULL;

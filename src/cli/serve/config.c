@@ -42,6 +42,9 @@ void serve_config_clear(struct serve_config *cfg)
 	free(cfg->agent_json);
 	free(cfg->egress_json);
 	free(cfg->web_dir);
+	if (cfg->store)
+		explicit_bzero(cfg->store, strlen(cfg->store)); /* a password */
+	free(cfg->store);
 	for (size_t i = 0; i < cfg->n_repos; i++) {
 		free(cfg->repos[i].name);
 		free(cfg->repos[i].url);
@@ -885,6 +888,18 @@ int serve_config_load(const char *path, struct serve_config *cfg,
 			r = load_staleness(path, key, v, &cfg->has_staleness,
 					   &cfg->stale_max_age_ms,
 					   &cfg->stale_max_behind, err);
+		} else if (!strcmp(key, "store")) {
+			const char *url = json_string_value(v);
+			if (!url || !*url) {
+				r = bad(err, path, key,
+					"a PostgreSQL URL (\"postgres://...\"), "
+					"\"sqlite:PATH\" or a path");
+				goto out;
+			}
+			free(cfg->store);
+			cfg->store = wr_strdup(url);
+			if (!cfg->store)
+				r = wr_error_set(err, ENOMEM, "config");
 		} else if (!strcmp(key, "web_dir")) {
 			if (!json_is_string(v)) {
 				r = bad(err, path, key,

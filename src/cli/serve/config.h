@@ -2,6 +2,8 @@
  *
  * A JSON file; every key is optional (the embedded default needs none):
  *   {"listen": "127.0.0.1:7777",
+ *    "store": "postgres://warren@db.example/warren" or "sqlite:PATH" or a
+ *             path (store/store.h store_open; default DATA/warren.db),
  *    "limits": {"max_sandboxes": 8, "max_per_user": 0,
  *               "min_free_memory": "256M",
  *               "default": {"memory": "2G", "lifetime": "2h", "idle": "15m"},
@@ -84,6 +86,9 @@ struct serve_config {
 	char *agent_json;
 	char *egress_json; /* "egress", checked; control.egress_json */
 	struct serve_model model;
+	/* "store": the store's URL (store_open); NULL: DATA/warren.db;
+	 * --store wins */
+	char *store;
 	/* "web_dir": the web UI's files; NULL: found next to the binary
 	 * (serve_web_dir), "": no web UI */
 	char *web_dir;

@@ -1,5 +1,6 @@
-/* main.c - `warren serve [--data DIR] [--listen ADDR:PORT] [--config FILE]`:
- * the control plane (warren-serve; `warren serve` execs it).
+/* main.c - `warren serve [--data DIR] [--listen ADDR:PORT] [--config FILE]
+ * [--store URL]`: the control plane (warren-serve; `warren serve` execs
+ * it).
  *
  * Opens the store, creates the admin token on first start, reconciles what
  * a previous server left, starts the scheduler, Slack's notifier (with a
@@ -34,6 +35,7 @@
 
 static const char usage_text[] =
     "usage: warren serve [--data DIR] [--listen ADDR:PORT] [--config FILE]\n"
+    "                    [--store URL]\n"
     "\n"
     "Runs the Warren control plane: the session queue and scheduler, the\n"
     "sandboxes' lifecycle and the HTTP API (docs/api.md).\n"
@@ -43,6 +45,8 @@ static const char usage_text[] =
     "  --listen ADDR:PORT  where the API listens (default 127.0.0.1:7777)\n"
     "  --config FILE       settings: limits, repositories, agent "
     "(docs/operations.md)\n"
+    "  --store URL         the store: postgres://USER@HOST/DB (PostgreSQL),\n"
+    "                      sqlite:PATH or a path (default DIR/warren.db)\n"
     "\n"
     "On first start the admin token is written to DIR/admin.token (0600).\n";
 
@@ -204,16 +208,19 @@ int main(int argc, char **argv)
 	    {"data", required_argument, NULL, 'd'},
 	    {"listen", required_argument, NULL, 'l'},
 	    {"config", required_argument, NULL, 'c'},
+	    {"store", required_argument, NULL, 's'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
 	const char *data_opt = NULL, *listen_opt = NULL, *config_opt = NULL;
+	const char *store_opt = NULL;
 	int ch;
 	while ((ch = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'd': data_opt = optarg; break;
 		case 'l': listen_opt = optarg; break;
 		case 'c': config_opt = optarg; break;
+		case 's': store_opt = optarg; break;
 		case 'h': fputs(usage_text, stdout); return 0;
 		default:
 			fputs("Try 'warren serve --help'.\n", stderr);
@@ -257,7 +264,8 @@ int main(int argc, char **argv)
 	_cleanup_free_ char *data = wr_strdup(data_opt	      ? data_opt
 					      : home && *home ? home
 							      : ".warren");
-	_cleanup_free_ char *db = NULL, *self = wr_self_dir(), *warren = NULL;
+	_cleanup_free_ char *store_url = NULL, *self = wr_self_dir(),
+			    *warren = NULL;
 	_cleanup_free_ char *web_dir = NULL;
 	if (!data || !listen_addr || !self) {
 		wr_log_error("out of memory");
@@ -272,9 +280,13 @@ int main(int argc, char **argv)
 		free(data);
 		data = abs;
 	}
-	db = wr_asprintf("%s/warren.db", data);
+	/* the store: --store, else the file's "store", else the embedded
+	 * default in the data directory */
+	store_url = store_opt	? wr_strdup(store_opt)
+		    : cfg.store ? wr_strdup(cfg.store)
+				: wr_asprintf("%s/warren.db", data);
 	warren = wr_asprintf("%s/warren", self);
-	if (!db || !warren || access(warren, X_OK) < 0) {
+	if (!store_url || !warren || access(warren, X_OK) < 0) {
 		wr_log_error("cannot find %s", warren ? warren : "warren");
 		return EXIT_FAIL;
 	}
@@ -298,13 +310,16 @@ int main(int argc, char **argv)
 	struct control_forge *forges = NULL;
 	struct control_credentials *creds = NULL;
 	struct control_staleness *stale = NULL;
-	struct store *st = store_open_sqlite(db, &err);
+	struct store *st = store_open(store_url, &err);
+	_cleanup_free_ char *store_shown = store_url_redact(store_url);
 	struct control *ctl = NULL;
 	struct slack_outbox *outbox = NULL;
 	struct slack_notifier *notifier = NULL;
 	struct api *api = NULL;
 	if (!st) {
 		fail("store", err);
+		if (err && err->bad_input)
+			code = EXIT_USAGE;
 		goto out;
 	}
 	if (admin_token(st, data, &err) < 0) {
@@ -375,10 +390,9 @@ int main(int argc, char **argv)
 	}
 	register_repos(st, ctl, &cfg);
 	/* Slack's posts: what a previous server left is posted too */
-	if (cfg.has_slack &&
-	    (slack_outbox_open_sqlite(st, &outbox, &err) < 0 ||
-	     slack_notifier_start(&cfg.slack, outbox, st, ctl, &notifier,
-				  &err) < 0)) {
+	if (cfg.has_slack && (slack_outbox_open(st, &outbox, &err) < 0 ||
+			      slack_notifier_start(&cfg.slack, outbox, st, ctl,
+						   &notifier, &err) < 0)) {
 		fail("slack", err);
 		goto out;
 	}
@@ -392,14 +406,16 @@ int main(int argc, char **argv)
 				  .slack = cfg.has_slack ? &cfg.slack : NULL,
 				  .slack_outbox = outbox,
 				  .max_per_client = cfg.api_max_per_client,
-				  .header_timeout_ms = cfg.api_header_timeout_ms,
+				  .header_timeout_ms =
+				      cfg.api_header_timeout_ms,
 				  .body_timeout_ms = cfg.api_body_timeout_ms};
 	if (api_start(&acfg, &api, &err) < 0) {
 		fail("api", err);
 		goto out;
 	}
-	wr_log_info("listening on http://%s:%u (data %s)", listen_addr,
-		    (unsigned)api_port(api), data);
+	wr_log_info("listening on http://%s:%u (data %s, store %s)",
+		    listen_addr, (unsigned)api_port(api), data,
+		    store_shown ? store_shown : store_backend_name(st));
 	if (web_dir)
 		wr_log_info("web UI at http://%s:%u/ (%s)", listen_addr,
 			    (unsigned)api_port(api), web_dir);

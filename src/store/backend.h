@@ -1,0 +1,168 @@
+/* backend.h - what the store's backends share (store.c), so that each
+ * backend keeps only its SQL and its driver's calls.
+ *
+ *   - the columns each record is read from, in one order for every
+ *     backend (STORE_*_COLUMNS), and the record read from a row of them
+ *     whatever the driver (struct store_row, struct store_record_type);
+ *   - the growing arrays of the *_list calls (struct store_vec);
+ *   - the checks of what a call is given, with their messages;
+ *   - the event data a transition and a message write.
+ *
+ * Nothing here leaves the store's backends (and the backends of Slack's
+ * outbox, notify/outbox.c). */
+#ifndef WR_STORE_BACKEND_H
+#define WR_STORE_BACKEND_H
+
+#include "store/store.h"
+
+#include <jansson.h>
+
+/* Caps on what a call may be given. */
+#define STORE_USER_MAX 256
+#define STORE_ROLE_MAX 64
+#define STORE_TOKEN_HASH_MAX 128 /* hex of a SHA-512 at most */
+#define STORE_REPO_NAME_MAX 100
+#define STORE_TEXT_MAX                                        \
+	(64 * 1024) /* urls, refs, roles, a repository's JSON \
+		     */
+#define STORE_ARTIFACT_NAME_MAX 1024
+/* session_list's page: a limit <= 0 is the default, more is the most */
+#define STORE_LIST_DEFAULT 50
+#define STORE_LIST_MAX 500
+
+#define STORE_STRINGIFY_(x) #x
+#define STORE_STRINGIFY(x) STORE_STRINGIFY_(x)
+
+/* The columns of each record, in the order its from_row reads them (the
+ * SQL is the same in every backend). A token's row never holds its hash,
+ * only its first digits (the token's id in listings). */
+#define STORE_TOKEN_COLUMNS                                           \
+	"user_name, role, created_ms, expires_ms, name, revoked_ms, " \
+	"last_used_ms, substr(hash, 1, " STORE_STRINGIFY(             \
+	    STORE_TOKEN_ID_LEN) ")"
+#define STORE_REPO_COLUMNS                                                 \
+	"id, name, url, default_ref, agent_json, refresh_ms, created_ms, " \
+	"last_refresh_ms"
+#define STORE_SNAPSHOT_COLUMNS \
+	"id, repo_id, commit_id, created_ms, timings_json"
+#define STORE_SESSION_COLUMNS                                            \
+	"id, repo_id, user_name, prompt, ref, agent_json, limits_json, " \
+	"state, reason, snapshot_id, sandbox, outcome_json, attempts, "  \
+	"turns, exit_code, queue_seq, created_ms, updated_ms, "          \
+	"started_ms, finished_ms"
+#define STORE_EVENT_COLUMNS "seq, time_ms, kind, data"
+#define STORE_MESSAGE_COLUMNS "id, user_name, text, turn, created_ms"
+#define STORE_ARTIFACT_COLUMNS "name, path, media_type, size, created_ms"
+#define STORE_SLACK_POST_COLUMNS                                          \
+	"id, session_id, kind, channel, thread_ts, response_url, "        \
+	"slack_user, text, posted_state, attempts, created_ms, next_ms, " \
+	"done_ms, last_error"
+/* The states nothing more happens in, as SQL (session_state_terminal),
+ * and those a session rests in: review and the terminal ones. */
+#define STORE_TERMINAL_STATES \
+	"('failed', 'cancelled', 'expired', 'rejected', 'pushed')"
+#define STORE_RESTING_STATES                          \
+	"('review', 'pushed', 'rejected', 'failed', " \
+	"'cancelled', 'expired')"
+
+/* One row of a result, as a backend's driver reads it. */
+struct store_row {
+	/* Column col's text, *out NULL for SQL NULL; -ENOMEM when the
+	 * driver could not produce it. */
+	int (*text)(const struct store_row *row, int col, const char **out);
+	int64_t (*int64)(const struct store_row *row, int col);
+	void *res; /* the driver's statement or result */
+	int index; /* the row's number in res, for drivers that need it */
+};
+
+/* A kind of record: its size, how one is read from a row of its
+ * STORE_*_COLUMNS (-ENOMEM, or -EIO for a value this build does not know,
+ * leaving nothing allocated in out) and its destructor. */
+struct store_record_type {
+	size_t size;
+	int (*from_row)(const struct store_row *row, void *out);
+	void (*clear)(void *rec);
+};
+extern const struct store_record_type store_token_record, store_repo_record,
+    store_snapshot_record, store_session_record, store_event_record,
+    store_message_record, store_artifact_record;
+/* Slack's outbox's posts (notify/outbox.c): STORE_SLACK_POST_COLUMNS. */
+extern const struct store_record_type slack_post_record;
+
+/* A copy of column col's text (NULL for SQL NULL); a bounded copy into a
+ * buffer ("" for SQL NULL). */
+int store_row_strdup(const struct store_row *row, int col, char **out);
+int store_row_copy(const struct store_row *row, int col, char *buf,
+		   size_t size);
+
+/* The records of a *_list call, growing. */
+struct store_vec {
+	const struct store_record_type *type;
+	void *v;
+	size_t n, cap;
+};
+/* Reads one more record from row: 0, -ENOMEM or the type's error. */
+int store_vec_add_row(struct store_vec *vec, const struct store_row *row);
+/* Hands the array over (NULL when empty). */
+void store_vec_take(struct store_vec *vec, void **out, size_t *n_out);
+void store_vec_free(struct store_vec *vec);
+
+/* The password in url as it is written there (after "user:" in its
+ * authority, or a password= parameter), or NULL: what a message about the
+ * URL must not show. Caller frees. */
+char *store_url_password(const char *url);
+
+/* ---- checks: 0, or -errno with *err ------------------------------------ */
+
+/* Does id fit a STORE_ID_MAX buffer (non-empty, printable ASCII)? */
+bool store_id_ok(const char *id);
+/* Non-empty, at most max bytes. */
+bool store_text_ok(const char *s, size_t max);
+/* "no session ID": -ENOENT. */
+int store_no_session(const char *id, struct wr_error **err);
+int store_token_check(const char *hash_hex, const struct store_token *t,
+		      struct wr_error **err);
+bool store_token_hash_ok(const char *hash_hex);
+int store_repo_check(const struct store_repo *r, struct wr_error **err);
+/* A repository's id or name as repo_get takes it. */
+bool store_repo_key_ok(const char *id_or_name);
+/* -EBUSY: repo_remove of a repository with active sessions not finished. */
+int store_repo_busy(const char *id, int64_t active, struct wr_error **err);
+int store_snapshot_check(const struct store_snapshot *s, struct wr_error **err);
+int store_session_check(const struct store_session *s, struct wr_error **err);
+/* The filter's page size (its limit brought into 1..STORE_LIST_MAX). */
+int store_filter_check(const struct store_session_filter *f, int *limit,
+		       struct wr_error **err);
+int store_artifact_check(const char *session_id, const struct store_artifact *a,
+			 struct wr_error **err);
+/* event_append's arguments; *data_json becomes "{}" when NULL. */
+int store_event_check(const char *session_id, enum event_kind kind,
+		      const char **data_json, struct wr_error **err);
+int store_consume_check(int64_t message_id, int turn, struct wr_error **err);
+/* "message N was consumed already" (-ESTALE) or "no message N". */
+int store_consume_refused(int64_t message_id, bool exists,
+			  struct wr_error **err);
+
+/* ---- the data of the events a call writes ------------------------------ */
+
+/* session_transition's checks, and its event's data but for "from":
+ * {"state":to,"from":null,"reason":...} with extra_json's other keys. */
+int store_transition_data(const char *id, int from, enum session_state to,
+			  const struct store_session_update *upd,
+			  const char *extra_json, json_t **out,
+			  struct wr_error **err);
+/* session_transition's refusals, once the state read is cur: -ESTALE when
+ * it is not from (from >= 0), -EPERM when cur -> to is not allowed. */
+int store_transition_allowed(const char *id, int cur, int from,
+			     enum session_state to, struct wr_error **err);
+/* The event's text, "from" filled in. */
+int store_transition_text(const char *id, json_t *data, enum session_state from,
+			  char **out, struct wr_error **err);
+/* message_add's checks, and its event's data but for "id". */
+int store_message_data(const char *session_id, const char *user,
+		       const char *text, json_t **out, struct wr_error **err);
+/* The event's text, "id" filled in. */
+int store_message_text(const char *session_id, json_t *data, int64_t id,
+		       char **out, struct wr_error **err);
+
+#endif

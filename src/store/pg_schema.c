@@ -1,0 +1,346 @@
+/* pg_schema.c - every SQL text of the PostgreSQL backend: the migrations
+ * and the statements.
+ *
+ * The schema is SQLite's (sqlite_schema.c), version for version, in
+ * PostgreSQL's dialect where it differs:
+ *   - an increasing id (messages.id, slack_posts.id: SQLite's rowid) is
+ *     BIGINT GENERATED ALWAYS AS IDENTITY;
+ *   - every text column compares and sorts by bytes (COLLATE "C"), as
+ *     SQLite's do, whatever the database's locale: lists are in the same
+ *     order on both backends, and the page boundary of session_list
+ *     (created_ms, id) means the same thing as its ORDER BY.
+ * The statements take $1, $2... (PQexecParams, values never in the text),
+ * with a cast where PostgreSQL could not infer a parameter's type
+ * ("$3::text IS NULL"). An event's seq is taken and its row inserted by one
+ * statement (PG_EVENT_APPEND: an UPDATE ... RETURNING in a WITH, then the
+ * INSERT), so that an append is one round trip and one transaction.
+ *
+ * Migrations are append-only, as SQLite's: a released entry never
+ * changes. pg.c applies each pending one in its own transaction, under an
+ * advisory lock, and records it in schema_version. */
+#include "store/pg_internal.h"
+
+#include <stddef.h>
+
+/* a text column that compares as bytes (see above) */
+#define C_TEXT "TEXT COLLATE \"C\""
+
+const struct pg_migration pg_migrations[] = {
+    {1, "CREATE TABLE tokens ("
+	"  hash " C_TEXT " PRIMARY KEY,"
+	"  user_name " C_TEXT " NOT NULL,"
+	"  role " C_TEXT " NOT NULL,"
+	"  created_ms BIGINT NOT NULL,"
+	"  expires_ms BIGINT NOT NULL DEFAULT 0"
+	");"
+	"CREATE TABLE repositories ("
+	"  id " C_TEXT " PRIMARY KEY,"
+	"  name " C_TEXT " NOT NULL UNIQUE,"
+	"  url " C_TEXT " NOT NULL,"
+	"  default_ref " C_TEXT ","
+	"  agent_json " C_TEXT ","
+	"  refresh_ms BIGINT NOT NULL DEFAULT 0,"
+	"  created_ms BIGINT NOT NULL,"
+	"  last_refresh_ms BIGINT NOT NULL DEFAULT 0"
+	");"
+	"CREATE TABLE snapshots ("
+	"  id " C_TEXT " PRIMARY KEY,"
+	"  repo_id " C_TEXT " NOT NULL REFERENCES repositories (id),"
+	"  commit_id " C_TEXT " NOT NULL,"
+	"  created_ms BIGINT NOT NULL,"
+	"  timings_json " C_TEXT ");"
+	"CREATE INDEX snapshots_by_repo ON snapshots (repo_id, created_ms);"
+	"CREATE INDEX snapshots_by_created ON snapshots (created_ms);"
+	/* named counters: queue_seq orders the FIFO of queued sessions */
+	"CREATE TABLE counters ("
+	"  name " C_TEXT " PRIMARY KEY,"
+	"  value BIGINT NOT NULL"
+	");"
+	"INSERT INTO counters (name, value) VALUES ('queue_seq', 0);"
+	"CREATE TABLE sessions ("
+	"  id " C_TEXT " PRIMARY KEY,"
+	"  repo_id " C_TEXT " NOT NULL REFERENCES repositories (id),"
+	"  user_name " C_TEXT " NOT NULL,"
+	"  prompt " C_TEXT " NOT NULL,"
+	"  ref " C_TEXT ","
+	"  agent_json " C_TEXT ","
+	"  limits_json " C_TEXT ","
+	"  state " C_TEXT " NOT NULL,"
+	"  reason " C_TEXT ","
+	"  snapshot_id " C_TEXT ","
+	"  sandbox " C_TEXT ","
+	"  outcome_json " C_TEXT ","
+	"  attempts INTEGER NOT NULL DEFAULT 0,"
+	"  turns INTEGER NOT NULL DEFAULT 0,"
+	"  exit_code INTEGER NOT NULL DEFAULT -1,"
+	"  queue_seq BIGINT NOT NULL,"
+	"  created_ms BIGINT NOT NULL,"
+	"  updated_ms BIGINT NOT NULL,"
+	"  started_ms BIGINT NOT NULL DEFAULT 0,"
+	"  finished_ms BIGINT NOT NULL DEFAULT 0,"
+	/* the seq of the session's newest event: the next one is +1,
+	 * taken by the statement that inserts it, under the row's lock */
+	"  last_event_seq BIGINT NOT NULL DEFAULT 0"
+	");"
+	"CREATE INDEX sessions_by_state ON sessions (state, queue_seq);"
+	"CREATE INDEX sessions_by_state_created ON sessions "
+	"  (state, created_ms, id);"
+	"CREATE INDEX sessions_by_user ON sessions (user_name, created_ms, id);"
+	"CREATE INDEX sessions_by_repo ON sessions (repo_id, created_ms, id);"
+	"CREATE INDEX sessions_by_created ON sessions (created_ms, id);"
+	"CREATE TABLE messages ("
+	"  id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+	"  session_id " C_TEXT " NOT NULL REFERENCES sessions (id),"
+	"  user_name " C_TEXT " NOT NULL,"
+	"  text " C_TEXT " NOT NULL,"
+	"  turn INTEGER NOT NULL DEFAULT 0,"
+	"  created_ms BIGINT NOT NULL"
+	");"
+	"CREATE INDEX messages_by_session ON messages (session_id, turn, id);"
+	"CREATE TABLE events ("
+	"  session_id " C_TEXT " NOT NULL REFERENCES sessions (id),"
+	"  seq BIGINT NOT NULL,"
+	"  time_ms BIGINT NOT NULL,"
+	"  kind " C_TEXT " NOT NULL,"
+	"  data " C_TEXT " NOT NULL,"
+	"  PRIMARY KEY (session_id, seq)"
+	");"
+	"CREATE TABLE artifacts ("
+	"  session_id " C_TEXT " NOT NULL REFERENCES sessions (id),"
+	"  name " C_TEXT " NOT NULL,"
+	"  path " C_TEXT " NOT NULL,"
+	"  media_type " C_TEXT ","
+	"  size BIGINT NOT NULL,"
+	"  created_ms BIGINT NOT NULL,"
+	"  PRIMARY KEY (session_id, name)"
+	");"},
+    /* Tokens get a unique name, a revocation time and a last use; older
+     * tokens are named as SQLite's migration 2 names them. */
+    {2, "ALTER TABLE tokens ADD COLUMN name " C_TEXT " NOT NULL DEFAULT '';"
+	"ALTER TABLE tokens ADD COLUMN revoked_ms BIGINT NOT NULL DEFAULT 0;"
+	"ALTER TABLE tokens ADD COLUMN last_used_ms BIGINT NOT NULL "
+	"  DEFAULT 0;"
+	"UPDATE tokens SET name = 'admin' WHERE hash = ("
+	"  SELECT hash FROM tokens WHERE user_name = 'admin' "
+	"  AND role = 'admin' ORDER BY created_ms, hash LIMIT 1);"
+	"UPDATE tokens SET name = "
+	"  substr(replace(replace(user_name, '@', '_'), '+', '_'), 1, 39) "
+	"  || '-' || substr(hash, 1, 24) WHERE name = '';"
+	"CREATE UNIQUE INDEX tokens_by_name ON tokens (name);"},
+    /* Slack's outbox and the Events API ids handled (notify/outbox.h). */
+    {3, "CREATE TABLE slack_posts ("
+	"  id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+	"  session_id " C_TEXT " REFERENCES sessions (id),"
+	"  kind " C_TEXT " NOT NULL,"
+	"  channel " C_TEXT ","
+	"  thread_ts " C_TEXT ","
+	"  response_url " C_TEXT ","
+	"  slack_user " C_TEXT ","
+	"  text " C_TEXT ","
+	"  posted_state " C_TEXT ","
+	"  attempts INTEGER NOT NULL DEFAULT 0,"
+	"  created_ms BIGINT NOT NULL,"
+	"  next_ms BIGINT NOT NULL DEFAULT 0,"
+	"  done_ms BIGINT NOT NULL DEFAULT 0,"
+	"  last_error " C_TEXT ");"
+	"CREATE INDEX slack_posts_due ON slack_posts (done_ms, next_ms);"
+	"CREATE INDEX slack_posts_by_session ON slack_posts (session_id, id);"
+	"CREATE TABLE slack_events ("
+	"  event_id " C_TEXT " PRIMARY KEY,"
+	"  received_ms BIGINT NOT NULL"
+	");"
+	"CREATE INDEX slack_events_by_time ON slack_events (received_ms);"},
+    /* A repository can be removed: its row stays, marked, its name
+     * freed (name~id). */
+    {4, "ALTER TABLE repositories ADD COLUMN removed_ms BIGINT NOT NULL "
+	"  DEFAULT 0;"},
+};
+const size_t pg_n_migrations = sizeof(pg_migrations) / sizeof(pg_migrations[0]);
+
+static const char *const stmt_sql[PG_STMT_MAX] = {
+    [PG_BEGIN] = "BEGIN",
+    [PG_COMMIT] = "COMMIT",
+    [PG_ROLLBACK] = "ROLLBACK",
+
+    /* held until the migration's transaction ends: two servers opening
+     * one database at once apply each migration once */
+    [PG_MIGRATION_LOCK] = "SELECT pg_advisory_xact_lock($1)",
+    [PG_MIGRATION_TABLE] = "CREATE TABLE IF NOT EXISTS schema_version ("
+			   "  version INTEGER PRIMARY KEY,"
+			   "  applied_ms BIGINT NOT NULL)",
+    [PG_MIGRATION_VERSION] = "SELECT COALESCE(MAX(version), 0) "
+			     "FROM schema_version",
+    [PG_MIGRATION_RECORD] = "INSERT INTO schema_version (version, "
+			    "applied_ms) VALUES ($1, $2)",
+
+    [PG_TOKEN_ADD] = "INSERT INTO tokens (hash, user_name, role, created_ms, "
+		     "expires_ms, name) VALUES ($1, $2, $3, $4, $5, $6)",
+    [PG_TOKEN_LOOKUP] = "SELECT " STORE_TOKEN_COLUMNS " FROM tokens "
+			"WHERE hash = $1 AND revoked_ms = 0 "
+			"AND (expires_ms = 0 OR expires_ms > $2)",
+    [PG_TOKEN_COUNT] = "SELECT COUNT(*) FROM tokens",
+    [PG_TOKEN_LIST] = "SELECT " STORE_TOKEN_COLUMNS " FROM tokens "
+		      "ORDER BY created_ms, name",
+    /* the first revocation's time stays */
+    [PG_TOKEN_REVOKE] = "UPDATE tokens SET revoked_ms = CASE "
+			"WHEN revoked_ms = 0 THEN $2::bigint ELSE revoked_ms "
+			"END WHERE name = $1 RETURNING revoked_ms",
+    [PG_TOKEN_TOUCH] = "UPDATE tokens SET last_used_ms = $2 WHERE hash = $1",
+
+    [PG_REPO_ADD] = "INSERT INTO repositories (" STORE_REPO_COLUMNS ") "
+		    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    /* an id match wins over a name match; a removed repository by its
+     * id only (its sessions' history) */
+    [PG_REPO_GET] = "SELECT " STORE_REPO_COLUMNS " FROM repositories "
+		    "WHERE id = $1 OR (name = $1 AND removed_ms = 0) "
+		    "ORDER BY CASE WHEN id = $1 THEN 0 ELSE 1 END LIMIT 1",
+    [PG_REPO_LIST] = "SELECT " STORE_REPO_COLUMNS " FROM repositories "
+		     "WHERE removed_ms = 0 ORDER BY name",
+    [PG_REPO_UPDATE] = "UPDATE repositories SET url = $2, default_ref = $3, "
+		       "agent_json = $4, refresh_ms = $5 "
+		       "WHERE id = $1 AND removed_ms = 0",
+    /* only when none of its sessions may still need it */
+    [PG_REPO_REMOVE] =
+	"UPDATE repositories SET removed_ms = $2, name = name || '~' || id "
+	"WHERE id = $1 AND removed_ms = 0 AND NOT EXISTS (SELECT 1 FROM "
+	"sessions WHERE repo_id = $1 AND state NOT IN " STORE_TERMINAL_STATES
+	")",
+    [PG_REPO_ACTIVE] = "SELECT COUNT(*) FROM sessions WHERE repo_id = $1 "
+		       "AND state NOT IN " STORE_TERMINAL_STATES,
+    [PG_REPO_SET_REFRESHED] = "UPDATE repositories SET last_refresh_ms = $2 "
+			      "WHERE id = $1",
+
+    [PG_SNAPSHOT_ADD] = "INSERT INTO snapshots (" STORE_SNAPSHOT_COLUMNS ") "
+			"VALUES ($1, $2, $3, $4, $5)",
+    [PG_SNAPSHOT_LATEST] = "SELECT " STORE_SNAPSHOT_COLUMNS " FROM snapshots "
+			   "WHERE repo_id = $1 "
+			   "ORDER BY created_ms DESC, id DESC LIMIT 1",
+    [PG_SNAPSHOT_LIST_REPO] =
+	"SELECT " STORE_SNAPSHOT_COLUMNS " FROM snapshots WHERE repo_id = $1 "
+	"ORDER BY created_ms DESC, id DESC",
+    [PG_SNAPSHOT_LIST_ALL] = "SELECT " STORE_SNAPSHOT_COLUMNS " FROM snapshots "
+			     "ORDER BY created_ms DESC, id DESC",
+
+    /* the counter's row lock is held to the end of the transaction: a
+     * rolled back one gives its position back */
+    [PG_QUEUE_SEQ_NEXT] = "UPDATE counters SET value = value + 1 "
+			  "WHERE name = 'queue_seq' RETURNING value",
+
+    [PG_SESSION_INSERT] =
+	"INSERT INTO sessions (id, repo_id, user_name, prompt, ref, "
+	"agent_json, limits_json, state, queue_seq, created_ms, updated_ms) "
+	"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
+    [PG_SESSION_GET] = "SELECT " STORE_SESSION_COLUMNS " FROM sessions "
+		       "WHERE id = $1",
+    /* the session's row, locked to the end of the transaction: taken
+     * first by every transaction that writes a session, before the
+     * queue counter, so that two never wait on each other */
+    [PG_SESSION_LOCK] = "SELECT state FROM sessions WHERE id = $1 "
+			"FOR UPDATE",
+    [PG_SESSION_EXISTS] = "SELECT 1 FROM sessions WHERE id = $1",
+    /* newest first; a NULL parameter is no filter, $4 the page's
+     * boundary (the session the previous page ended with) */
+    [PG_SESSION_LIST] =
+	"SELECT " STORE_SESSION_COLUMNS " FROM sessions "
+	"WHERE ($1::text IS NULL OR state = $1) "
+	"AND ($2::text IS NULL OR user_name = $2) "
+	"AND ($3::text IS NULL OR repo_id = $3) "
+	"AND ($4::text IS NULL OR (created_ms, id) < "
+	"  (SELECT b.created_ms, b.id FROM sessions b WHERE b.id = $4)) "
+	"ORDER BY created_ms DESC, id DESC LIMIT $5",
+    [PG_SESSION_LIST_STATE] = "SELECT " STORE_SESSION_COLUMNS " FROM sessions "
+			      "WHERE state = $1 ORDER BY queue_seq",
+    [PG_SESSION_COUNT] = "SELECT state, COUNT(*) FROM sessions "
+			 "GROUP BY state",
+    /* NULL parameters keep the column; '' clears the text ones */
+    [PG_SESSION_APPLY] =
+	"UPDATE sessions SET "
+	"state = COALESCE($2::text, state), "
+	"reason = CASE WHEN $3::text IS NULL THEN reason "
+	"  ELSE NULLIF($3::text, '') END, "
+	"snapshot_id = CASE WHEN $4::text IS NULL THEN snapshot_id "
+	"  ELSE NULLIF($4::text, '') END, "
+	"sandbox = CASE WHEN $5::text IS NULL THEN sandbox "
+	"  ELSE NULLIF($5::text, '') END, "
+	"outcome_json = COALESCE($6::text, outcome_json), "
+	"attempts = COALESCE($7::integer, attempts), "
+	"turns = COALESCE($8::integer, turns), "
+	"exit_code = COALESCE($9::integer, exit_code), "
+	"queue_seq = COALESCE($10::bigint, queue_seq), "
+	"started_ms = COALESCE($11::bigint, started_ms), "
+	"finished_ms = COALESCE($12::bigint, finished_ms), "
+	"updated_ms = $13 "
+	"WHERE id = $1",
+
+    /* the next seq under the session row's lock, and the event, in one
+     * statement; no row: no such session */
+    [PG_EVENT_APPEND] =
+	"WITH s AS (UPDATE sessions SET last_event_seq = last_event_seq + 1 "
+	"  WHERE id = $1 RETURNING id, last_event_seq) "
+	"INSERT INTO events (session_id, seq, time_ms, kind, data) "
+	"SELECT s.id, s.last_event_seq, $2::bigint, $3::text, $4::text "
+	"FROM s RETURNING seq",
+    [PG_EVENT_LIST] = "SELECT " STORE_EVENT_COLUMNS " FROM events "
+		      "WHERE session_id = $1 AND seq > $2 "
+		      "ORDER BY seq LIMIT $3",
+
+    [PG_MESSAGE_INSERT] = "INSERT INTO messages (session_id, user_name, "
+			  "text, turn, created_ms) "
+			  "VALUES ($1, $2, $3, 0, $4) RETURNING id",
+    [PG_MESSAGE_PENDING] = "SELECT " STORE_MESSAGE_COLUMNS " "
+			   "FROM messages WHERE session_id = $1 AND turn = 0 "
+			   "ORDER BY id",
+    [PG_MESSAGE_CONSUME] = "UPDATE messages SET turn = $2 "
+			   "WHERE id = $1 AND turn = 0",
+    [PG_MESSAGE_EXISTS] = "SELECT 1 FROM messages WHERE id = $1",
+
+    [PG_ARTIFACT_ADD] = "INSERT INTO artifacts (session_id, name, path, "
+			"media_type, size, created_ms) "
+			"VALUES ($1, $2, $3, $4, $5, $6)",
+    [PG_ARTIFACT_LIST] = "SELECT " STORE_ARTIFACT_COLUMNS " "
+			 "FROM artifacts WHERE session_id = $1 ORDER BY name",
+
+    [PG_SLACK_POST_INSERT] =
+	"INSERT INTO slack_posts (session_id, kind, channel, thread_ts, "
+	"response_url, slack_user, text, created_ms) "
+	"VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+    /* an outcome is due when its session rests in a state not posted
+     * yet, and no reply about the session written before it (the
+     * "started" answer) is still to be posted */
+    [PG_SLACK_POST_DUE] =
+	"SELECT " STORE_SLACK_POST_COLUMNS " FROM slack_posts "
+	"WHERE done_ms = 0 AND next_ms <= $1 AND (kind <> 'outcome' OR ("
+	"EXISTS (SELECT 1 FROM sessions WHERE sessions.id = "
+	"slack_posts.session_id AND sessions.state IN " STORE_RESTING_STATES
+	" AND (slack_posts.posted_state IS NULL OR "
+	"slack_posts.posted_state <> sessions.state)) "
+	"AND NOT EXISTS (SELECT 1 FROM slack_posts AS earlier WHERE "
+	"earlier.session_id = slack_posts.session_id AND "
+	"earlier.kind <> 'outcome' AND earlier.id < slack_posts.id AND "
+	"earlier.done_ms = 0))) "
+	"ORDER BY id LIMIT $2",
+    /* NULL parameters keep the column; '' clears last_error */
+    [PG_SLACK_POST_UPDATE] =
+	"UPDATE slack_posts SET "
+	"posted_state = COALESCE($2::text, posted_state), "
+	"attempts = COALESCE($3::integer, attempts), "
+	"next_ms = COALESCE($4::bigint, next_ms), "
+	"done_ms = COALESCE($5::bigint, done_ms), "
+	"last_error = CASE WHEN $6::text IS NULL THEN last_error "
+	"  ELSE NULLIF($6::text, '') END "
+	"WHERE id = $1",
+    [PG_SLACK_POST_LIST] =
+	"SELECT " STORE_SLACK_POST_COLUMNS " FROM slack_posts "
+	"WHERE session_id = $1 ORDER BY id",
+    [PG_SLACK_EVENT_PRUNE] = "DELETE FROM slack_events WHERE received_ms < $1",
+    [PG_SLACK_EVENT_INSERT] = "INSERT INTO slack_events (event_id, "
+			      "received_ms) VALUES ($1, $2)",
+    [PG_SLACK_EVENT_DELETE] = "DELETE FROM slack_events WHERE event_id = $1",
+};
+
+const char *pg_stmt_sql(enum pg_stmt id)
+{
+	if ((int)id < 0 || id >= PG_STMT_MAX)
+		return NULL;
+	return stmt_sql[id];
+}
