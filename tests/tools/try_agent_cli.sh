@@ -97,6 +97,7 @@ write_config() {
 		approval_policy = "never"
 		sandbox_mode = "danger-full-access"
 		check_for_update_on_startup = false
+		web_search = "disabled"
 
 		[model_providers.warren]
 		name = "Warren model gateway"
@@ -109,6 +110,7 @@ write_config() {
 
 		[features]
 		plugins = false
+		unbounded_connection_retries = false
 		EOF
 		;;
 	claude-code) ;; # nothing: its environment says it all
@@ -134,12 +136,12 @@ run_turn() {
 		env+=("CODEX_HOME=$WORK/home/.codex" "OPENAI_API_KEY=$KEY")
 		cmd=("$bin" exec)
 		[ "$turn" = 1 ] || cmd+=(resume --last)
-		cmd+=(--json --skip-git-repo-check
+		cmd+=(--json --strict-config --skip-git-repo-check
 			--dangerously-bypass-approvals-and-sandbox -) ;;
 	claude-code)
 		env+=("ANTHROPIC_BASE_URL=http://127.0.0.1:$PORT"
 			"ANTHROPIC_AUTH_TOKEN=$KEY" CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1
-			DISABLE_AUTOUPDATER=1 IS_SANDBOX=1)
+			DISABLE_AUTOUPDATER=1 IS_SANDBOX=1 CLAUDE_CODE_MAX_RETRIES=4)
 		cmd=("$bin" -p --output-format stream-json --verbose
 			--dangerously-skip-permissions)
 		[ "$turn" = 1 ] || cmd+=(--continue) ;;
