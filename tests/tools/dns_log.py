@@ -46,9 +46,9 @@ def main():
         name, qtype, end = question(packet)
         with open(args.log, "a", encoding="utf-8") as f:
             f.write("%s %s\n" % (name, TYPES.get(qtype, qtype)))
-        # the id, flags QR|RD|RA with RCODE 3, one question, no answers
-        flags = 0x8183 | (struct.unpack("!H", packet[2:4])[0] & 0x0100)
-        reply = packet[:2] + struct.pack("!HHHHH", flags, 1, 0, 0, 0) + \
+        # the query's id; flags QR, RD, RA and RCODE 3 (no such name); the
+        # question echoed; no answer, authority or additional records
+        reply = packet[:2] + struct.pack("!HHHHH", 0x8183, 1, 0, 0, 0) + \
             packet[12:end]
         sock.sendto(reply, peer)
 

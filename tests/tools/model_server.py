@@ -23,7 +23,8 @@ line of stdout once it listens). Routes, under any prefix (/v1 or none):
 Only the first three play the recording; the others never take an entry.
 
 The recording is JSON, {"responses": [ENTRY, ...], "models": [ID, ...]}
-("models" optional: default ["stand-in"]); each --var NAME=VALUE puts
+("models" optional: default ["stand-in"]; other keys, such as the
+"prompts" try_agent_cli.sh reads, are left alone); each --var NAME=VALUE puts
 VALUE for every {{NAME}} in its strings (a workspace's absolute path, say,
 which claude code's file tools want). An ENTRY says what the assistant
 answers, in no dialect of its own:
@@ -79,12 +80,21 @@ Rendered:
 Which entry a request plays: the first entry of the list, in order, that
 is not used up and whose "when" (if it has one) the request meets. Playing
 an entry uses it up, unless it has "repeat": true. So an entry without
-"when" is the next step of the script whatever the request is, and the
-CLIs' auxiliary requests (opencode's title, claude code's side queries)
-are kept off the script by entries listed before it that match them and
-repeat:
+"when" is the next step of the script whatever the request is, and a
+CLI's auxiliary requests are kept off the script by entries listed before
+it that match them and repeat. What the real CLIs need (their recordings
+are tests/fixtures/agents/*.json):
 
-    {"when": {"tools": false}, "text": "Fix the greeting", "repeat": true}
+  - opencode sends a title request on a session's first turn, beside the
+    first model call, with no tools and a system message "You are a
+    title generator...":
+        {"when": {"tools": false, "contains": "You are a title generator"},
+         "text": "Fix the greeting", "repeat": true}
+  - codex, and claude code with CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC,
+    send model calls only: their scripts are plain lists;
+  - a follow-up turn's first entry can name the new prompt, so that a
+    CLI that lost its conversation meets a 400 instead of the next step:
+        {"when": {"user_contains": "What did you change"}, "text": "..."}
 
 "when" holds conditions, all of which must hold:
 
@@ -114,7 +124,8 @@ goes with any answer):
     {"hang_up": true}                        close without an answer
     {"raw": "TEXT", "status"?: 200, "content_type"?: "..."}  as is
     "delay": SECONDS                         wait before answering
-    "chunk_bytes": N                         N bytes per write
+    "chunk_bytes": N                         N bytes per write (else
+                                             one event per write)
 
 With --require-key KEY a request that carries neither "Authorization:
 Bearer KEY" nor "x-api-key: KEY" gets a 401 in its dialect's shape (and
