@@ -379,7 +379,9 @@ void control_audit_event(struct control *c, const char *session_id,
 		audit_model_credential(c, session_id, data, seq);
 		break;
 	case EVENT_EGRESS:
-		/* the proxy's decisions: what the agent tried to reach */
+	case EVENT_MODEL_CALL:
+		/* the proxy's decisions: what the agent tried to reach; the
+		 * gateway's calls: what it asked the model, and paid */
 		d = json_deep_copy(data);
 		if (json_is_object(d))
 			json_object_set_new(d, "event_seq", json_integer(seq));

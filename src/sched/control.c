@@ -1380,6 +1380,7 @@ static void control_free(struct control *c)
 	/* after the runners: their sandboxes are gone, so are the
 	 * proxy's sessions */
 	control_egress_stop(c);
+	control_gateway_stop(c);
 	broker_stop(c->broker);
 	for (size_t i = 0; i < c->n_spec_cache; i++) {
 		json_decref(c->spec_cache[i].verify);
@@ -1463,6 +1464,11 @@ int control_start(const struct control_config *cfg, struct store *st,
 		if (r < 0) {
 			control_free(c);
 			return wr_error_wrap(err, "credential broker");
+		}
+		r = control_gateway_start(c, err);
+		if (r < 0) {
+			control_free(c);
+			return wr_error_wrap(err, "model gateway");
 		}
 		/* what was queued or building when the server stopped */
 		refresh_requeue(c);

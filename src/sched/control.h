@@ -115,6 +115,9 @@ struct control_config {
 	 * "egress" object as JSON text (NULL: the default rules), and the
 	 * API's own endpoint, which no sandbox may reach through it */
 	const char *egress_json;
+	/* the model gateway (gateway/gateway.h): the configuration's
+	 * "gateway" object as JSON text; NULL: the model's API, if any */
+	const char *gateway_json;
 	const char *api_addr;
 	uint16_t api_port;
 };

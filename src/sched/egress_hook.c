@@ -322,29 +322,34 @@ int control_egress_request(const struct control_egress *e,
 	return 0;
 }
 
-int control_egress_relay(struct run *run, struct wr_error **err)
+int control_sandbox_relay(struct run *run, char *const *argv,
+			  const char *what, struct wr_error **err)
 {
 	struct control *c = run->ctl;
-	char *cmd[] = {EGRESS_SANDBOX_RELAY, EGRESS_SANDBOX_SOCKET, NULL};
-	struct sandbox_exec_cmd ex = {.name = run->sandbox, .argv = cmd};
+	struct sandbox_exec_cmd ex = {.name = run->sandbox, .argv = argv};
 	struct sandbox_cmdline cl;
 	int status = sandbox_cmdline_exec(c->warren_bin, &ex, &cl);
 	if (status < 0)
-		return wr_error_set(err, -status, "egress relay: command line");
+		return wr_error_set(err, -status, "%s: command line", what);
 	_cleanup_free_ char *errors = NULL;
 	status = proc_run(cl.argv, 4096, -1, NULL, &errors, err);
 	sandbox_cmdline_clear(&cl);
 	if (status < 0)
-		return wr_error_wrap(err, "egress relay");
+		return wr_error_wrap(err, "%s", what);
 	if (status != 0) {
 		size_t len = errors ? strlen(errors) : 0;
 		while (len && errors[len - 1] == '\n')
 			errors[--len] = '\0';
-		return wr_error_set(err, EIO,
-				    "egress relay failed (exit %d): %s", status,
-				    len ? errors : "no output");
+		return wr_error_set(err, EIO, "%s failed (exit %d): %s", what,
+				    status, len ? errors : "no output");
 	}
 	return 0;
+}
+
+int control_egress_relay(struct run *run, struct wr_error **err)
+{
+	char *cmd[] = {EGRESS_SANDBOX_RELAY, EGRESS_SANDBOX_SOCKET, NULL};
+	return control_sandbox_relay(run, cmd, "egress relay", err);
 }
 
 void control_egress_close(struct run *run)

@@ -5,6 +5,7 @@
 #include "sandbox/request.h"
 #include "sched/control.h"
 #include "sched/proc.h"
+#include "gateway/gateway.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -155,6 +156,9 @@ struct control {
 	 * proxies (`warren snapshot refresh --egress-config`) */
 	char *build_egress_config;
 	struct broker *broker; /* the credential broker (broker_hook.c) */
+	/* the model gateway (gateway_hook.c), NULL without a model */
+	struct gateway *gateway;
+	struct gateway_settings gateway_settings;
 };
 
 /* runner.c */
@@ -323,6 +327,37 @@ void control_egress_clear(struct control_egress *e);
 int control_egress_relay(struct run *run, struct wr_error **err);
 /* Closes the session's listener (its sandbox is gone). */
 void control_egress_close(struct run *run);
+/* Starts a relay daemon in the run's sandbox (`warren sandbox exec NAME
+ * -- argv`): it binds first and daemonizes, so a failure is the exec's
+ * status, with its words in *err naming what. */
+int control_sandbox_relay(struct run *run, char *const *argv,
+			  const char *what, struct wr_error **err);
+
+/* gateway_hook.c: the model gateway's sessions and turns */
+int control_gateway_start(struct control *c, struct wr_error **err);
+void control_gateway_stop(struct control *c);
+struct control_gateway {
+	bool on;
+	char *dir, *relay;
+};
+/* Opens the session's gateway socket (nothing without a gateway). */
+int control_gateway_prepare(struct run *run, const struct store_session *s,
+			    struct control_gateway *out, struct wr_error **err);
+int control_gateway_request(const struct control_gateway *g,
+			    struct sandbox_request *req);
+void control_gateway_clear(struct control_gateway *g);
+int control_gateway_relay(struct run *run, struct wr_error **err);
+void control_gateway_close(struct run *run);
+/* A turn's token and variables (on: the gateway runs). */
+struct control_gateway_turn {
+	bool on;
+	char token[GATEWAY_TOKEN_LEN + 1];
+	char openai_base[64], anthropic_base[64];
+};
+int control_gateway_turn_open(struct run *run, struct control_gateway_turn *t);
+/* The token dies; the session's usage is the gateway's totals. */
+void control_gateway_turn_close(struct run *run, int number);
+void control_gateway_turn_clear(struct control_gateway_turn *t);
 
 /* broker_hook.c: the credential broker (security/broker.h). Every
  * session's sandbox reaches its repository's remote only through it. */

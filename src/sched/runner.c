@@ -175,6 +175,7 @@ static void sandbox_stop(struct run *run)
 	wr_error_free(err);
 	control_egress_close(run);
 	control_broker_close(run);
+	control_gateway_close(run);
 	pthread_mutex_lock(&c->mu);
 	if (run->sandbox_start_ms) {
 		pthread_mutex_lock(&c->metrics_mu);
@@ -243,6 +244,11 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	er = control_broker_prepare(run, s, &broker, err);
 	if (er < 0)
 		return er;
+	/* its agent reaches the model through the gateway, without a key */
+	_cleanup_(control_gateway_clear) struct control_gateway gateway = {0};
+	er = control_gateway_prepare(run, s, &gateway, err);
+	if (er < 0)
+		return er;
 	struct sandbox_request req = {
 	    .name = run->sandbox,
 	    .snapshot = snapshot_id,
@@ -255,6 +261,8 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	int r = control_egress_request(&egress, &req);
 	if (r == 0)
 		r = control_broker_request(&broker, &req);
+	if (r == 0)
+		r = control_gateway_request(&gateway, &req);
 	if (r == 0)
 		r = sandbox_cmdline_create(c->warren_bin, &req, &cl);
 	if (r < 0)
@@ -289,6 +297,8 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	metrics_add(c, &c->m.sandboxes_started, 1);
 	/* the relay is part of the baseline: started before it is taken */
 	if (egress.on && control_egress_relay(run, err) < 0)
+		return -EIO;
+	if (gateway.on && control_gateway_relay(run, err) < 0)
 		return -EIO;
 	/* a snapshot built before its origin was set at build time */
 	if (broker.on && !control_snapshot_origin_set(c, snapshot_id) &&
@@ -443,11 +453,16 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 	 * into the file inside the sandbox, and from there into
 	 * $WARREN_PROMPT and each "{prompt}" of the agent's command
 	 * template, replaced inside; then the agent's own argv runs, its
-	 * stdin /dev/null. */
+	 * stdin /dev/null. The turn's gateway token comes the same way, on
+	 * the line before the prompt (empty without a gateway). */
 	cmd[n++] = "/bin/sh";
 	cmd[n++] = "-c";
 	cmd[n++] =
 	    /* read with builtins only: no process on the start path */
+	    "IFS= read -r t || exit 125\n"
+	    "if [ -n \"$t\" ]; then OPENAI_API_KEY=$t; "
+	    "ANTHROPIC_AUTH_TOKEN=$t; export OPENAI_API_KEY "
+	    "ANTHROPIC_AUTH_TOKEN; fi; t=\n"
 	    "WARREN_PROMPT=; nl='\n'\n"
 	    "while IFS= read -r l || [ -n \"$l\" ]; do "
 	    "WARREN_PROMPT=\"$WARREN_PROMPT$l$nl\"; l=; done\n"
@@ -473,11 +488,17 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 	    .n_env = 3,
 	    .argv = cmd,
 	};
+	_cleanup_(control_gateway_turn_clear) struct control_gateway_turn gt;
+	if (control_gateway_turn_open(run, &gt) == 0 && gt.on) {
+		ex.env[ex.n_env++] = gt.openai_base;
+		ex.env[ex.n_env++] = gt.anthropic_base;
+	}
 	struct sandbox_cmdline cl;
 	int built = sandbox_cmdline_exec(c->warren_bin, &ex, &cl);
 	free(cmd);
 	if (built < 0) {
 		json_decref(agent);
+		control_gateway_turn_close(run, number);
 		return wr_error_set(err, -built, "turn: command line");
 	}
 	struct proc p;
@@ -489,7 +510,8 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 	if (r == 0) {
 		/* the wrapper reads all of it before anything else; a child
 		 * gone early is EPIPE (SIGPIPE is ignored by the server) */
-		_cleanup_free_ char *text = wr_asprintf("%s\n", prompt);
+		_cleanup_free_ char *text =
+		    wr_asprintf("%s\n%s\n", gt.on ? gt.token : "", prompt);
 		size_t len = text ? strlen(text) : 0;
 		for (size_t done = 0; done < len;) {
 			ssize_t w = write(in_fd, text + done, len - done);
@@ -500,9 +522,13 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 			done += (size_t)w;
 		}
 		close(in_fd);
+		if (text)
+			explicit_bzero(text, len); /* the token */
 	}
-	if (r < 0)
+	if (r < 0) {
+		control_gateway_turn_close(run, number);
 		return r;
+	}
 	set_child(run, p.pid);
 	struct line_buf out = {.stream = "stdout"}, errb = {.stream = "stderr"};
 	bool exited = false;
@@ -557,6 +583,7 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 	set_child(run, 0);
 	int status = proc_wait(&p);
 	proc_close(&p);
+	control_gateway_turn_close(run, number);
 	return status;
 }
 

@@ -14,6 +14,7 @@ static const char *const kind_names[EVENT_KIND_MAX] = {
     [EVENT_RESULT] = "result",	       [EVENT_CHECKPOINT] = "checkpoint",
     [EVENT_RETRY] = "retry",	       [EVENT_SANDBOX] = "sandbox",
     [EVENT_EGRESS] = "egress",	       [EVENT_BROKER] = "broker",
+    [EVENT_MODEL_CALL] = "model_call",
 };
 
 const char *event_kind_name(enum event_kind k)

@@ -26,6 +26,7 @@ enum event_kind {
 	EVENT_SANDBOX,	  /* a sandbox stopped at the server's start */
 	EVENT_EGRESS,	  /* a decision of the egress proxy */
 	EVENT_BROKER,	  /* a connection to the credential broker */
+	EVENT_MODEL_CALL, /* a call through the model gateway, or a refusal */
 	EVENT_KIND_MAX
 };
 

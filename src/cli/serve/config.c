@@ -1,6 +1,8 @@
 /* config.c - the server's configuration file (see config.h). */
 #include "cli/serve/config.h"
 
+#include "gateway/gateway.h"
+
 #include "security/egress.h"
 #include "security/secrets.h"
 #include "util/alloc.h"
@@ -41,6 +43,7 @@ void serve_config_clear(struct serve_config *cfg)
 	free(cfg->listen_addr);
 	free(cfg->agent_json);
 	free(cfg->egress_json);
+	free(cfg->gateway_json);
 	free(cfg->web_dir);
 	if (cfg->store)
 		explicit_bzero(cfg->store, strlen(cfg->store)); /* a password */
@@ -884,6 +887,21 @@ int serve_config_load(const char *path, struct serve_config *cfg,
 			if (!cfg->egress_json)
 				r = wr_error_set(err, ENOMEM, "config");
 			cfg->control.egress_json = cfg->egress_json;
+		} else if (!strcmp(key, "gateway")) {
+			/* checked here, where the file is named (key files
+			 * included); the control plane takes it again */
+			struct gateway_settings gs = {0};
+			r = gateway_settings_parse(v, &gs, err);
+			gateway_settings_clear(&gs);
+			if (r < 0) {
+				wr_error_wrap(err, "%s", path);
+				goto out;
+			}
+			free(cfg->gateway_json);
+			cfg->gateway_json = json_dumps(v, JSON_COMPACT);
+			if (!cfg->gateway_json)
+				r = wr_error_set(err, ENOMEM, "config");
+			cfg->control.gateway_json = cfg->gateway_json;
 		} else if (!strcmp(key, "staleness")) {
 			r = load_staleness(path, key, v, &cfg->has_staleness,
 					   &cfg->stale_max_age_ms,

@@ -19,6 +19,12 @@
  *              "budget": {"model_calls": 50, "tokens": 2000000,
  *                         "cost": 5.0, "wall": "30m"}},
  *    "verify": {"retries": 2},
+ *    "gateway": {"port": 17077, "upstreams": {"chat_completions" |
+ *                "responses" | "messages": {"base_url": URL,
+ *                "api_key_file" | "api_key_env" | "api_key_secret",
+ *                "models": [...]}}, "prices": {MODEL: {...}},
+ *                "budget": {"tokens", "cost", "model_calls"}}
+ *              (gateway/gateway.h, docs/agents.md),
  *    "egress": {"deny": ["203.0.113.0/24"], "allow_addresses": [...],
  *               "hosts": {"name.test": "127.0.0.1"}, "ip_literals": false}
  *              (security/egress.h, docs/security.md "Egress"),
@@ -85,6 +91,7 @@ struct serve_config {
 	struct control_config control; /* strings owned below */
 	char *agent_json;
 	char *egress_json; /* "egress", checked; control.egress_json */
+	char *gateway_json; /* "gateway", checked; control.gateway_json */
 	struct serve_model model;
 	/* "store": the store's URL (store_open); NULL: DATA/warren.db;
 	 * --store wins */

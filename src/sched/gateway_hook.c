@@ -1,0 +1,280 @@
+/* gateway_hook.c - the control plane's side of the model gateway
+ * (gateway/gateway.h, docs/agents.md "The key model").
+ *
+ * The gateway runs when the server's configuration has a "gateway"
+ * object, or a model of the "openai" kind (then it serves that model's
+ * API). Every session's sandbox then gets it: the session's socket
+ * directory bound read-only at /run/warren-gateway, the relay (warren-
+ * relay, next to warren) at /run/warren-gateway-relay, started once the
+ * sandbox is up to listen on 127.0.0.1:PORT inside.
+ *
+ * Each turn of a command agent gets a token of its own
+ * (gateway_turn_open), which reaches the agent the way the prompt does:
+ * on the exec's stdin, never on a host command line; the base URLs are
+ * plain variables. When the turn ends the token dies, and the session's
+ * totals as the gateway metered them become its usage (the "usage"
+ * event of the turn, the outcome's usage, the server's metrics): the
+ * same fields the built-in agent fills. Each call is a "model_call"
+ * event, copied into the audit log; a refusal by the budget is a
+ * "budget" event as well. */
+#include "sched/internal.h"
+
+#include "gateway/gateway.h"
+#include "util/alloc.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void on_call(void *ctx, const char *session_id,
+		    const struct gateway_call *call)
+{
+	struct control *c = ctx;
+	json_t *d = json_pack(
+	    "{s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:b, s:{s:I, s:I, s:I}, "
+	    "s:f, s:f}",
+	    "wire", meter_wire_name(call->wire), "path", call->path, "model",
+	    call->model, "decision", call->decision, "reason", call->reason,
+	    "status", call->status, "streamed", call->streamed, "usage_seen",
+	    call->usage_seen, "usage", "prompt_tokens",
+	    (json_int_t)call->tokens.prompt, "completion_tokens",
+	    (json_int_t)call->tokens.completion, "cached_tokens",
+	    (json_int_t)call->tokens.cached, "cost", call->cost, "ms",
+	    call->ms);
+	control_event(c, session_id, EVENT_MODEL_CALL, d);
+	if (!strcmp(call->decision, "refused") &&
+	    strstr(call->reason, "budget is spent"))
+		control_event(c, session_id, EVENT_BUDGET,
+			      json_pack("{s:s, s:s}", "reason", call->reason,
+					"by", "gateway"));
+	if (call->request_body)
+		control_audit(c, session_id, "agent", "model_call_bodies",
+			      json_pack("{s:s, s:s, s:s}", "path", call->path,
+					"request", call->request_body,
+					"answer", call->answer ? call->answer
+							       : ""));
+}
+
+int control_gateway_start(struct control *c, struct wr_error **err)
+{
+	int r = 0;
+	if (c->cfg.gateway_json) {
+		json_error_t jerr;
+		json_t *o = json_loads(c->cfg.gateway_json, 0, &jerr);
+		if (!o)
+			return wr_error_input(err, EINVAL, "gateway: %s",
+					      jerr.text);
+		r = gateway_settings_parse(o, &c->gateway_settings, err);
+		json_decref(o);
+	} else if (c->cfg.model_configured && c->cfg.model.kind &&
+		   !strcmp(c->cfg.model.kind, "openai")) {
+		struct meter_budget b = {.max_tokens = c->cfg.budget.max_tokens,
+					 .max_cost = c->cfg.budget.max_cost};
+		r = gateway_settings_from_model(
+		    c->cfg.model.base_url, c->cfg.model.api_key,
+		    &c->cfg.prices, &b, &c->gateway_settings, err);
+	} else {
+		return 0; /* no model anywhere: no gateway */
+	}
+	if (r < 0)
+		return r;
+	_cleanup_free_ char *sessions =
+	    wr_asprintf("%s/sessions", c->data_dir);
+	if (sessions)
+		gateway_remove_stale(sessions);
+	struct gateway_config gcfg = {
+	    .settings = &c->gateway_settings,
+	    .data_dir = c->data_dir,
+	    .on_call = on_call,
+	    .ctx = c,
+	};
+	return gateway_start(&gcfg, &c->gateway, err);
+}
+
+void control_gateway_stop(struct control *c)
+{
+	gateway_stop(c->gateway);
+	c->gateway = NULL;
+	gateway_settings_clear(&c->gateway_settings);
+}
+
+void control_gateway_clear(struct control_gateway *g)
+{
+	free(g->dir);
+	free(g->relay);
+	memset(g, 0, sizeof(*g));
+}
+
+/* What the session used before this server took it up: the last
+ * "usage" event the gateway's metering wrote. */
+static void usage_load(struct control *c, const char *session_id,
+		       struct agent_usage *u)
+{
+	int64_t after = 0;
+	for (;;) {
+		struct store_event *ev = NULL;
+		size_t n = 0;
+		if (c->st->ops->event_list(c->st, session_id, after, 1000, &ev,
+					   &n, NULL) < 0 ||
+		    n == 0)
+			return;
+		for (size_t i = 0; i < n; i++) {
+			after = ev[i].seq;
+			if (event_kind_parse(ev[i].kind) != EVENT_USAGE)
+				continue;
+			json_t *d = json_loads(ev[i].data_json, 0, NULL);
+			const char *by =
+			    json_string_value(json_object_get(d, "by"));
+			if (by && !strcmp(by, "gateway")) {
+				u->prompt_tokens = (uint64_t)json_integer_value(
+				    json_object_get(d, "prompt_tokens"));
+				u->completion_tokens =
+				    (uint64_t)json_integer_value(
+					json_object_get(d, "completion_tokens"));
+				u->cached_tokens = (uint64_t)json_integer_value(
+				    json_object_get(d, "cached_tokens"));
+				u->cost =
+				    json_number_value(json_object_get(d, "cost"));
+				u->model_calls = (unsigned)json_integer_value(
+				    json_object_get(d, "model_calls"));
+			}
+			json_decref(d);
+		}
+		store_events_free(ev, n);
+	}
+}
+
+int control_gateway_prepare(struct run *run, const struct store_session *s,
+			    struct control_gateway *out, struct wr_error **err)
+{
+	struct control *c = run->ctl;
+	memset(out, 0, sizeof(*out));
+	if (!c->gateway)
+		return 0;
+	_cleanup_free_ char *bin = wr_strdup(c->warren_bin);
+	_cleanup_free_ char *relay =
+	    bin ? wr_asprintf("%s/warren-relay", dirname(bin)) : NULL;
+	_cleanup_free_ char *dir =
+	    wr_asprintf("%s/sessions/%s.gateway", c->data_dir, s->id);
+	if (!relay || !dir)
+		return wr_error_set(err, ENOMEM, "gateway");
+	if (access(relay, X_OK) < 0)
+		return wr_error_set(err, errno,
+				    "gateway: %s (the relay the sandbox needs; "
+				    "`make` builds it)",
+				    relay);
+	/* the totals go on from what the session used before (a restart,
+	 * a new sandbox after a death) */
+	if (run->usage.model_calls == 0)
+		usage_load(c, s->id, &run->usage);
+	struct meter_totals used = {
+	    .prompt_tokens = run->usage.prompt_tokens,
+	    .completion_tokens = run->usage.completion_tokens,
+	    .cached_tokens = run->usage.cached_tokens,
+	    .cost = run->usage.cost,
+	    .model_calls = run->usage.model_calls,
+	};
+	int r = gateway_session_open(c->gateway, s->id, dir, &used, err);
+	if (r < 0)
+		return wr_error_wrap(err, "gateway");
+	out->dir = TAKE_PTR(dir);
+	out->relay = TAKE_PTR(relay);
+	out->on = true;
+	return 0;
+}
+
+int control_gateway_request(const struct control_gateway *g,
+			    struct sandbox_request *req)
+{
+	if (!g->on)
+		return 0;
+	if (req->n_binds + 2 > SBX_MAX_BINDS)
+		return -E2BIG;
+	req->binds[req->n_binds++] =
+	    (struct sandbox_bind){g->dir, GATEWAY_SANDBOX_DIR, true};
+	req->binds[req->n_binds++] =
+	    (struct sandbox_bind){g->relay, GATEWAY_SANDBOX_RELAY, true};
+	return 0;
+}
+
+int control_gateway_relay(struct run *run, struct wr_error **err)
+{
+	struct control *c = run->ctl;
+	if (!c->gateway)
+		return 0;
+	char listen[32];
+	snprintf(listen, sizeof(listen), "127.0.0.1:%u",
+		 (unsigned)c->gateway_settings.port);
+	char *cmd[] = {GATEWAY_SANDBOX_RELAY, "--listen", listen,
+		       GATEWAY_SANDBOX_SOCKET, NULL};
+	return control_sandbox_relay(run, cmd, "gateway relay", err);
+}
+
+void control_gateway_close(struct run *run)
+{
+	gateway_session_close(run->ctl->gateway, run->id);
+}
+
+int control_gateway_turn_open(struct run *run, struct control_gateway_turn *t)
+{
+	struct control *c = run->ctl;
+	memset(t, 0, sizeof(*t));
+	if (!c->gateway)
+		return 0;
+	int r = gateway_turn_open(c->gateway, run->id, t->token);
+	if (r < 0)
+		return r;
+	unsigned port = c->gateway_settings.port;
+	snprintf(t->openai_base, sizeof(t->openai_base),
+		 "OPENAI_BASE_URL=http://127.0.0.1:%u/v1", port);
+	snprintf(t->anthropic_base, sizeof(t->anthropic_base),
+		 "ANTHROPIC_BASE_URL=http://127.0.0.1:%u", port);
+	t->on = true;
+	return 0;
+}
+
+/* The session's totals from the gateway become its usage, and what this
+ * turn added goes to the metrics. */
+void control_gateway_turn_close(struct run *run, int number)
+{
+	struct control *c = run->ctl;
+	if (!c->gateway)
+		return;
+	gateway_turn_close(c->gateway, run->id);
+	struct meter_totals tot;
+	if (gateway_session_usage(c->gateway, run->id, &tot) < 0)
+		return;
+	struct agent_usage *u = &run->usage;
+	pthread_mutex_lock(&c->metrics_mu);
+	c->m.prompt_tokens += tot.prompt_tokens - u->prompt_tokens;
+	c->m.completion_tokens += tot.completion_tokens - u->completion_tokens;
+	c->m.cost += tot.cost - u->cost;
+	pthread_mutex_unlock(&c->metrics_mu);
+	bool called = tot.model_calls != u->model_calls;
+	u->prompt_tokens = tot.prompt_tokens;
+	u->completion_tokens = tot.completion_tokens;
+	u->cached_tokens = tot.cached_tokens;
+	u->cost = tot.cost;
+	u->model_calls = tot.model_calls;
+	if (!called && tot.model_calls == 0)
+		return; /* an agent that does not use the gateway */
+	control_event(c, run->id, EVENT_USAGE,
+		      json_pack("{s:i, s:I, s:I, s:I, s:f, s:i, s:s}", "turn",
+				number, "prompt_tokens",
+				(json_int_t)tot.prompt_tokens,
+				"completion_tokens",
+				(json_int_t)tot.completion_tokens,
+				"cached_tokens", (json_int_t)tot.cached_tokens,
+				"cost", tot.cost, "model_calls",
+				tot.model_calls, "by", "gateway"));
+}
+
+void control_gateway_turn_clear(struct control_gateway_turn *t)
+{
+	explicit_bzero(t, sizeof(*t));
+}
