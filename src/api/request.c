@@ -3,6 +3,8 @@
  * key and what was expected ("key 'prompt': expected a string"). */
 #include "api/internal.h"
 
+#include "agents/preset.h"
+
 #include "util/alloc.h"
 #include "util/cleanup.h"
 #include "util/parse.h"
@@ -270,13 +272,26 @@ int api_body_agent(struct api_ctx *c, const char *key, char **json_out)
 					  "key '%s': longer than %d bytes", key,
 					  API_AGENT_MAX);
 		argv = json_incref(v);
+	} else if (json_is_object(v) && json_object_get(v, "preset")) {
+		/* an agent preset: checked here, canonical at submission */
+		struct agents_preset p;
+		struct wr_error *perr = NULL;
+		if (agents_preset_parse(v, &p, &perr) < 0) {
+			api_reject(c->out, 400, "key '%s': %s", key,
+				   perr && perr->msg ? perr->msg
+						     : "a bad preset");
+			wr_error_free(perr);
+			return -1;
+		}
+		argv = agents_preset_json(&p);
 	} else if (json_is_object(v)) {
 		/* the built-in agent: {"builtin": true} and nothing else */
 		if (json_object_size(v) != 1 ||
 		    !json_is_true(json_object_get(v, "builtin")))
 			return api_reject(c->out, 400,
-					  "key '%s': the only object accepted "
-					  "is {\"builtin\": true}",
+					  "key '%s': the only objects accepted "
+					  "are {\"builtin\": true} and "
+					  "{\"preset\": NAME, \"version\": V}",
 					  key);
 		argv = json_incref(v);
 	} else {

@@ -116,6 +116,12 @@ struct gw_req {
 	double last_check;   /* when stop() last looked */
 	char model[257];
 	bool metered;	     /* a call to charge when it ends */
+	/* what the report will say, once the answer is out (it is made
+	 * after the agent has its answer: the audit's write is not on
+	 * the call's path) */
+	const char *decision;
+	bool charged;
+	double cost;
 	bool reported;
 	int status;
 	char reason[256];
@@ -186,11 +192,34 @@ static enum MHD_Result answer_text(struct MHD_Connection *conn, int status,
 
 /* ---- metering and the report -------------------------------------------- */
 
+/* Charges the call to the session, once: before the agent has the end of
+ * its answer, so that a turn's totals, read when the agent has exited,
+ * hold every call it made. */
+static void charge(struct gw_req *q)
+{
+	if (q->charged)
+		return;
+	q->charged = true;
+	if (!q->metered || q->status >= 400)
+		return;
+	struct gateway *gw = q->gw;
+	struct meter_prices p = gateway_price_of(gw->set, q->model);
+	sess_srv_lock(gw->srv);
+	struct gw_session *s =
+	    (struct gw_session *)sess_srv_find_locked(gw->srv, q->id);
+	if (s)
+		q->cost = meter_charge(&s->used, &p, &q->scan.tokens);
+	sess_srv_unlock(gw->srv);
+}
+
+/* The call callback, once the answer is out (its records are not on the
+ * call's path). */
 static void report(struct gw_req *q, const char *decision)
 {
 	if (q->reported)
 		return;
 	q->reported = true;
+	charge(q);
 	struct gateway *gw = q->gw;
 	struct gateway_call call = {
 	    .wire = q->wire,
@@ -203,18 +232,9 @@ static void report(struct gw_req *q, const char *decision)
 	    .streamed = q->streamed,
 	    .usage_seen = q->scan.seen,
 	    .tokens = q->scan.tokens,
+	    .cost = q->cost,
 	    .ms = now_ms() - q->t0,
 	};
-	if (q->metered && q->status < 400) {
-		struct meter_prices p = gateway_price_of(gw->set, q->model);
-		call.cost = meter_cost(&p, &q->scan.tokens);
-		sess_srv_lock(gw->srv);
-		struct gw_session *s = (struct gw_session *)sess_srv_find_locked(
-		    gw->srv, q->id);
-		if (s)
-			meter_charge(&s->used, &p, &q->scan.tokens);
-		sess_srv_unlock(gw->srv);
-	}
 	if (gw->set->audit_bodies) {
 		call.request_body = q->body.data ? q->body.data : "";
 		call.answer = q->audit_answer.data ? q->audit_answer.data : "";
@@ -233,7 +253,7 @@ static enum MHD_Result refuse(struct MHD_Connection *conn, struct gw_req *q,
 	/* why may be q->reason itself */
 	snprintf(q->reason, sizeof(q->reason), "%s", msg + 16);
 	q->metered = false;
-	report(q, "refused");
+	q->decision = status >= 500 ? "failed" : "refused";
 	char *body = error_body(q->wire, type, msg);
 	if (!body)
 		return MHD_NO;
@@ -403,7 +423,7 @@ static enum MHD_Result answer_models(struct MHD_Connection *conn,
 	if (!text)
 		return MHD_NO;
 	q->status = 200;
-	report(q, "answered");
+	q->decision = "answered";
 	return answer_text(conn, 200, "application/json", text, strlen(text));
 }
 
@@ -496,15 +516,43 @@ static struct curl_slist *upstream_headers(struct MHD_Connection *conn,
 	return h;
 }
 
-/* The URL of q's route at u. */
-static char *upstream_url(const struct gw_req *q,
+/* One argument of the query, appended to the capbuf, escaped again. */
+static enum MHD_Result add_argument(void *cls, enum MHD_ValueKind kind,
+				    const char *key, const char *value)
+{
+	(void)kind;
+	struct capbuf *b = cls;
+	char *k = curl_easy_escape(NULL, key, 0);
+	char *v = value ? curl_easy_escape(NULL, value, 0) : NULL;
+	capbuf_puts(b, b->len ? "&" : "?");
+	capbuf_puts(b, k ? k : "");
+	if (value) {
+		capbuf_puts(b, "=");
+		capbuf_puts(b, v ? v : "");
+	}
+	curl_free(k);
+	curl_free(v);
+	return MHD_YES;
+}
+
+/* The URL of q's route at u, with the agent's query (Claude Code's
+ * ?beta=true). */
+static char *upstream_url(struct MHD_Connection *conn, const struct gw_req *q,
 			  const struct gateway_upstream *u)
 {
+	struct capbuf query = CAPBUF_INIT(8192);
+	MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, add_argument,
+				  &query);
+	if (capbuf_failed(&query))
+		capbuf_free(&query); /* a query that long is not passed on */
 	/* OpenAI's base URL ends in /v1, Anthropic's does not */
 	const char *rest = q->path + 3; /* past "/v1" */
-	if (q->wire == METER_WIRE_MESSAGES)
-		return wr_asprintf("%s%s", u->base_url, q->path);
-	return wr_asprintf("%s%s", u->base_url, rest);
+	char *url = wr_asprintf(
+	    "%s%s%s", u->base_url,
+	    q->wire == METER_WIRE_MESSAGES ? q->path : rest,
+	    query.data ? query.data : "");
+	capbuf_free(&query);
+	return url;
 }
 
 /* Every copy of key in buf[0..len) overwritten with '*'. */
@@ -560,6 +608,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	}
 	if (n == 0) {
 		stream_line(q);
+		charge(q);
 		return MHD_CONTENT_READER_END_OF_STREAM;
 	}
 	q->stream_failed = true;
@@ -606,7 +655,7 @@ static enum MHD_Result forward(struct MHD_Connection *conn, struct gw_req *q,
 	if (!key)
 		return refuse(conn, q, 502, "api_error", why);
 	struct curl_slist *headers = upstream_headers(conn, q, key);
-	_cleanup_free_ char *url = upstream_url(q, u);
+	_cleanup_free_ char *url = upstream_url(conn, q, u);
 	if (!headers || !url) {
 		key_free(key, key_len);
 		curl_slist_free_all(headers);
@@ -682,7 +731,8 @@ static enum MHD_Result forward(struct MHD_Connection *conn, struct gw_req *q,
 			capbuf_append(&q->audit_answer, text,
 				      len < AUDIT_BODY_MAX ? len
 							   : AUDIT_BODY_MAX);
-		report(q, head->status < 400 ? "forwarded" : "failed");
+		q->decision = head->status < 400 ? "forwarded" : "failed";
+		charge(q);
 		resp = MHD_create_response_from_buffer(len, text,
 						       MHD_RESPMEM_MUST_FREE);
 		if (!resp) {
@@ -823,12 +873,15 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
 	if (!q)
 		return;
 	if (!q->reported && !q->streamed) {
-		/* the agent left before an answer (a stream reports when it
-		 * is done with) */
-		if (!q->reason[0])
+		/* the answer is out, or the agent left before it (a stream
+		 * reports when it is done with) */
+		bool sent = why == MHD_REQUEST_TERMINATED_COMPLETED_OK;
+		if (!q->decision || (!sent && !q->reason[0]))
 			snprintf(q->reason, sizeof(q->reason),
-				 "the connection ended (%d)", (int)why);
-		report(q, "failed");
+				 "the connection ended before the answer "
+				 "(%d)",
+				 (int)why);
+		report(q, q->decision ? q->decision : "failed");
 	}
 	*con_cls = NULL;
 	req_unref(q);

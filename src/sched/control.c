@@ -4,6 +4,8 @@
  * runner of one session is in runner.c. */
 #include "sched/internal.h"
 
+#include "agents/preset.h"
+
 #include "sandbox/sandbox.h"
 #include "sched/sched.h"
 #include "snapshot/git.h"
@@ -387,6 +389,8 @@ static int agent_resolve(const struct control *c, const char *asked,
 					      "agent: the built-in agent needs "
 					      "a model in the server's "
 					      "configuration");
+	} else if (agents_is_preset(src)) {
+		return control_preset_check(c, src, out, err);
 	} else {
 		json_t *a = json_loads(src, 0, NULL);
 		bool ok = json_is_array(a) && json_array_size(a) > 0 &&
@@ -699,7 +703,14 @@ static int repo_fields_check(const char *url, const char *ref,
 				      url);
 	if (ref && (!*ref || ref[0] == '-' || strlen(ref) > 255))
 		return wr_error_input(err, EINVAL, "ref: invalid");
-	if (agent_json && !control_agent_is_builtin(agent_json)) {
+	if (agent_json && agents_is_preset(agent_json)) {
+		struct agents_preset p;
+		json_t *a = json_loads(agent_json, 0, NULL);
+		int r = agents_preset_parse(a, &p, err);
+		json_decref(a);
+		if (r < 0)
+			return r;
+	} else if (agent_json && !control_agent_is_builtin(agent_json)) {
 		json_t *a = json_loads(agent_json, 0, NULL);
 		bool ok = json_is_array(a) && json_array_size(a) > 0;
 		size_t i;

@@ -63,6 +63,8 @@ struct control_staleness {
 
 #define CONTROL_BUILD_PARALLEL_MAX 8
 
+#define AGENTS_REGISTRY_DEFAULT "https://registry.npmjs.org/"
+
 struct control_config {
 	const char *data_dir;	  /* snapshots, layers, sessions/, artifacts/ */
 	const char *warren_bin;	  /* the lean `warren` executable */
@@ -118,6 +120,9 @@ struct control_config {
 	/* the model gateway (gateway/gateway.h): the configuration's
 	 * "gateway" object as JSON text; NULL: the model's API, if any */
 	const char *gateway_json;
+	/* the npm registry agent presets are installed from (NULL:
+	 * AGENTS_REGISTRY_DEFAULT) */
+	const char *agents_registry;
 	const char *api_addr;
 	uint16_t api_port;
 };

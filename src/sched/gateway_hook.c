@@ -19,6 +19,8 @@
  * "budget" event as well. */
 #include "sched/internal.h"
 
+#include "agents/layer.h"
+#include "agents/preset.h"
 #include "gateway/gateway.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
@@ -277,4 +279,123 @@ void control_gateway_turn_close(struct run *run, int number)
 void control_gateway_turn_clear(struct control_gateway_turn *t)
 {
 	explicit_bzero(t, sizeof(*t));
+}
+
+/* ---- agent presets (agents/preset.h) ----------------------------------- */
+
+int control_preset_check(const struct control *c, const char *agent_json,
+			 char **canonical, struct wr_error **err)
+{
+	json_t *a = json_loads(agent_json, 0, NULL);
+	struct agents_preset p;
+	int r = agents_preset_parse(a, &p, err);
+	json_decref(a);
+	if (r < 0)
+		return r;
+	if (!c->gateway)
+		return wr_error_input(err, EINVAL,
+				      "agent preset %s: the server has no model "
+				      "gateway (a \"gateway\" or a \"model\" in "
+				      "its configuration)",
+				      agents_preset_name(p.kind));
+	int wire = -1;
+	for (int w = 0; w < METER_WIRE_MAX; w++)
+		if (!strcmp(meter_wire_name((enum meter_wire)w),
+			    agents_preset_wire(p.kind)))
+			wire = w;
+	if (wire < 0 || !c->gateway_settings.upstream[wire].base_url)
+		return wr_error_input(err, EINVAL,
+				      "agent preset %s speaks the %s API, which "
+				      "this server's gateway does not serve",
+				      agents_preset_name(p.kind),
+				      agents_preset_wire(p.kind));
+	json_t *o = agents_preset_json(&p);
+	*canonical = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return *canonical ? 0 : wr_error_set(err, ENOMEM, "agent preset");
+}
+
+/* The model a preset asks the gateway for: the first its upstream allows,
+ * else the built-in agent's, else the preset's own (NULL). */
+static const char *preset_model(const struct control *c,
+				const struct agents_preset *p)
+{
+	for (int w = 0; w < METER_WIRE_MAX; w++) {
+		const struct gateway_upstream *u =
+		    &c->gateway_settings.upstream[w];
+		if (!strcmp(meter_wire_name((enum meter_wire)w),
+			    agents_preset_wire(p->kind)) &&
+		    u->n_models)
+			return u->models[0];
+	}
+	if (c->cfg.model_configured && c->cfg.model.model &&
+	    strcmp(agents_preset_wire(p->kind), "messages"))
+		return c->cfg.model.model;
+	return NULL;
+}
+
+json_t *control_preset_argv(const struct control *c, const char *agent_json)
+{
+	json_t *a = json_loads(agent_json, 0, NULL);
+	struct agents_preset p;
+	int r = agents_preset_parse(a, &p, NULL);
+	json_decref(a);
+	if (r < 0)
+		return NULL;
+	return agents_preset_argv(&p, preset_model(c, &p),
+				  c->gateway_settings.port);
+}
+
+void control_preset_clear(struct control_preset *p)
+{
+	free(p->layer);
+	memset(p, 0, sizeof(*p));
+}
+
+int control_preset_prepare(struct run *run, const struct store_session *s,
+			   struct control_preset *out, struct wr_error **err)
+{
+	struct control *c = run->ctl;
+	memset(out, 0, sizeof(*out));
+	if (!agents_is_preset(s->agent_json))
+		return 0;
+	json_t *a = json_loads(s->agent_json, 0, NULL);
+	struct agents_preset p;
+	int r = agents_preset_parse(a, &p, err);
+	json_decref(a);
+	if (r < 0)
+		return r;
+	char spec[256];
+	agents_preset_package(&p, spec, sizeof(spec));
+	const char *specs[] = {spec};
+	struct agents_layer_req req = {
+	    .data_dir = c->data_dir,
+	    .warren_bin = c->warren_bin,
+	    .packages = specs,
+	    .n_packages = 1,
+	    .registry = c->cfg.agents_registry ? c->cfg.agents_registry
+					       : AGENTS_REGISTRY_DEFAULT,
+	    .egress_config = c->build_egress_config,
+	};
+	int64_t t0 = store_now_ms();
+	r = agents_layer_ensure(&req, &out->layer, err);
+	if (r < 0)
+		return wr_error_wrap(err, "the agents layer of %s %s",
+				     agents_preset_name(p.kind), p.version);
+	agents_preset_mount(&p, out->mount, sizeof(out->mount));
+	out->layer_ms = (double)(store_now_ms() - t0);
+	out->on = true;
+	return 0;
+}
+
+int control_preset_request(const struct control_preset *p,
+			   struct sandbox_request *req)
+{
+	if (!p->on)
+		return 0;
+	if (req->n_binds + 1 > SBX_MAX_BINDS)
+		return -E2BIG;
+	req->binds[req->n_binds++] =
+	    (struct sandbox_bind){p->layer, p->mount, true};
+	return 0;
 }

@@ -359,6 +359,26 @@ int control_gateway_turn_open(struct run *run, struct control_gateway_turn *t);
 void control_gateway_turn_close(struct run *run, int number);
 void control_gateway_turn_clear(struct control_gateway_turn *t);
 
+/* gateway_hook.c: agent presets, whose CLIs call the gateway */
+/* A preset object checked against what the server serves, in its
+ * canonical form (*canonical, caller frees). */
+int control_preset_check(const struct control *c, const char *agent_json,
+			 char **canonical, struct wr_error **err);
+/* The argv of a preset's turn (NULL: not a preset, or no memory). */
+json_t *control_preset_argv(const struct control *c, const char *agent_json);
+struct control_preset {
+	bool on;
+	char *layer;	 /* DATA/agents/<id> */
+	char mount[128]; /* where the sandbox sees it */
+	double layer_ms; /* to have it (built, or found) */
+};
+/* The session's preset layer, built once (nothing for other agents). */
+int control_preset_prepare(struct run *run, const struct store_session *s,
+			   struct control_preset *out, struct wr_error **err);
+int control_preset_request(const struct control_preset *p,
+			   struct sandbox_request *req);
+void control_preset_clear(struct control_preset *p);
+
 /* broker_hook.c: the credential broker (security/broker.h). Every
  * session's sandbox reaches its repository's remote only through it. */
 int control_broker_start(struct control *c, struct wr_error **err);

@@ -249,6 +249,14 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	er = control_gateway_prepare(run, s, &gateway, err);
 	if (er < 0)
 		return er;
+	/* an agent preset's CLI comes in its layer, built once */
+	_cleanup_(control_preset_clear) struct control_preset preset = {0};
+	er = control_preset_prepare(run, s, &preset, err);
+	if (er < 0)
+		return er;
+	if (preset.on)
+		json_object_set_new(start, "agents_layer",
+				    json_real(preset.layer_ms));
 	struct sandbox_request req = {
 	    .name = run->sandbox,
 	    .snapshot = snapshot_id,
@@ -263,6 +271,8 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 		r = control_broker_request(&broker, &req);
 	if (r == 0)
 		r = control_gateway_request(&gateway, &req);
+	if (r == 0)
+		r = control_preset_request(&preset, &req);
 	if (r == 0)
 		r = sandbox_cmdline_create(c->warren_bin, &req, &cl);
 	if (r < 0)
@@ -431,8 +441,11 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 		    const char *prompt, struct turn *t, struct wr_error **err)
 {
 	struct control *c = run->ctl;
-	json_t *agent =
-	    json_loads(s->agent_json ? s->agent_json : "[]", 0, NULL);
+	/* a preset is a command agent whose command Warren writes */
+	json_t *agent = control_preset_argv(c, s->agent_json);
+	if (!agent)
+		agent = json_loads(s->agent_json ? s->agent_json : "[]", 0,
+				   NULL);
 	size_t na = json_array_size(agent);
 	if (na == 0 || na > 256) {
 		json_decref(agent);

@@ -21,9 +21,11 @@ target_sources() {
 	case "$1" in
 	api) echo src/util/*.c src/sandbox/*.c src/snapshot/*.c src/store/*.c \
 		  src/session/*.c src/sched/*.c src/api/*.c src/agent/*.c src/review/*.c \
-		  src/security/*.c src/notify/*.c \
+		  src/security/*.c src/notify/*.c src/meter/*.c src/gateway/*.c src/agents/*.c \
 		  -lmicrohttpd -lsqlite3 -lpq -lcurl -ljansson -lsodium -lseccomp -lpthread -lpsl ;;
 	egress) echo src/util/*.c src/security/egress_policy.c -ljansson -lsodium -lpsl ;;
+	gateway) echo src/util/*.c src/gateway/config.c src/gateway/usage.c src/meter/meter.c \
+		      src/security/secrets.c -ljansson -lsodium ;;
 	broker) echo src/util/*.c src/security/broker_policy.c -ljansson -lsodium ;;
 	gitpath) echo src/util/*.c src/snapshot/git.c -ljansson -lsodium ;;
 	eval) echo src/util/*.c src/cli/client/eval_suite.c src/cli/client/eval_report.c \

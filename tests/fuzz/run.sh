@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/../.."
 BUILD="${BUILD:-build}"
 SECONDS_EACH="${FUZZ_SECONDS:-60}"
-TARGETS="${FUZZ_TARGETS:-parse proto spec api egress broker slack gitpath}"
+TARGETS="${FUZZ_TARGETS:-parse proto spec api egress broker slack gitpath gateway}"
 JOBS="${FUZZ_JOBS:-1}"
 OUT="$BUILD/fuzz"
 
@@ -37,9 +37,11 @@ target_sources() {
 	case "$1" in
 	api) echo src/util/*.c src/sandbox/*.c src/snapshot/*.c src/store/*.c \
 		  src/session/*.c src/sched/*.c src/api/*.c src/agent/*.c src/review/*.c \
-		  src/security/*.c src/notify/*.c \
+		  src/security/*.c src/notify/*.c src/meter/*.c src/gateway/*.c src/agents/*.c \
 		  -lmicrohttpd -lsqlite3 -lpq -lcurl -ljansson -lsodium -lseccomp -lpthread -lpsl ;;
 	egress) echo src/util/*.c src/security/egress_policy.c -ljansson -lsodium -lpsl ;;
+	gateway) echo src/util/*.c src/gateway/config.c src/gateway/usage.c src/meter/meter.c \
+		      src/security/secrets.c -ljansson -lsodium ;;
 	broker) echo src/util/*.c src/security/broker_policy.c -ljansson -lsodium ;;
 	gitpath) echo src/util/*.c src/snapshot/git.c -ljansson -lsodium ;;
 	eval) echo src/util/*.c src/cli/client/eval_suite.c src/cli/client/eval_report.c \

@@ -96,8 +96,8 @@ out="$(ev run "$P" --agent true 2>&1)"
 rc=$?
 [ $rc = 2 ] && echo "$out" | grep -q 'probe/task.json: "fail_to_pass"' && [ "$(ls "$RUNS" | wc -l)" = "$n_before" ] &&
 	pass "a bad task.json: exit 2, the file and the key named, nothing run" || fail "a bad task.json: exit 2, the file and the key named, nothing run" "rc=$rc $out"
-out="$(ev run "$P" --agent-preset fast 2>&1)"
-[ $? = 2 ] && echo "$out" | grep -q 'presets do not exist' && pass "--agent-preset: said not to exist yet" || fail "--agent-preset: said not to exist yet" "$out"
+out="$(ev run "$P" --agent-preset codex --agent true 2>&1)"
+[ $? = 2 ] && echo "$out" | grep -q 'excludes --agent' && pass "--agent-preset and --agent: a usage error" || fail "--agent-preset and --agent: a usage error" "$out"
 out="$(ev run "$ROOT_DIR/eval/sample" --oracle --agent true 2>&1)"
 [ $? = 2 ] && pass "--oracle and --agent exclude each other" || fail "--oracle and --agent exclude each other" "$out"
 server_stop

@@ -80,7 +80,7 @@ echo "chat \$(echo "\$c" | grep -o 'chat answer')"
 r=\$(curl -s -N --max-time 20 "\$OPENAI_BASE_URL/responses" -H "Authorization: Bearer \$OPENAI_API_KEY" \
   -H 'Content-Type: application/json' -d '{"model": "m2", "stream": true, "input": "hi"}')
 echo "responses \$(echo "\$r" | grep -c 'event: response.completed') \$(echo "\$r" | grep -o 'responses answer' | head -1)"
-m=\$(curl -s -N --max-time 20 "\$ANTHROPIC_BASE_URL/v1/messages" -H "Authorization: Bearer \$ANTHROPIC_AUTH_TOKEN" \
+m=\$(curl -s -N --max-time 20 "\$ANTHROPIC_BASE_URL/v1/messages?beta=true" -H "Authorization: Bearer \$ANTHROPIC_AUTH_TOKEN" \
   -H 'anthropic-version: 2023-06-01' -H 'Content-Type: application/json' \
   -d '{"model": "m3", "max_tokens": 10, "stream": true, "messages": [{"role": "user", "content": "hi"}]}')
 echo "messages \$(echo "\$m" | grep -c 'event: message_stop') \$(echo "\$m" | grep -c 'text_delta')"
@@ -123,6 +123,10 @@ keyed="$(jq -r '[.authorization, .x_api_key] | map(select(. != null)) | .[0]' "$
 	grep -c -x -e "Bearer $REAL_KEY" -e "$REAL_KEY")"
 [ "$calls" = 3 ] && [ "$keyed" = 3 ] && pass "the upstream got three calls, each with the real key, none past the budget" ||
 	fail "the upstream got three calls, each with the real key, none past the budget" "calls=$calls keyed=$keyed $(head -c 600 "$TEST_TMP/upstream.jsonl")"
+
+jq -r .path "$TEST_TMP/upstream.jsonl" | grep -qx '/v1/messages?beta=true' &&
+	pass "the agent's query string goes upstream (Claude Code's ?beta=true)" ||
+	fail "the agent's query string goes upstream (Claude Code's ?beta=true)" "$(jq -r .path "$TEST_TMP/upstream.jsonl")"
 
 # the usage recorded is the stand-in's, priced: prompt 6000 (500 cached),
 # completion 600: (5500*2 + 500*1 + 600*10) / 1e6

@@ -32,7 +32,16 @@ static int port;
 
 static struct gateway_call last_call;
 static char last_decision[32], last_reason[256];
-static int calls_reported;
+static _Atomic int calls_reported;
+
+/* The report comes once the answer is out: a moment after the client
+ * has it. */
+static void wait_reports(int n)
+{
+	for (int i = 0; i < 400 && calls_reported < n; i++)
+		usleep(5000);
+	assert_int_equal(calls_reported, n);
+}
 
 static void on_call(void *ctx, const char *session_id,
 		    const struct gateway_call *call)
@@ -361,7 +370,7 @@ static void test_calls(void **state)
 	expect_in(&a, "hello there");
 	assert_null(strstr(a.body.data, real_key));
 	capbuf_free(&a.body);
-	assert_int_equal(calls_reported, 1);
+	wait_reports(1);
 	assert_string_equal(last_call.decision, "forwarded");
 	assert_int_equal(last_call.tokens.prompt, 1000);
 	assert_int_equal(last_call.tokens.completion, 100);
@@ -374,7 +383,7 @@ static void test_calls(void **state)
 	expect_in(&a, "data: ");
 	expect_in(&a, "[DONE]");
 	capbuf_free(&a.body);
-	assert_int_equal(calls_reported, 2);
+	wait_reports(2);
 	assert_true(last_call.streamed);
 	assert_true(last_call.usage_seen);
 	assert_int_equal(last_call.tokens.prompt, 2000);
@@ -407,6 +416,7 @@ static void test_calls(void **state)
 	assert_int_equal(a.status, 401);
 	expect_in(&a, "not this session's token");
 	capbuf_free(&a.body);
+	wait_reports(4);
 	assert_string_equal(last_call.decision, "refused");
 	a = call("POST", "/v1/embeddings", g.token, "{}");
 	assert_int_equal(a.status, 404);
@@ -444,6 +454,7 @@ static void test_budget(void **state)
 	expect_in(&a, "token budget is spent (1100 of 1000");
 	expect_in(&a, "budget_exceeded");
 	capbuf_free(&a.body);
+	wait_reports(2);
 	assert_string_equal(last_call.decision, "refused");
 	json_t *log = server_log();
 	assert_int_equal(json_array_size(log), 1);
@@ -469,6 +480,7 @@ static void test_upstream_error(void **state)
 	expect_in(&a, "Incorrect API key provided: ****");
 	assert_null(strstr(a.body.data, real_key));
 	capbuf_free(&a.body);
+	wait_reports(1);
 	assert_string_equal(last_call.decision, "failed");
 	struct meter_totals t;
 	assert_int_equal(gateway_session_usage(g.gw, "s-1", &t), 0);

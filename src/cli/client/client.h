@@ -219,6 +219,10 @@ int client_json_set_str(json_t *obj, const char *key, const char *text,
 /* obj["agent"] = ["sh", "-c", CMD]: the agent command line CMD as the
  * API's argv. Errors as client_json_set_str. */
 int client_json_set_agent(json_t *obj, const char *cmd, struct wr_error **err);
+/* obj["agent"] = {"preset": NAME, "version": VERSION} from "NAME[@VERSION]"
+ * (--agent-preset; the server knows the names). */
+int client_json_set_preset(json_t *obj, const char *text,
+			   struct wr_error **err);
 
 /* A table with aligned columns; the last column may be cut to fit. */
 struct client_table {

@@ -44,7 +44,8 @@ static const char eval_usage[] =
     "\n"
     "  --agent CMD         the agent, a shell command line (default: the\n"
     "                      repository's, then the server's model)\n"
-    "  --agent-preset P    (agent presets do not exist yet: use --agent)\n"
+    "  --agent-preset NAME[@VERSION]  an agent CLI Warren installs: opencode,\n"
+    "                      codex, claude-code\n"
     "  --oracle            apply each task's solution.patch instead of an\n"
     "                      agent: every task must resolve\n"
     "  --repeat N          attempts per task (default 3)\n"
@@ -92,7 +93,7 @@ static const struct option eval_options[] = {
 };
 
 struct eval_opts {
-	const char *agent, *resume, *dir, *compare;
+	const char *agent, *preset, *resume, *dir, *compare;
 	bool oracle, wait, keep, repeat_set, parallel_set;
 	uint64_t repeat, parallel;
 };
@@ -108,11 +109,7 @@ static int on_option(struct client *c, void *ctx, int opt, const char *arg)
 		}
 		o->agent = arg;
 		return 0;
-	case OPT_PRESET:
-		client_usage_error(c, "--agent-preset: agent presets do not "
-				      "exist in Warren yet; give the command "
-				      "with --agent");
-		return -1;
+	case OPT_PRESET: o->preset = arg; return 0;
 	case OPT_ORACLE: o->oracle = true; return 0;
 	case OPT_REPEAT:
 		if (wr_parse_uint(arg, 1, EVAL_REPEAT_MAX, &o->repeat) < 0) {
@@ -290,7 +287,11 @@ static int attempt_submit(struct eval_state *st, struct attempt *a,
 					oracle ? t->solution : t->prompt, err);
 	if (r == 0)
 		r = client_json_set_str(body, "ref", t->base, err);
-	if (r == 0 && (oracle || agent))
+	const char *preset =
+	    json_string_value(json_object_get(st->run, "agent_preset"));
+	if (r == 0 && !oracle && preset)
+		r = client_json_set_preset(body, preset, err);
+	else if (r == 0 && (oracle || agent))
 		r = client_json_set_agent(body, oracle ? EVAL_ORACLE_AGENT : agent,
 					  err);
 	if (r == 0 && t->budget)
@@ -661,6 +662,11 @@ static int eval_run(struct client *c, struct eval_opts *o)
 					      "each other");
 			return CLIENT_EXIT_USAGE;
 		}
+		if ((o->oracle || o->agent) && o->preset) {
+			client_usage_error(c, "--agent-preset excludes --agent "
+					      "and --oracle");
+			return CLIENT_EXIT_USAGE;
+		}
 		int r = eval_suite_load(c->args[0], o->oracle, &st.suite, &err);
 		if (r < 0)
 			return client_exit(c, r, err);
@@ -683,7 +689,13 @@ static int eval_run(struct client *c, struct eval_opts *o)
 			eval_suite_clear(&st.suite);
 			return client_exit(c, -ENOMEM, NULL);
 		}
-		if (!o->agent && !o->oracle)
+		if (o->preset) {
+			char label[160];
+			snprintf(label, sizeof(label), "preset %s", o->preset);
+			json_object_set_new(st.run, "agent_preset",
+					    json_string(o->preset));
+			json_object_set_new(st.run, "agent", json_string(label));
+		} else if (!o->agent && !o->oracle)
 			json_object_set_new(st.run, "agent",
 					    json_string("(the server's)"));
 	}

@@ -628,6 +628,26 @@ out:
 	return r;
 }
 
+int client_json_set_preset(json_t *obj, const char *text,
+			   struct wr_error **err)
+{
+	const char *at = strchr(text, '@');
+	size_t n = at ? (size_t)(at - text) : strlen(text);
+	if (n == 0 || (at && !at[1]))
+		return wr_error_input(err, EINVAL,
+				      "--agent-preset '%s': expected "
+				      "NAME[@VERSION] (opencode, codex, "
+				      "claude-code)",
+				      text);
+	json_t *p = json_object();
+	json_t *name = json_stringn(text, n);
+	if (!p || !name || json_object_set_new(p, "preset", name) < 0 ||
+	    (at && json_object_set_new(p, "version", json_string(at + 1)) < 0) ||
+	    json_object_set_new(obj, "agent", p) < 0)
+		return wr_error_set(err, ENOMEM, "agent preset");
+	return 0;
+}
+
 /* --- tables ------------------------------------------------------------ */
 
 int client_table_init(struct client_table *t, const char *const *headers,

@@ -18,11 +18,13 @@
 
 static const char repo_usage[] =
     "usage: warren repo add URL [--name N] [--ref REF] [--refresh DURATION]\n"
-    "                           [--agent CMD] [--json]\n"
+    "                           [--agent CMD | --agent-preset NAME[@V]]\n"
+    "                           [--json]\n"
     "       warren repo ls [--json]\n"
     "       warren repo refresh ID|NAME [--json]\n"
     "       warren repo set ID|NAME [--url URL] [--ref REF|--ref ''] \n"
     "                               [--refresh DURATION] [--agent CMD|'']\n"
+    "                               [--agent-preset NAME[@VERSION]]\n"
     "       warren repo rm ID|NAME\n"
     "\n"
     "add: registers a repository (a git URL or a local path; a relative\n"
@@ -33,6 +35,8 @@ static const char repo_usage[] =
     "  --refresh DURATION  rebuild its snapshot this often: 90s, 30m, 1h\n"
     "  --agent CMD         default agent of its sessions (run as sh -c "
     "CMD)\n"
+    "  --agent-preset NAME[@VERSION]  or an agent CLI Warren installs:\n"
+    "                      opencode, codex, claude-code\n"
     "ls: lists the repositories.\n"
     "refresh: queues a snapshot refresh of a repository now.\n"
     "set: changes a repository (an empty --ref: the remote's HEAD; an\n"
@@ -52,6 +56,7 @@ enum {
 	OPT_REF,
 	OPT_REFRESH,
 	OPT_AGENT,
+	OPT_PRESET,
 	OPT_URL,
 };
 
@@ -60,12 +65,13 @@ static const struct option repo_options[] = {
     {"ref", required_argument, NULL, OPT_REF},
     {"refresh", required_argument, NULL, OPT_REFRESH},
     {"agent", required_argument, NULL, OPT_AGENT},
+    {"agent-preset", required_argument, NULL, OPT_PRESET},
     {"url", required_argument, NULL, OPT_URL},
     {NULL, 0, NULL, 0},
 };
 
 struct repo_opts {
-	const char *name, *ref, *refresh, *agent, *url;
+	const char *name, *ref, *refresh, *agent, *url, *preset;
 	bool ref_set, agent_set;
 	const char *add_only; /* the first option only `add` (or `set`) takes */
 };
@@ -86,6 +92,10 @@ static int on_option(struct client *c, void *ctx, int opt, const char *arg)
 		o->agent = arg;
 		o->agent_set = true;
 		break;
+	case OPT_PRESET:
+		o->preset = arg;
+		o->agent_set = true;
+		break;
 	case OPT_REFRESH:
 		if (wr_parse_duration(arg, &ms) < 0 || ms == 0) {
 			client_usage_error(c,
@@ -102,6 +112,7 @@ static int on_option(struct client *c, void *ctx, int opt, const char *arg)
 		o->add_only = opt == OPT_NAME	 ? "--name"
 			      : opt == OPT_REF	 ? "--ref"
 			      : opt == OPT_AGENT ? "--agent"
+			      : opt == OPT_PRESET ? "--agent-preset"
 			      : opt == OPT_URL	 ? "--url"
 						 : "--refresh";
 	return 0;
@@ -129,7 +140,12 @@ static int repo_add(struct client *c, struct repo_opts *o)
 				      "the URL as the argument)");
 		return CLIENT_EXIT_USAGE;
 	}
-	if (o->agent_set && !*o->agent) {
+	if (o->agent && o->preset) {
+		client_usage_error(c, "--agent and --agent-preset exclude each "
+				      "other");
+		return CLIENT_EXIT_USAGE;
+	}
+	if (o->agent && !*o->agent) {
 		client_usage_error(c, "--agent: empty command");
 		return CLIENT_EXIT_USAGE;
 	}
@@ -149,6 +165,8 @@ static int repo_add(struct client *c, struct repo_opts *o)
 		r = client_json_set_str(body, "refresh", o->refresh, &err);
 	if (r == 0 && o->agent)
 		r = client_json_set_agent(body, o->agent, &err);
+	if (r == 0 && o->preset)
+		r = client_json_set_preset(body, o->preset, &err);
 	if (r == 0)
 		r = client_post(c, "/repositories", body, &repo, &err);
 	json_decref(body);
@@ -305,7 +323,9 @@ static int repo_set(struct client *c, struct repo_opts *o)
 			    : json_object_set_new(body, "ref", json_null());
 	if (r == 0 && o->refresh)
 		r = client_json_set_str(body, "refresh", o->refresh, &err);
-	if (r == 0 && o->agent_set)
+	if (r == 0 && o->preset)
+		r = client_json_set_preset(body, o->preset, &err);
+	else if (r == 0 && o->agent_set)
 		r = *o->agent ? client_json_set_agent(body, o->agent, &err)
 			      : json_object_set_new(body, "agent", json_null());
 	json_t *repo = NULL;

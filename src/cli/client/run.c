@@ -26,6 +26,9 @@ static const char run_usage[] =
     "  --agent CMD         the agent, a shell command line (run as sh -c "
     "CMD;\n"
     "                      default: the repository's, then the server's)\n"
+    "  --agent-preset NAME[@VERSION]\n"
+    "                      an agent CLI Warren installs and runs: opencode,\n"
+    "                      codex or claude-code (default: its pinned version)\n"
     "  --limit KEY=VALUE   a limit, repeatable: cpus=1.5 memory=1G pids=256\n"
     "                      disk=2G lifetime=1h idle=10m\n"
     "  -f, --follow        show the progress and the agent's output until "
@@ -56,6 +59,7 @@ enum {
 	OPT_REPO = 0x100,
 	OPT_REF,
 	OPT_AGENT,
+	OPT_PRESET,
 	OPT_LIMIT,
 	OPT_RAW,
 };
@@ -64,6 +68,7 @@ static const struct option run_options[] = {
     {"repo", required_argument, NULL, OPT_REPO},
     {"ref", required_argument, NULL, OPT_REF},
     {"agent", required_argument, NULL, OPT_AGENT},
+    {"agent-preset", required_argument, NULL, OPT_PRESET},
     {"limit", required_argument, NULL, OPT_LIMIT},
     {"follow", no_argument, NULL, 'f'},
     {"wait", no_argument, NULL, 'w'},
@@ -72,7 +77,7 @@ static const struct option run_options[] = {
 };
 
 struct run_opts {
-	const char *repo, *ref, *agent;
+	const char *repo, *ref, *agent, *preset;
 	bool follow, wait, raw;
 	json_t *limits; /* object, or NULL */
 };
@@ -134,6 +139,7 @@ static int on_option(struct client *c, void *ctx, int opt, const char *arg)
 		}
 		o->agent = arg;
 		return 0;
+	case OPT_PRESET: o->preset = arg; return 0;
 	case OPT_LIMIT: return parse_limit(c, o, arg);
 	case 'f': o->follow = true; return 0;
 	case 'w': o->wait = true; return 0;
@@ -347,6 +353,12 @@ int client_cmd_run(struct client *c, int argc, char **argv)
 		client_usage_error(c, "--raw goes with --follow");
 		goto out;
 	}
+	if (o.agent && o.preset) {
+		client_usage_error(c,
+				   "--agent and --agent-preset exclude each "
+				   "other");
+		goto out;
+	}
 
 	/* A relative path means something on this side only. */
 	repo = client_local_path(o.repo, false);
@@ -362,6 +374,8 @@ int client_cmd_run(struct client *c, int argc, char **argv)
 		r = client_json_set_str(body, "ref", o.ref, &err);
 	if (r == 0 && o.agent)
 		r = client_json_set_agent(body, o.agent, &err);
+	if (r == 0 && o.preset)
+		r = client_json_set_preset(body, o.preset, &err);
 	if (r == 0 && o.limits && json_object_set(body, "limits", o.limits))
 		r = wr_error_set(&err, ENOMEM, "limits");
 	if (r < 0) {

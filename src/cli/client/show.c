@@ -122,9 +122,15 @@ static void print_session(const json_t *s)
 	field("user:", client_json_str(s, "user"));
 	field_text("prompt:", client_json_str(s, "prompt"));
 	json_t *agent = json_object_get(s, "agent");
-	/* an argv, or {"builtin": true}: the server's model drives it */
+	/* an argv, {"builtin": true} (the server's model drives it) or a
+	 * preset (a CLI Warren installs) */
+	const char *preset = client_json_str(agent, "preset");
+	char preset_text[200];
+	snprintf(preset_text, sizeof(preset_text), "preset %s %s",
+		 preset ? preset : "", client_or(client_json_str(agent, "version"), ""));
 	_cleanup_free_ char *agent_text =
-	    json_is_object(agent)
+	    preset ? wr_strdup(preset_text)
+	    : json_is_object(agent)
 		? wr_strdup(json_is_true(json_object_get(agent, "builtin"))
 				? "built-in (the server's model)"
 				: "?")

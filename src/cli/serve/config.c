@@ -1,6 +1,7 @@
 /* config.c - the server's configuration file (see config.h). */
 #include "cli/serve/config.h"
 
+#include "agents/preset.h"
 #include "gateway/gateway.h"
 
 #include "security/egress.h"
@@ -44,6 +45,7 @@ void serve_config_clear(struct serve_config *cfg)
 	free(cfg->agent_json);
 	free(cfg->egress_json);
 	free(cfg->gateway_json);
+	free(cfg->agents_registry);
 	free(cfg->web_dir);
 	if (cfg->store)
 		explicit_bzero(cfg->store, strlen(cfg->store)); /* a password */
@@ -111,6 +113,16 @@ int serve_parse_listen(const char *text, char **addr, uint16_t *port,
 char *serve_agent_json(const json_t *v)
 {
 	json_t *argv = NULL;
+	if (json_is_object(v) && json_object_get(v, "preset")) {
+		/* checked when the control plane resolves an agent */
+		struct agents_preset p;
+		if (agents_preset_parse(v, &p, NULL) < 0)
+			return NULL;
+		json_t *o = agents_preset_json(&p);
+		char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		return text;
+	}
 	if (json_is_object(v) && json_object_size(v) == 1 &&
 	    json_is_true(json_object_get(v, "builtin")))
 		return wr_strdup("{\"builtin\":true}");
@@ -887,6 +899,24 @@ int serve_config_load(const char *path, struct serve_config *cfg,
 			if (!cfg->egress_json)
 				r = wr_error_set(err, ENOMEM, "config");
 			cfg->control.egress_json = cfg->egress_json;
+		} else if (!strcmp(key, "agents")) {
+			/* {"registry": URL}: where agent presets come from */
+			const char *reg = json_string_value(
+			    json_object_get(v, "registry"));
+			if (!json_is_object(v) || json_object_size(v) != 1 ||
+			    !reg ||
+			    (strncmp(reg, "http://", 7) &&
+			     strncmp(reg, "https://", 8))) {
+				r = bad(err, path, "agents",
+					"{\"registry\": an http:// or https:// "
+					"URL}");
+				goto out;
+			}
+			free(cfg->agents_registry);
+			cfg->agents_registry = wr_strdup(reg);
+			if (!cfg->agents_registry)
+				r = wr_error_set(err, ENOMEM, "config");
+			cfg->control.agents_registry = cfg->agents_registry;
 		} else if (!strcmp(key, "gateway")) {
 			/* checked here, where the file is named (key files
 			 * included); the control plane takes it again */

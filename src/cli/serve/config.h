@@ -25,6 +25,8 @@
  *                "models": [...]}}, "prices": {MODEL: {...}},
  *                "budget": {"tokens", "cost", "model_calls"}}
  *              (gateway/gateway.h, docs/agents.md),
+ *    "agents": {"registry": "https://registry.npmjs.org/"}
+ *              (where agent presets are installed from),
  *    "egress": {"deny": ["203.0.113.0/24"], "allow_addresses": [...],
  *               "hosts": {"name.test": "127.0.0.1"}, "ip_literals": false}
  *              (security/egress.h, docs/security.md "Egress"),
@@ -92,6 +94,7 @@ struct serve_config {
 	char *agent_json;
 	char *egress_json; /* "egress", checked; control.egress_json */
 	char *gateway_json; /* "gateway", checked; control.gateway_json */
+	char *agents_registry; /* "agents": {"registry"}; control's */
 	struct serve_model model;
 	/* "store": the store's URL (store_open); NULL: DATA/warren.db;
 	 * --store wins */

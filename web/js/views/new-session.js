@@ -1,5 +1,7 @@
-// New session: a repository, a prompt, optionally a ref. The agent is the
-// repository's or the server's (the built-in agent when it has a model).
+// New session: a repository, a prompt, optionally a ref and an agent. The
+// agent is the repository's or the server's (the built-in agent when it has
+// a model) unless an agent preset is chosen: a CLI Warren installs and runs
+// through its model gateway (docs/agents.md).
 
 import { get, post } from '../api.js';
 import { h, replace } from '../dom.js';
@@ -83,6 +85,16 @@ export function mount(root, ctx) {
       spellcheck: 'false',
       'aria-describedby': 'ref-help',
     });
+    const agentSel = h(
+      'select',
+      { id: 'agent', name: 'agent', class: 'select', 'aria-describedby': 'agent-help' },
+      [
+        h('option', { value: '' }, "The repository's agent"),
+        h('option', { value: 'opencode' }, 'OpenCode'),
+        h('option', { value: 'codex' }, 'Codex'),
+        h('option', { value: 'claude-code' }, 'Claude Code'),
+      ],
+    );
     const error = h('div', { class: 'form-error', role: 'alert' });
     const submit = h('button', { type: 'submit', class: 'btn btn-primary' }, 'Start session');
 
@@ -119,6 +131,7 @@ export function mount(root, ctx) {
       }
       const payload = { repo: repoSel.value, prompt: prompt.value };
       if (ref.value.trim()) payload.ref = ref.value.trim();
+      if (agentSel.value) payload.agent = { preset: agentSel.value };
       submit.disabled = true;
       submit.textContent = 'Starting…';
       try {
@@ -130,7 +143,8 @@ export function mount(root, ctx) {
         replace(error, errorBox(err, 'The session was not started'));
         submit.disabled = false;
         submit.textContent = 'Start session';
-        if (/ref/.test(err.message)) ref.focus();
+        if (/preset|agent/.test(err.message)) agentSel.focus();
+        else if (/ref/.test(err.message)) ref.focus();
         else if (/prompt/.test(err.message)) prompt.focus();
       }
     }
@@ -156,6 +170,17 @@ export function mount(root, ctx) {
         h('label', { for: 'ref', class: 'label' }, 'Ref ', h('span', { class: 'optional' }, '(optional)')),
         ref,
         h('p', { id: 'ref-help', class: 'help' }, 'A branch, tag or commit to start from.'),
+      ),
+      h(
+        'div',
+        { class: 'field field-narrow' },
+        h('label', { for: 'agent', class: 'label' }, 'Agent ', h('span', { class: 'optional' }, '(optional)')),
+        agentSel,
+        h(
+          'p',
+          { id: 'agent-help', class: 'help' },
+          'An agent CLI runs in the sandbox with model access through Warren: no key is inside, and its calls count against the session\'s budget.',
+        ),
       ),
       error,
       h('div', { class: 'form-actions' }, submit, h('a', { href: '#/sessions', class: 'btn btn-quiet' }, 'Cancel')),
