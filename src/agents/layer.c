@@ -546,8 +546,9 @@ static int write_marker(const struct agents_layer_req *req, const char *id,
 				    id, path);
 	/* owned like the rest of the layer (the sandbox's files) */
 	struct stat st;
-	if (stat(out_dir, &st) == 0)
-		(void)lchown(path, st.st_uid, st.st_gid);
+	if (stat(out_dir, &st) == 0 && lchown(path, st.st_uid, st.st_gid) < 0)
+		return wr_error_set(err, errno, "agents layer %.12s: chown %s",
+				    id, path);
 	return 0;
 }
 

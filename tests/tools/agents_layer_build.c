@@ -4,6 +4,7 @@
  *   agents_layer_build --data DIR --warren BIN --registry URL
  *                      [--egress-config FILE] [--timeout-ms N] SPEC...
  *
+ * Options stop at the first SPEC (a spec is never taken for one).
  * Prints the layer's path on stdout; on failure the error on stderr and
  * exit 1 (2 for a refused spec or registry). */
 #include "agents/layer.h"
@@ -25,7 +26,7 @@ int main(int argc, char **argv)
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd':
 			req.data_dir = optarg;
