@@ -24,6 +24,10 @@ DEBIAN_PACKAGES := gcc make pkg-config libseccomp-dev libjansson-dev \
 # for the service fixture and the store's tests against its second backend)
 TEST_PACKAGES := bsdutils util-linux procps git postgresql postgresql-15 curl wrk sqlite3 python3 jq chromium nodejs cmake
 
+# where scripts/fetch-agent-packages.sh keeps the agent presets' tarballs
+# for the tests (tests/integration/agents_layer.sh reads the same default)
+AGENT_PACKAGES ?= /var/cache/warren-test/agents
+
 # libpq's headers live in their own directory (the store's PostgreSQL
 # backend, src/store/pg*.c)
 PQ_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql)
@@ -92,6 +96,8 @@ INIT_CFLAGS := -std=c17 -D_GNU_SOURCE -Isrc -Os -Wall -Wextra -static \
 
 UNIT_TESTS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 PROBE       := $(BUILD)/tests/probe
+# test hooks the integration tests run (tests/tools/*.c)
+TEST_TOOLS  := $(BUILD)/tests/agents_layer_build
 
 BINARIES    := $(BUILD)/warren $(BUILD)/warren-init $(BUILD)/warren-serve \
                $(BUILD)/warren-client $(BUILD)/warren-relay \
@@ -125,6 +131,11 @@ deps test-deps:
 	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q npm >/dev/null; }; \
 	  else echo "missing: npm (run make as root to install)"; exit 1; fi; \
 	fi
+	@# the agents layer's tests: the presets' npm tarballs, fetched once
+	@# from the registry (tests/integration/agents_layer.sh serves them;
+	@# without them it says it skipped)
+	@if [ "$@" = test-deps ]; then sh scripts/fetch-agent-packages.sh $(AGENT_PACKAGES) || \
+	  echo "warning: the agent packages were not fetched: agents_layer.sh will skip"; fi
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -174,6 +185,11 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(SERVER_OBJ) $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS) -lcmocka
 
+# agents_layer_ensure from the command line (tests/integration/agents_layer.sh)
+$(BUILD)/tests/agents_layer_build: tests/tools/agents_layer_build.c $(SERVER_OBJ) $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS)
+
 # The posture probe runs inside sandboxes: static, so it needs nothing there.
 $(PROBE): tests/security/probe.c
 	@mkdir -p $(dir $@)
@@ -183,7 +199,7 @@ $(BUILD)/bench/sandbox: bench/sandbox.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c17 -D_GNU_SOURCE -O2 -Wall -Wextra -o $@ $<
 
-check: all test-deps $(UNIT_TESTS) $(PROBE)
+check: all test-deps $(UNIT_TESTS) $(PROBE) $(TEST_TOOLS)
 	@BUILD=$(BUILD) SAN=$(SAN) tests/run.sh
 
 # No deps/test-deps: nothing is installed, and root is not needed. The

@@ -6,6 +6,7 @@
 #include "security/broker.h" /* the sandbox side's constants only */
 #include "security/egress.h" /* the same */
 #include "security/secrets.h"
+#include "snapshot/build_proxy.h"
 #include "snapshot/git.h"
 #include "snapshot/script.h"
 #include "snapshot/spec.h"
@@ -517,170 +518,32 @@ static int run_step(const struct snap_build_opts *o, const char *label,
 	return 0;
 }
 
-/* ---- the build's egress proxy ---- */
-
-#define PROXY_READY_MS 10000
-
-static const char *const proxy_env[] = {EGRESS_PROXY_ENV};
-
-struct build_proxy {
-	bool running; /* false: no proxy (none needed, or stopped) */
-	struct proc child;
-	char *dir;   /* DATA/build-egress.<pid>: the socket's */
-	char *relay; /* warren-relay, bound in */
-};
-
-static void proxy_stop(struct build_proxy *p)
-{
-	if (p->running) {
-		proc_kill(&p->child, SIGTERM);
-		proc_wait(&p->child);
-		proc_close(&p->child);
-		p->running = false;
-	}
-	/* the proxy removes it; a proxy that was killed could not */
-	if (p->dir)
-		wr_rm_rf(p->dir);
-	free(p->dir);
-	free(p->relay);
-	p->dir = p->relay = NULL;
-}
-
-/* Waits for "ready" on fd; false if the proxy failed or took too long. */
-static bool proxy_ready(int fd)
-{
-	struct pollfd pfd = {.fd = fd, .events = POLLIN};
-	char buf[8];
-	int r;
-	do {
-		r = poll(&pfd, 1, PROXY_READY_MS);
-	} while (r < 0 && errno == EINTR);
-	if (r <= 0)
-		return false;
-	ssize_t n = read(fd, buf, sizeof(buf));
-	return n == 6 && memcmp(buf, "ready\n", 6) == 0;
-}
-
-/* Starts warren-egress for the spec's hosts (egress + buildEgress), its
- * decisions going to the build log. Nothing to do (not running) when the
- * spec names none: the build has no network, as before. */
-static int proxy_start(const struct snap_build_opts *o, const struct spec *spec,
+/* The build's egress proxy, for the spec's hosts (egress + buildEgress);
+ * none (not running) when it names none: the build has no network. */
+static int start_proxy(const struct snap_build_opts *o, const struct spec *spec,
 		       int log_fd, struct build_proxy *p, struct wr_error **err)
 {
-	memset(p, 0, sizeof(*p));
 	size_t hosts = spec->n_egress + spec->n_build_egress;
-	if (hosts == 0)
-		return 0;
-	_cleanup_free_ char *self = wr_strdup(o->warren);
-	const char *bin_dir = self ? dirname(self) : NULL;
-	_cleanup_free_ char *proxy =
-	    bin_dir ? wr_asprintf("%s/warren-egress", bin_dir) : NULL;
-	_cleanup_free_ char *relay =
-	    bin_dir ? wr_asprintf("%s/warren-relay", bin_dir) : NULL;
-	p->dir = wr_asprintf("%s/build-egress.%d", o->data_dir, (int)getpid());
-	_cleanup_free_ const char **argv =
-	    wr_calloc(2 * hosts + 10, sizeof(char *));
-	if (!proxy || !relay || !p->dir || !argv) {
-		proxy_stop(p);
+	_cleanup_free_ const char **allow = wr_calloc(hosts + 1, sizeof(char *));
+	if (!allow)
 		return wr_error_set(err, ENOMEM, "egress");
-	}
-	const char *missing = access(proxy, X_OK) < 0   ? proxy
-			      : access(relay, X_OK) < 0 ? relay
-							: NULL;
-	if (missing) {
-		int e = errno;
-		proxy_stop(p);
-		return wr_error_set(err, e,
-				    "the spec's egress hosts need %s (`make` "
-				    "builds it)",
-				    missing);
-	}
-	size_t n = 0;
-	argv[n++] = proxy;
-	argv[n++] = "--dir";
-	argv[n++] = p->dir;
-	argv[n++] = "--ready-fd";
-	argv[n++] = "3";
-	if (o->egress_config) {
-		argv[n++] = "--config";
-		argv[n++] = o->egress_config;
-	}
-	for (size_t i = 0; i < spec->n_egress; i++) {
-		argv[n++] = "--allow";
-		argv[n++] = spec->egress[i];
-	}
-	for (size_t i = 0; i < spec->n_build_egress; i++) {
-		argv[n++] = "--allow";
-		argv[n++] = spec->build_egress[i];
-	}
-	argv[n] = NULL;
-
-	int ready[2];
-	if (pipe2(ready, O_CLOEXEC) < 0) {
-		int e = errno;
-		proxy_stop(p);
-		return wr_error_set(err, e, "egress: pipe");
-	}
-	/* its output into the log; "ready" on descriptor 3. PDEATHSIG
-	 * until the proxy sets its own (SIGTERM, which removes its socket) */
-	struct proc_spec ps = {
-	    .argv = argv,
-	    .envp = child_env,
-	    .out = {PROC_FD, log_fd},
-	    .err = {PROC_STDOUT, -1},
-	    .fd3 = {PROC_FD, ready[1]},
-	    .die_with_parent = true,
+	for (size_t i = 0; i < spec->n_egress; i++)
+		allow[i] = spec->egress[i];
+	for (size_t i = 0; i < spec->n_build_egress; i++)
+		allow[spec->n_egress + i] = spec->build_egress[i];
+	struct build_proxy_opts po = {
+	    .warren = o->warren,
+	    .data_dir = o->data_dir,
+	    .egress_config = o->egress_config,
+	    .allow = allow,
+	    .n_allow = hosts,
+	    .log_fd = log_fd,
 	};
-	int sr = proc_start(&ps, &p->child, err);
-	close(ready[1]);
-	if (sr < 0) {
-		close(ready[0]);
-		proxy_stop(p);
-		return wr_error_wrap(err, "egress");
-	}
-	p->running = true;
-	bool up = proxy_ready(ready[0]);
-	close(ready[0]);
-	if (!up) {
-		proxy_stop(p);
-		return wr_error_set(err, EIO,
-				    "egress: %s did not start (its error is "
-				    "in the build log)",
-				    proxy);
-	}
-	p->relay = wr_strdup(relay);
-	if (!p->relay) {
-		proxy_stop(p);
-		return wr_error_set(err, ENOMEM, "egress");
-	}
-	progress(o, "    egress %zu host%s through the build's proxy\n", hosts,
-		 hosts == 1 ? "" : "s");
-	return 0;
-}
-
-/* The step's sandbox gets the socket, the relay and the variables. */
-static void proxy_request(const struct build_proxy *p,
-			  struct sandbox_request *req)
-{
-	if (!p->running)
-		return;
-	req->binds[req->n_binds++] =
-	    (struct sandbox_bind){p->dir, EGRESS_SANDBOX_DIR, true};
-	req->binds[req->n_binds++] =
-	    (struct sandbox_bind){p->relay, EGRESS_SANDBOX_RELAY, true};
-	for (size_t i = 0; i < ARRAY_SIZE(proxy_env); i++)
-		req->env[req->n_env++] = proxy_env[i];
-}
-
-/* The step's script, after starting the relay (it daemonizes; it ends
- * with the step's sandbox). Caller frees; NULL when out of memory. */
-static char *proxy_script(const struct build_proxy *p, const char *script)
-{
-	if (!p->running)
-		return wr_strdup(script);
-	return wr_asprintf("%s %s || { echo 'warren: the egress relay did not "
-			   "start' >&2; exit 125; }\n%s",
-			   EGRESS_SANDBOX_RELAY, EGRESS_SANDBOX_SOCKET, script);
+	int r = build_proxy_start(&po, p, err);
+	if (r == 0 && p->running)
+		progress(o, "    egress %zu host%s through the build's proxy\n",
+			 hosts, hosts == 1 ? "" : "s");
+	return r;
 }
 
 static int step_error(const char *label, const char *log_path,
@@ -1052,7 +915,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 		goto out;
 	}
 
-	r = proxy_start(o, spec, log_fd, &proxy, err);
+	r = start_proxy(o, spec, log_fd, &proxy, err);
 	if (r < 0)
 		goto out;
 	char deps_id[65];
@@ -1068,7 +931,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 		deps_stage = snap_store_stage_dir(store, "deps", err);
 		_cleanup_free_ char *plain =
 		    script_deps(spec, commit, deps_secrets);
-		deps_script = plain ? proxy_script(&proxy, plain) : NULL;
+		deps_script = plain ? build_proxy_script(&proxy, plain) : NULL;
 		if (!deps_stage || !deps_script) {
 			r = deps_stage ? wr_error_set(err, ENOMEM, "build")
 				       : -EIO;
@@ -1078,7 +941,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 		req.binds[req.n_binds++] =
 		    (struct sandbox_bind){mirror, MIRROR_IN_SANDBOX, true};
 		limit_request(o, spec, &req);
-		proxy_request(&proxy, &req);
+		build_proxy_request(&proxy, &req);
 		r = run_step(o, "install", &req, deps_script, log_fd,
 			     deps_secrets, &step, err);
 		if (r < 0)
@@ -1112,7 +975,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	{
 		_cleanup_free_ char *plain =
 		    script_repo(spec, commit, repo_secrets);
-		repo_script = plain ? proxy_script(&proxy, plain) : NULL;
+		repo_script = plain ? build_proxy_script(&proxy, plain) : NULL;
 	}
 	if (!deps_path || !repo_stage || !repo_script) {
 		r = repo_stage ? wr_error_set(err, ENOMEM, "build") : -EIO;
@@ -1123,7 +986,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	req.binds[req.n_binds++] =
 	    (struct sandbox_bind){mirror, MIRROR_IN_SANDBOX, true};
 	limit_request(o, spec, &req);
-	proxy_request(&proxy, &req);
+	build_proxy_request(&proxy, &req);
 	r = run_step(o, "build", &req, repo_script, log_fd, repo_secrets, &step,
 		     err);
 	if (r < 0)
@@ -1239,7 +1102,7 @@ int snap_build(const struct snap_build_opts *o, struct snap_manifest **out,
 	*out = TAKE_PTR(m);
 	r = 0;
 out:
-	proxy_stop(&proxy);
+	build_proxy_stop(&proxy);
 	secret_set_clear(&secrets);
 	step_result_clear(&step);
 	if (deps_stage)

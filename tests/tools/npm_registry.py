@@ -10,6 +10,17 @@ standard library only.
 
     npm_registry.py --packages DIR --port 0 [--log FILE]
                     [--lock APP_DIR --public-host HOST]
+    npm_registry.py --tarballs DIR --port 0 [--log FILE] [--public-host HOST]
+
+With --tarballs it serves the *.tgz files of DIR as they are (as `npm pack
+NAME@VER` downloads them from the real registry; scripts/fetch-agent-
+packages.sh fetches the agent presets' ones): each version's packument
+entry is the tarball's own package/package.json (os, cpu, libc,
+optionalDependencies, bin and all), its dist.integrity and dist.shasum
+those of the file. Scoped names work as on the registry (GET
+/@scope%2fname, GET /@scope/name/-/name-VER.tgz). A package whose
+optional dependencies are not all here installs anyway: npm skips an
+optional dependency it cannot resolve.
 
 It listens on 127.0.0.1 (--port 0: a free port) and prints the port alone
 on the first line of stdout once it listens. Routes, as the registry's:
@@ -35,10 +46,12 @@ import http.server
 import io
 import json
 import os
+import shutil
 import socketserver
 import sys
 import tarfile
 import threading
+import urllib.parse
 
 FIXED_MTIME = 499162500  # npm pack's fixed date (1985-10-26)
 
@@ -64,34 +77,78 @@ def pack(pkg_dir):
     return out.getvalue()
 
 
+def tarball_manifest(path):
+    """package.json of a packed tarball (its top directory is package/ as
+    npm packs, though old packages may name it otherwise)."""
+    with tarfile.open(path, mode="r:gz") as tar:
+        for member in tar:
+            parts = member.name.split("/")
+            if len(parts) == 2 and parts[1] == "package.json" and member.isfile():
+                return json.load(tar.extractfile(member))
+    raise ValueError("%s: no package.json" % path)
+
+
+def file_hashes(path):
+    sha512, sha1 = hashlib.sha512(), hashlib.sha1()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            sha512.update(chunk)
+            sha1.update(chunk)
+    return ("sha512-" + base64.b64encode(sha512.digest()).decode(),
+            sha1.hexdigest())
+
+
 class Registry:
-    def __init__(self, packages_dir):
-        self.packages = {}  # name -> {version: (manifest, tarball)}
-        for name in sorted(os.listdir(packages_dir)):
-            pkg_dir = os.path.join(packages_dir, name)
-            manifest = json.load(open(os.path.join(pkg_dir, "package.json")))
-            tarball = pack(pkg_dir)
-            self.packages.setdefault(manifest["name"], {})[manifest["version"]] = (
-                manifest, tarball)
+    def __init__(self, packages_dir=None, tarballs_dir=None):
+        # name -> {version: (manifest, tarball bytes or None, file or None)}
+        self.packages = {}
+        self.hashes = {}  # (name, version) -> (integrity, shasum)
+        if packages_dir:
+            for name in sorted(os.listdir(packages_dir)):
+                pkg_dir = os.path.join(packages_dir, name)
+                manifest = json.load(open(os.path.join(pkg_dir, "package.json")))
+                tarball = pack(pkg_dir)
+                self.packages.setdefault(manifest["name"], {})[manifest["version"]] = (
+                    manifest, tarball, None)
+        if tarballs_dir:
+            for name in sorted(os.listdir(tarballs_dir)):
+                if not name.endswith(".tgz"):
+                    continue
+                path = os.path.join(tarballs_dir, name)
+                manifest = tarball_manifest(path)
+                self.packages.setdefault(manifest["name"], {})[manifest["version"]] = (
+                    manifest, None, path)
+                self.hashes[(manifest["name"], manifest["version"])] = file_hashes(path)
         self.base = None
 
+    def tarball_name(self, name, version):
+        return "%s-%s.tgz" % (name.split("/")[-1], version)
+
     def dist(self, name, version):
-        tarball = self.packages[name][version][1]
+        _, tarball, path = self.packages[name][version]
+        if path:
+            integrity, shasum = self.hashes[(name, version)]
+        else:
+            integrity = "sha512-" + base64.b64encode(
+                hashlib.sha512(tarball).digest()).decode()
+            shasum = hashlib.sha1(tarball).hexdigest()
         return {
-            "tarball": "%s%s/-/%s-%s.tgz" % (self.base, name, name, version),
-            "integrity": "sha512-" + base64.b64encode(
-                hashlib.sha512(tarball).digest()).decode(),
-            "shasum": hashlib.sha1(tarball).hexdigest(),
+            "tarball": "%s%s/-/%s" % (self.base, name, self.tarball_name(name, version)),
+            "integrity": integrity,
+            "shasum": shasum,
         }
 
     def packument(self, name):
         versions = {}
-        for version, (manifest, _) in self.packages[name].items():
+        for version, (manifest, _, _) in self.packages[name].items():
             entry = dict(manifest)
             entry["_id"] = "%s@%s" % (name, version)
             entry["dist"] = self.dist(name, version)
             versions[version] = entry
-        latest = sorted(versions)[-1]
+        # as the registry's: the newest release, not a prerelease
+        # ("0.171.0", not "0.171.0-linux-x64")
+        releases = sorted(v for v in versions if "-" not in v)
+        latest = (releases or sorted(versions))[-1]
         return {"name": name, "dist-tags": {"latest": latest}, "versions": versions}
 
     def lock(self, app_dir):
@@ -128,13 +185,15 @@ class Registry:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--packages", required=True)
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--packages")
+    src.add_argument("--tarballs")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--log")
     ap.add_argument("--lock")
     ap.add_argument("--public-host")
     args = ap.parse_args()
-    registry = Registry(args.packages)
+    registry = Registry(args.packages, args.tarballs)
     log_lock = threading.Lock()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -160,16 +219,30 @@ def main():
             if args.log:
                 with log_lock, open(args.log, "a") as f:
                     f.write("%s %s\n" % (self.command, path))
-            parts = [p for p in path.split("/") if p]
-            if len(parts) == 1 and parts[0] in registry.packages:
-                body = json.dumps(registry.packument(parts[0])).encode()
+            # a scoped name comes as @scope%2fname
+            path = urllib.parse.unquote(path)
+            name = path.strip("/")
+            if name in registry.packages:
+                body = json.dumps(registry.packument(name)).encode()
                 return self.answer(200, body, "application/json")
-            if len(parts) == 3 and parts[1] == "-" and parts[0] in registry.packages:
-                name = parts[0]
-                for version, (_, tarball) in registry.packages[name].items():
-                    if parts[2] == "%s-%s.tgz" % (name, version):
+            if "/-/" in path:
+                name, file = path.strip("/").split("/-/", 1)
+                for version, (_, tarball, fpath) in registry.packages.get(name, {}).items():
+                    if file != registry.tarball_name(name, version):
+                        continue
+                    if tarball is not None:
                         return self.answer(200, tarball, "application/octet-stream")
+                    return self.send_file(fpath)
             self.answer(404, b'{"error":"Not found"}', "application/json")
+
+        def send_file(self, fpath):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(os.path.getsize(fpath)))
+            self.end_headers()
+            if self.command != "HEAD":
+                with open(fpath, "rb") as f:
+                    shutil.copyfileobj(f, self.wfile, 1 << 20)
 
         do_HEAD = do_GET
 
