@@ -215,8 +215,8 @@ static char *opencode_script(const char *layer, const char *model,
 	    "export OPENCODE_DISABLE_MODELS_FETCH=1 "
 	    "OPENCODE_DISABLE_AUTOUPDATE=1 OPENCODE_DISABLE_LSP_DOWNLOAD=1 "
 	    "OPENCODE_DISABLE_SHARE=1\n"
-	    "set -- run --format json --auto\n"
-	    "[ \"${WARREN_TURN:-1}\" -gt 1 ] && set -- \"$@\" --continue\n"
+	    /* always: with no conversation yet it starts one */
+	    "set -- run --format json --auto --continue\n"
 	    "exec \"$bin\" \"$@\" <\"$WARREN_PROMPT_FILE\"\n",
 	    layer, model, model, model, model, version, version);
 }
@@ -253,9 +253,8 @@ static char *codex_script(const char *layer, const char *model,
 	    "unbounded_connection_retries = false\n"
 	    "EOF\n"
 	    "fi\n"
-	    "if [ \"${WARREN_TURN:-1}\" -gt 1 ]; then set -- exec resume "
-	    "--last; else set -- exec; fi\n"
-	    "exec \"$bin\" \"$@\" --json --strict-config "
+	    /* always: with no conversation yet it starts one */
+	    "exec \"$bin\" exec resume --last --json --strict-config "
 	    "--skip-git-repo-check --dangerously-bypass-approvals-and-sandbox "
 	    "- <\"$WARREN_PROMPT_FILE\"\n",
 	    layer, model, port);
@@ -270,10 +269,10 @@ static char *claude_script(const char *layer, const char *model)
 	     * not retried for minutes */
 	    "export CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 "
 	    "DISABLE_AUTOUPDATER=1 IS_SANDBOX=1 CLAUDE_CODE_MAX_RETRIES=4\n"
-	    "set -- -p --output-format stream-json --verbose "
-	    "--dangerously-skip-permissions --model %s\n"
-	    "[ \"${WARREN_TURN:-1}\" -gt 1 ] && set -- \"$@\" --continue\n"
-	    "exec \"$bin\" \"$@\" <\"$WARREN_PROMPT_FILE\"\n",
+	    /* always --continue: with no conversation yet it starts one */
+	    "exec \"$bin\" -p --output-format stream-json --verbose "
+	    "--dangerously-skip-permissions --model %s --continue "
+	    "<\"$WARREN_PROMPT_FILE\"\n",
 	    layer, model);
 }
 
