@@ -132,6 +132,8 @@ stale="$(ls -d "$DATA"/agents/.build-* 2>/dev/null | wc -l)"
 # its sandbox gets SIGTERM (--die-with-parent) and init's grace
 for _ in $(seq 1 100); do "$WARREN" sandbox ls | grep -q "^run-" || break; sleep 0.1; done
 expect_no_output "a killed build's sandbox goes with it (within init's grace)" "^run-" "$WARREN" sandbox ls
+# and its npm with it: until then it may still write into the stage
+for _ in $(seq 1 150); do pgrep -f -- "--prefix /opt/warren-agents/out" >/dev/null || break; sleep 0.1; done
 p_x64="$(layer "$PORT_real" @openai/codex@0.171.0-linux-x64 2>"$TEST_TMP/x64.err")"
 rc=$?
 [ $rc = 0 ] && [ -x "$p_x64/node_modules/@openai/codex/vendor/x86_64-unknown-linux-musl/bin/codex" ] \

@@ -292,7 +292,7 @@ static void test_event_kinds(void **state)
 	    "state",  "message", "phase",      "snapshot",
 	    "output", "turn",	 "transcript", "usage",
 	    "budget", "verify",	 "result",     "checkpoint",
-	    "retry",  "sandbox", "egress",     "broker"};
+	    "retry",  "sandbox", "egress",     "broker", "model_call"};
 	size_t n_contract = sizeof(contract) / sizeof(contract[0]);
 	assert_int_equal(EVENT_KIND_MAX, n_contract);
 	for (size_t i = 0; i < n_contract; i++) {
