@@ -192,6 +192,97 @@ int api_repo_refresh(struct api_ctx *c)
 				"render the answer");
 }
 
+bool api_build_id_valid(const char *s)
+{
+	return control_build_id_valid(s);
+}
+
+/* The repository (404 when there is none), its id into id. */
+static int repo_known(struct api_ctx *c, char id[STORE_ID_MAX])
+{
+	struct store_repo repo;
+	struct wr_error *err = NULL;
+	int r = c->a->st->ops->repo_get(c->a->st, c->id, &repo, &err);
+	if (r == -ENOENT) {
+		wr_error_free(err);
+		api_reply_error(c->out, 404, "repository %s not found", c->id);
+		return -1;
+	}
+	if (r < 0) {
+		api_reply_failure(c, r, err, "look up the repository");
+		wr_error_free(err);
+		return -1;
+	}
+	snprintf(id, STORE_ID_MAX, "%s", repo.id);
+	store_repo_clear(&repo);
+	return 0;
+}
+
+/* GET /repositories/{id}/builds: the last builds, newest first. */
+int api_repo_builds(struct api_ctx *c)
+{
+	char id[STORE_ID_MAX];
+	if (repo_known(c, id) < 0)
+		return 0;
+	json_t *list = control_builds_list(c->a->ctl, id);
+	json_t *obj = list ? json_pack("{s:o}", "builds", list) : NULL;
+	return api_reply_render(c, 200, obj, "render the builds");
+}
+
+/* GET /repositories/{id}/builds/{build}/log: text (reviewers, admins). */
+int api_repo_build_log(struct api_ctx *c)
+{
+	char id[STORE_ID_MAX];
+	if (repo_known(c, id) < 0)
+		return 0;
+	char *text = NULL;
+	size_t len = 0;
+	int r = control_build_log(c->a->ctl, id, c->name, &text, &len);
+	if (r == -ENOENT)
+		return api_reply_error(c->out, 404, "build %s not found",
+				       c->name);
+	if (r < 0)
+		return api_reply_internal(c, "read the build's log");
+	api_response_clear(c->out);
+	c->out->status = 200;
+	c->out->content_type = "text/plain; charset=utf-8";
+	c->out->body = text;
+	c->out->body_len = len;
+	return 0;
+}
+
+/* POST /repositories/{id}/builds/cancel: stops the running or queued
+ * build (409: none). */
+int api_repo_build_cancel(struct api_ctx *c)
+{
+	static const char *const keys[] = {NULL};
+	struct wr_error *err = NULL;
+	json_t *build = NULL;
+	if (api_body_check_keys(c, keys) < 0)
+		return 0;
+	int r = control_build_cancel(c->a->ctl, c->id, c->who.user, &build,
+				     &err);
+	if (r == -ENOENT) {
+		wr_error_free(err);
+		return api_reply_error(c->out, 404, "repository %s not found",
+				       c->id);
+	}
+	if (r == -EALREADY) {
+		int ret = api_reply_error(c->out, 409, "%s",
+					  err && err->msg ? err->msg
+							  : "no build running");
+		wr_error_free(err);
+		return ret;
+	}
+	if (r < 0) {
+		api_reply_failure(c, r, err, "cancel the build");
+		wr_error_free(err);
+		return 0;
+	}
+	return api_reply_render(c, 200, build ? build : json_null(),
+				"render the build");
+}
+
 int api_snapshots_list(struct api_ctx *c)
 {
 	struct store *st = c->a->st;

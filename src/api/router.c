@@ -173,7 +173,7 @@ int api_reply_failure(struct api_ctx *c, int r, const struct wr_error *err,
 /* ---- paths ---- */
 
 #define API_PREFIX "/api/v1/"
-#define API_SEGS_MAX 4
+#define API_SEGS_MAX 5 /* repositories/{id}/builds/{build}/log */
 
 struct api_path {
 	char buf[API_PATH_MAX + 1];
@@ -298,6 +298,13 @@ static const struct route routes[] = {
      "adding a repository", NULL},
     {"repositories/*/refresh", "POST", 'r', BODY_OPTIONAL, NULL,
      api_repo_refresh, ADMINS, "refreshing a repository", NULL},
+    {"repositories/*/builds", "GET", 'r', BODY_NONE, NULL, api_repo_builds,
+     ANY_ROLE, NULL, NULL},
+    {"repositories/*/builds/cancel", "POST", 'r', BODY_OPTIONAL, NULL,
+     api_repo_build_cancel, ADMINS, "cancelling a build", NULL},
+    {"repositories/*/builds/+/log", "GET", 'r', BODY_NONE, NULL,
+     api_repo_build_log, REVIEWERS, "reading a build's log",
+     api_build_id_valid},
     {"repositories/*", "PATCH", 'r', BODY_REQUIRED, NULL, api_repo_update,
      ADMINS, "changing a repository", NULL},
     {"repositories/*", "DELETE", 'r', BODY_NONE, NULL, api_repo_remove,
@@ -471,7 +478,8 @@ static int dispatch(struct api_ctx *c)
 		if (!match->name_valid(name))
 			return api_reply_error(
 			    c->out, 404, "no such %s",
-			    match->id_kind ? "artifact"
+			    match->name_valid == api_build_id_valid ? "build"
+			    : match->id_kind ? "artifact"
 			    : !strncmp(match->pattern, "secrets/", 8)
 				? "secret"
 				: "token");

@@ -1404,6 +1404,7 @@ static void control_free(struct control *c)
 	pthread_cond_destroy(&c->cv);
 	pthread_cond_destroy(&c->build_cv);
 	pthread_mutex_destroy(&c->build_state_mu);
+	json_decref(c->build_cancels);
 	pthread_mutex_destroy(&c->ev_mu);
 	pthread_cond_destroy(&c->ev_cv);
 	pthread_mutex_destroy(&c->metrics_mu);

@@ -277,4 +277,22 @@ void control_builtin_maximums(const char *data_dir,
  * "finished_ms", "error", "snapshot"}. Caller decrefs. */
 json_t *control_build_state(struct control *c, const char *repo_id);
 
+/* A repository's builds, each with its own record and log in
+ * DATA/builds/<repo id>/<build id>.{json,log} (the last
+ * CONTROL_BUILD_HISTORY of them): a JSON array, newest first, of
+ * {"id", "state", "queued_ms", "started_ms", "finished_ms", "error",
+ * "snapshot_id"}. Caller decrefs. */
+#define CONTROL_BUILD_HISTORY 20
+json_t *control_builds_list(struct control *c, const char *repo_id);
+/* A build's log (a running one's so far); -ENOENT for an unknown build. */
+int control_build_log(struct control *c, const char *repo_id,
+		      const char *build_id, char **text, size_t *len);
+/* b-<13 digits>-<8 hex digits> */
+bool control_build_id_valid(const char *s);
+/* Stops the repository's running or queued build: it fails with "cancelled
+ * by <by>". 0 and *build (its record, as it ended) on success; -ENOENT for
+ * an unknown repository, -EALREADY when none is running or queued. */
+int control_build_cancel(struct control *c, const char *id_or_name,
+			 const char *by, json_t **build, struct wr_error **err);
+
 #endif

@@ -118,6 +118,8 @@ struct control {
 		bool started, running;
 	} refresh_workers[CONTROL_BUILD_PARALLEL_MAX];
 	pid_t build_pids[16]; /* `warren snapshot` children, to stop them */
+	char build_pid_repo[16][STORE_ID_MAX]; /* whose build each one is */
+	json_t *build_cancels; /* repository id -> who cancelled its build */
 
 	/* the spec settings of snapshots already looked at (guarded by
 	 * spec_mu, a lock of its own: reading a spec never waits for the

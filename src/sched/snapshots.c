@@ -14,11 +14,14 @@
 #include "util/cleanup.h"
 #include "util/fs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -98,22 +101,121 @@ json_t *control_build_state(struct control *c, const char *repo_id)
 	return j;
 }
 
-/* Writes the state (queued, building, ready, failed), keeping the record's
- * other fields; error and snapshot only with the states they go with. */
-void control_build_state_set(struct control *c, const char *repo_id,
-			     const char *state, const char *error,
-			     const char *snapshot_id)
+/* ---- each build's record and log: DATA/builds/<repo id>/<build id>.* --- */
+
+bool control_build_id_valid(const char *s)
 {
-	_cleanup_free_ char *dir = wr_asprintf("%s/builds", c->data_dir);
-	_cleanup_free_ char *path = build_state_path(c, repo_id);
-	if (!dir || !path)
-		return;
-	wr_mkdir_p(dir, 0700);
-	pthread_mutex_lock(&c->build_state_mu);
-	json_t *j = control_build_state(c, repo_id);
-	if (!j)
-		j = json_object();
-	int64_t now = store_now_ms();
+	if (!s || strncmp(s, "b-", 2) || strlen(s) != 2 + 13 + 1 + 8)
+		return false;
+	for (int i = 2; i < 15; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+	if (s[15] != '-')
+		return false;
+	for (int i = 16; i < 24; i++)
+		if (!strchr("0123456789abcdef", s[i]))
+			return false;
+	return true;
+}
+
+static char *build_file(const struct control *c, const char *repo_id,
+			const char *build_id, const char *ext)
+{
+	return wr_asprintf("%s/builds/%s/%s.%s", c->data_dir, repo_id,
+			   build_id, ext);
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The ids of the repository's builds, oldest first (ids sort by time). */
+static size_t build_ids(const struct control *c, const char *repo_id,
+			char ***out)
+{
+	*out = NULL;
+	_cleanup_free_ char *dir =
+	    wr_asprintf("%s/builds/%s", c->data_dir, repo_id);
+	DIR *d = dir ? opendir(dir) : NULL;
+	if (!d)
+		return 0;
+	char **v = NULL;
+	size_t n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		if (len != 24 + 5 || strcmp(e->d_name + 24, ".json"))
+			continue;
+		char *id = wr_strndup(e->d_name, 24);
+		if (!id || !control_build_id_valid(id)) {
+			free(id);
+			continue;
+		}
+		char **nv = wr_realloc(v, (n + 1) * sizeof(*nv));
+		if (!nv) {
+			free(id);
+			break;
+		}
+		v = nv;
+		v[n++] = id;
+	}
+	closedir(d);
+	if (n)
+		qsort(v, n, sizeof(*v), name_cmp);
+	*out = v;
+	return n;
+}
+
+static void build_ids_free(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* Only the last CONTROL_BUILD_HISTORY builds are kept. */
+static void build_history_prune(struct control *c, const char *repo_id)
+{
+	char **ids;
+	size_t n = build_ids(c, repo_id, &ids);
+	for (size_t i = 0; i + CONTROL_BUILD_HISTORY < n; i++) {
+		_cleanup_free_ char *j = build_file(c, repo_id, ids[i], "json");
+		_cleanup_free_ char *l = build_file(c, repo_id, ids[i], "log");
+		if (j)
+			unlink(j);
+		if (l)
+			unlink(l);
+	}
+	build_ids_free(ids, n);
+}
+
+static json_t *build_record(const struct control *c, const char *repo_id,
+			    const char *build_id)
+{
+	_cleanup_free_ char *path = build_file(c, repo_id, build_id, "json");
+	json_t *j = path ? json_load_file(path, 0, NULL) : NULL;
+	if (j && !json_is_object(j)) {
+		json_decref(j);
+		j = NULL;
+	}
+	return j;
+}
+
+static void json_save(const char *path, json_t *j)
+{
+	char *text = json_dumps(j, JSON_COMPACT);
+	if (path && text)
+		wr_write_file_atomic(path, text, strlen(text), 0600, false);
+	free(text);
+}
+
+/* The times, error and snapshot that go with a state (snapshot_key: the
+ * name the record gives the snapshot's id). */
+static void state_apply(json_t *j, const char *state, const char *error,
+			const char *snapshot_id, const char *snapshot_key,
+			int64_t now)
+{
 	json_object_set_new(j, "state", json_string(state));
 	if (!strcmp(state, "building")) {
 		json_object_set_new(j, "started_ms", json_integer(now));
@@ -128,13 +230,190 @@ void control_build_state_set(struct control *c, const char *repo_id,
 	else if (strcmp(state, "queued"))
 		json_object_del(j, "error");
 	if (snapshot_id)
-		json_object_set_new(j, "snapshot", json_string(snapshot_id));
-	char *text = json_dumps(j, JSON_COMPACT);
-	if (text)
-		wr_write_file_atomic(path, text, strlen(text), 0600, false);
-	free(text);
+		json_object_set_new(j, snapshot_key, json_string(snapshot_id));
+}
+
+static bool state_active(const char *state)
+{
+	return state && (!strcmp(state, "queued") || !strcmp(state, "building"));
+}
+
+/* Writes the state (queued, building, ready, failed), keeping the record's
+ * other fields; error and snapshot only with the states they go with. A
+ * build queued or started after one that ended is a new build: a new id,
+ * a record of its own. */
+void control_build_state_set(struct control *c, const char *repo_id,
+			     const char *state, const char *error,
+			     const char *snapshot_id)
+{
+	_cleanup_free_ char *dir = wr_asprintf("%s/builds", c->data_dir);
+	_cleanup_free_ char *path = build_state_path(c, repo_id);
+	_cleanup_free_ char *hist =
+	    wr_asprintf("%s/builds/%s", c->data_dir, repo_id);
+	if (!dir || !path || !hist)
+		return;
+	wr_mkdir_p(hist, 0700);
+	pthread_mutex_lock(&c->build_state_mu);
+	json_t *j = control_build_state(c, repo_id);
+	if (!j)
+		j = json_object();
+	int64_t now = store_now_ms();
+	const char *was = json_string_value(json_object_get(j, "state"));
+	const char *id = json_string_value(json_object_get(j, "id"));
+	json_t *rec = NULL;
+	bool fresh = false;
+	if (state_active(state) && (!state_active(was) || !id)) {
+		uint32_t rnd = 0;
+		if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+			rnd = (uint32_t)now ^ (uint32_t)getpid();
+		char nid[32];
+		snprintf(nid, sizeof(nid), "b-%013lld-%08x", (long long)now,
+			 rnd);
+		json_object_set_new(j, "id", json_string(nid));
+		id = json_string_value(json_object_get(j, "id"));
+		rec = json_pack("{s:s}", "id", nid);
+		fresh = true;
+	} else if (id && control_build_id_valid(id)) {
+		rec = build_record(c, repo_id, id);
+		if (!rec)
+			rec = json_pack("{s:s}", "id", id);
+	}
+	state_apply(j, state, error, snapshot_id, "snapshot", now);
+	json_save(path, j);
+	if (rec) {
+		state_apply(rec, state, error, snapshot_id, "snapshot_id", now);
+		_cleanup_free_ char *rp = build_file(c, repo_id, id, "json");
+		json_save(rp, rec);
+		json_decref(rec);
+	}
+	if (fresh)
+		build_history_prune(c, repo_id);
 	json_decref(j);
 	pthread_mutex_unlock(&c->build_state_mu);
+}
+
+/* Notes where the build's output starts in DATA/logs/build-<repo>.log
+ * (the log of a running build is read from there). */
+static char *build_log_begin(struct control *c, const char *repo_id,
+			     off_t offset)
+{
+	char *id = NULL;
+	pthread_mutex_lock(&c->build_state_mu);
+	json_t *j = control_build_state(c, repo_id);
+	const char *s = json_string_value(json_object_get(j, "id"));
+	if (s && control_build_id_valid(s)) {
+		id = wr_strdup(s);
+		json_t *rec = build_record(c, repo_id, s);
+		if (rec) {
+			json_object_set_new(rec, "log_offset",
+					    json_integer(offset));
+			_cleanup_free_ char *rp =
+			    build_file(c, repo_id, s, "json");
+			json_save(rp, rec);
+			json_decref(rec);
+		}
+	}
+	json_decref(j);
+	pthread_mutex_unlock(&c->build_state_mu);
+	return id;
+}
+
+#define BUILD_LOG_MAX (4u << 20)
+
+/* Up to BUILD_LOG_MAX bytes (the last ones) of path from offset on. */
+static int log_read(const char *path, off_t from, char **text, size_t *len)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	off_t end = lseek(fd, 0, SEEK_END);
+	if (end < from)
+		from = end;
+	if (end - from > (off_t)BUILD_LOG_MAX)
+		from = end - BUILD_LOG_MAX;
+	size_t n = (size_t)(end - from);
+	char *buf = wr_malloc(n + 1);
+	if (!buf)
+		return -ENOMEM;
+	ssize_t got = n ? pread(fd, buf, n, from) : 0;
+	if (got < 0) {
+		int e = -errno;
+		free(buf);
+		return e;
+	}
+	buf[got] = '\0';
+	*text = buf;
+	*len = (size_t)got;
+	return 0;
+}
+
+/* The build's part of the repository's log, into a log of its own. */
+static void build_log_keep(struct control *c, const char *repo_id,
+			   const char *build_id, const char *log_path,
+			   off_t start)
+{
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	_cleanup_free_ char *dst = build_file(c, repo_id, build_id, "log");
+	if (!dst || log_read(log_path, start, &text, &len) < 0)
+		return;
+	wr_write_file_atomic(dst, text, len, 0600, false);
+}
+
+json_t *control_builds_list(struct control *c, const char *repo_id)
+{
+	json_t *list = json_array();
+	if (!list)
+		return NULL;
+	pthread_mutex_lock(&c->build_state_mu);
+	char **ids;
+	size_t n = build_ids(c, repo_id, &ids);
+	for (size_t i = n; i-- > 0;) {
+		json_t *rec = build_record(c, repo_id, ids[i]);
+		if (!rec)
+			continue;
+		json_object_del(rec, "log_offset");
+		json_array_append_new(list, rec);
+	}
+	build_ids_free(ids, n);
+	pthread_mutex_unlock(&c->build_state_mu);
+	return list;
+}
+
+int control_build_log(struct control *c, const char *repo_id,
+		      const char *build_id, char **text, size_t *len)
+{
+	if (!control_build_id_valid(build_id))
+		return -ENOENT;
+	pthread_mutex_lock(&c->build_state_mu);
+	json_t *rec = build_record(c, repo_id, build_id);
+	pthread_mutex_unlock(&c->build_state_mu);
+	if (!rec)
+		return -ENOENT;
+	_cleanup_free_ char *own = build_file(c, repo_id, build_id, "log");
+	int r = own ? log_read(own, 0, text, len) : -ENOMEM;
+	if (r == -ENOENT) {
+		/* still running (or ended without output kept): the
+		 * repository's log from where the build began */
+		json_t *off = json_object_get(rec, "log_offset");
+		_cleanup_free_ char *shared = wr_asprintf(
+		    "%s/logs/build-%s.log", c->data_dir, repo_id);
+		if (off && shared)
+			r = log_read(shared, (off_t)json_integer_value(off),
+				     text, len);
+		else if (!off) {
+			*text = wr_strdup("");
+			*len = 0;
+			r = *text ? 0 : -ENOMEM;
+		}
+		if (r == -ENOENT) {
+			*text = wr_strdup("");
+			*len = 0;
+			r = *text ? 0 : -ENOMEM;
+		}
+	}
+	json_decref(rec);
+	return r;
 }
 
 /* Runs `warren snapshot refresh` for repo and records the snapshot it
@@ -154,6 +433,7 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	int log_fd =
 	    open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	off_t log_start = log_fd >= 0 ? lseek(log_fd, 0, SEEK_END) : 0;
+	_cleanup_free_ char *build_id = build_log_begin(c, repo->id, log_start);
 	char *argv[32];
 	int n = 0;
 	argv[n++] = c->warren_bin;
@@ -204,9 +484,23 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	argv[n] = NULL;
 	pthread_mutex_lock(&c->mu);
 	pid_t *slot = build_slot(c);
-	if (slot)
+	if (slot) {
 		*slot = -1; /* reserved until the child's pid is known */
+		snprintf(c->build_pid_repo[slot - c->build_pids],
+			 sizeof(c->build_pid_repo[0]), "%s", repo->id);
+	}
+	bool cancelled = json_object_get(c->build_cancels, repo->id) != NULL;
 	pthread_mutex_unlock(&c->mu);
+	if (cancelled) {
+		if (slot) {
+			pthread_mutex_lock(&c->mu);
+			*slot = 0;
+			pthread_mutex_unlock(&c->mu);
+		}
+		if (log_fd >= 0)
+			close(log_fd);
+		return wr_error_set(err, ECANCELED, "build cancelled");
+	}
 	_cleanup_free_ char *output = NULL, *errors = NULL;
 	double t0 = mono_ms();
 	int status =
@@ -220,6 +514,8 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	}
 	if (log_fd >= 0)
 		close(log_fd);
+	if (build_id)
+		build_log_keep(c, repo->id, build_id, log_path, log_start);
 	if (status < 0)
 		return status;
 	if (status != 0) {
@@ -323,8 +619,21 @@ static int snapshot_ensure(struct control *c, const struct store_repo *repo,
 	int r = snapshot_refresh(c, repo, policy, report, out, err);
 	pthread_mutex_lock(&c->mu);
 	bool stopping = c->stopping;
+	/* cancelled (control_build_cancel): failed, saying by whom */
+	_cleanup_free_ char *cancelled_by = NULL;
+	json_t *by = json_object_get(c->build_cancels, repo->id);
+	if (by) {
+		cancelled_by = wr_asprintf("cancelled by %s",
+					   json_string_value(by)
+					       ? json_string_value(by)
+					       : "someone");
+		json_object_del(c->build_cancels, repo->id);
+	}
 	pthread_mutex_unlock(&c->mu);
-	if (r < 0 && stopping)
+	if (r < 0 && cancelled_by)
+		control_build_state_set(c, repo->id, "failed", cancelled_by,
+					NULL);
+	else if (r < 0 && stopping)
 		/* cut short by the server's stop, not failed: queued again at
 		 * the next start (control.c, refresh_requeue) */
 		control_build_state_set(c, repo->id, "queued", NULL, NULL);
@@ -544,4 +853,70 @@ bool control_snapshot_origin_set(struct control *c, const char *snapshot_id)
 			set = c->spec_cache[i].origin_set;
 	pthread_mutex_unlock(&c->spec_mu);
 	return set;
+}
+
+int control_build_cancel(struct control *c, const char *id_or_name,
+			 const char *by, json_t **build, struct wr_error **err)
+{
+	struct store_repo repo;
+	int r = c->st->ops->repo_get(c->st, id_or_name, &repo, err);
+	if (r < 0)
+		return r;
+	_cleanup_free_ char *why =
+	    wr_asprintf("cancelled by %s", by && *by ? by : "someone");
+	if (!why) {
+		store_repo_clear(&repo);
+		return wr_error_set(err, ENOMEM, "cancel");
+	}
+	pthread_mutex_lock(&c->mu);
+	/* a refresh waiting in the queue is taken out of it */
+	bool queued = false;
+	for (size_t i = 0; i < c->n_refresh; i++)
+		if (!strcmp(c->refresh_queue[i], repo.id)) {
+			free(c->refresh_queue[i]);
+			memmove(c->refresh_queue + i, c->refresh_queue + i + 1,
+				(c->n_refresh - i - 1) * sizeof(char *));
+			c->n_refresh--;
+			queued = true;
+			break;
+		}
+	bool running = building(c, repo.id);
+	if (running) {
+		if (!c->build_cancels)
+			c->build_cancels = json_object();
+		json_object_set_new(c->build_cancels, repo.id,
+				    json_string(by && *by ? by : "someone"));
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (!running && !queued) {
+		store_repo_clear(&repo);
+		return wr_error_set(err, EALREADY,
+				    "no build of %s is running or queued",
+				    id_or_name);
+	}
+	if (!running) {
+		control_build_state_set(c, repo.id, "failed", why, NULL);
+	} else {
+		/* SIGTERM to its `warren snapshot refresh`, which takes its
+		 * sandbox down as at the server's stop (build_stop.sh); sent
+		 * again while the build's pid is not known yet */
+		for (int tries = 0; tries < 300; tries++) {
+			pthread_mutex_lock(&c->mu);
+			bool still = building(c, repo.id);
+			for (size_t i = 0;
+			     still && i < sizeof(c->build_pids) / sizeof(pid_t);
+			     i++)
+				if (c->build_pids[i] > 0 &&
+				    !strcmp(c->build_pid_repo[i], repo.id))
+					kill(c->build_pids[i], SIGTERM);
+			pthread_mutex_unlock(&c->mu);
+			if (!still)
+				break;
+			usleep(50 * 1000);
+		}
+	}
+	if (build)
+		*build = control_build_state(c, repo.id);
+	store_repo_clear(&repo);
+	return 0;
 }

@@ -5,7 +5,10 @@
  *   GET  /repositories -> {"repositories": [...]}
  *   POST /repositories/{id}/refresh -> 202 {"status": "queued"}
  *   PATCH /repositories/{id} {url?, ref?, refresh?, agent?} -> 200 repo
- *   DELETE /repositories/{id} -> 200 {"status": "removed"} (409 in use) */
+ *   DELETE /repositories/{id} -> 200 {"status": "removed"} (409 in use)
+ *   GET  /repositories/{id}/builds -> {"builds": [...]} (show)
+ *   GET  /repositories/{id}/builds/{build}/log -> text (log)
+ *   POST /repositories/{id}/builds/cancel -> 200 build (409 none) */
 #include "cli/client/client.h"
 
 #include "util/alloc.h"
@@ -26,6 +29,9 @@ static const char repo_usage[] =
     "                               [--refresh DURATION] [--agent CMD|'']\n"
     "                               [--agent-preset NAME[@VERSION]]\n"
     "       warren repo rm ID|NAME\n"
+    "       warren repo show ID|NAME [--json]\n"
+    "       warren repo log ID|NAME [BUILD]\n"
+    "       warren repo cancel-build ID|NAME [--json]\n"
     "\n"
     "add: registers a repository (a git URL or a local path; a relative\n"
     "     path is made absolute here) and starts its first snapshot build.\n"
@@ -43,6 +49,9 @@ static const char repo_usage[] =
     "     empty --agent: none); a new URL or ref starts a build.\n"
     "rm: removes a repository; refused while one of its sessions is not\n"
     "    finished. Its sessions' history stays.\n"
+    "show: the repository and its last builds (state, times, error).\n"
+    "log: a build's log (default: the last build's).\n"
+    "cancel-build: stops its running or queued snapshot build.\n"
     "\n"
     "  --json              the API's JSON\n"
     "  --server URL        Warren server (default $WARREN_SERVER, else\n"
@@ -398,6 +407,213 @@ static int repo_refresh(struct client *c)
 	return r < 0 ? client_exit(c, r, NULL) : CLIENT_EXIT_OK;
 }
 
+static void print_time(const char *key, int64_t ms, int64_t now)
+{
+	if (ms <= 0)
+		return;
+	char age[40];
+	client_format_age(now - ms, age, sizeof(age));
+	printf("%s: %s ago\n", key, age);
+}
+
+static int print_builds(const json_t *list)
+{
+	static const char *const headers[] = {"BUILD", "STATE", "STARTED",
+					      "TOOK", "SNAPSHOT", "ERROR"};
+	struct client_table t;
+	client_table_init(&t, headers, ARRAY_SIZE(headers));
+	int64_t now = client_now_ms();
+	size_t i;
+	json_t *b;
+	int r = 0;
+	json_array_foreach(list, i, b)
+	{
+		char started[40] = "-", took[32] = "-", snap[16] = "-";
+		int64_t s0 = client_json_int(b, "started_ms", 0);
+		int64_t s1 = client_json_int(b, "finished_ms", 0);
+		if (s0 > 0) {
+			client_format_age(now - s0, started, sizeof(started));
+			strcat(started, " ago");
+		}
+		if (s0 > 0 && s1 >= s0)
+			client_format_duration(s1 - s0, took, sizeof(took));
+		const char *sid = client_json_str(b, "snapshot_id");
+		if (sid)
+			snprintf(snap, sizeof(snap), "%.12s", sid);
+		r = client_table_add(&t, client_json_str(b, "id"),
+				     client_json_str(b, "state"), started, took,
+				     snap,
+				     client_or(client_json_str(b, "error"), ""));
+		if (r < 0)
+			break;
+	}
+	if (r == 0) {
+		if (t.n_rows)
+			client_table_print(&t, stdout);
+		else
+			printf("no builds\n");
+	}
+	client_table_clear(&t);
+	return r;
+}
+
+static int repo_show(struct client *c)
+{
+	int code = client_check_args(c, 1, 1, "repository ID or NAME");
+	if (code != CLIENT_CONTINUE)
+		return code;
+	struct wr_error *err = NULL;
+	json_t *doc = NULL, *builds = NULL;
+	int r = client_get(c, "/repositories", &doc, &err);
+	if (r < 0)
+		return client_exit(c, r, err);
+	const char *want = c->args[0];
+	json_t *repo = NULL, *o;
+	size_t i;
+	json_array_foreach(json_object_get(doc, "repositories"), i, o)
+	{
+		const char *rid = client_json_str(o, "id");
+		const char *name = client_json_str(o, "name");
+		if (rid && !strcmp(rid, want)) {
+			repo = o;
+			break;
+		}
+		if (name && !strcmp(name, want))
+			repo = o;
+	}
+	if (!repo) {
+		json_decref(doc);
+		wr_error_set(&err, 0, "404 not_found: repository %s not found",
+			     want);
+		return client_exit(c, -ENOENT, err);
+	}
+	_cleanup_free_ char *id = client_escape(client_json_str(repo, "id"));
+	_cleanup_free_ char *path =
+	    id ? wr_asprintf("/repositories/%s/builds", id) : NULL;
+	r = path ? client_get(c, path, &builds, &err) : -ENOMEM;
+	if (r < 0) {
+		json_decref(doc);
+		return client_exit(c, r, err);
+	}
+	json_t *list = json_object_get(builds, "builds");
+	if (c->json) {
+		json_t *out = json_deep_copy(repo);
+		if (out)
+			json_object_set(out, "builds",
+					list ? list : json_array());
+		r = out ? client_print_json(out) : -ENOMEM;
+		json_decref(out);
+	} else {
+		const json_t *b = json_object_get(repo, "build");
+		static const char *const keys[] = {"id", "name", "url",
+						   "default_ref"};
+		static const char *const labels[] = {"id", "name", "url", "ref"};
+		for (size_t k = 0; k < ARRAY_SIZE(keys) && r == 0; k++) {
+			const char *v = client_json_str(repo, keys[k]);
+			_cleanup_free_ char *vc =
+			    client_clean(v ? v : (k == 3 ? "HEAD" : "?"));
+			if (!vc)
+				r = -ENOMEM;
+			else
+				printf("%s: %s\n", labels[k], vc);
+		}
+		if (r == 0) {
+			const char *st = client_json_str(b, "state");
+			_cleanup_free_ char *sc = client_clean(st ? st : "none");
+			printf("build: %s\n", sc ? sc : "?");
+			int64_t now = client_now_ms();
+			print_time("started", client_json_int(b, "started_ms", 0),
+				   now);
+			print_time("finished",
+				   client_json_int(b, "finished_ms", 0), now);
+			const char *e = client_json_str(b, "error");
+			_cleanup_free_ char *ec = e ? client_clean(e) : NULL;
+			if (ec)
+				printf("error: %s\n", ec);
+			printf("\n");
+			r = print_builds(list);
+		} else {
+			r = -ENOMEM;
+		}
+	}
+	json_decref(builds);
+	json_decref(doc);
+	return r < 0 ? client_exit(c, r, NULL) : CLIENT_EXIT_OK;
+}
+
+static int repo_log(struct client *c)
+{
+	int code = client_check_args(c, 1, 2, "repository ID or NAME");
+	if (code != CLIENT_CONTINUE)
+		return code;
+	struct wr_error *err = NULL;
+	int r;
+	_cleanup_free_ char *base = repo_path(c, "/builds", &r, &err);
+	if (!base)
+		return client_exit(c, r, err);
+	_cleanup_free_ char *build = NULL;
+	if (c->n_args == 2) {
+		build = client_escape(c->args[1]);
+	} else {
+		json_t *doc = NULL;
+		r = client_get(c, base, &doc, &err);
+		if (r < 0)
+			return client_exit(c, r, err);
+		const char *last = client_json_str(
+		    json_array_get(json_object_get(doc, "builds"), 0), "id");
+		build = last ? client_escape(last) : NULL;
+		json_decref(doc);
+		if (!last) {
+			wr_error_set(&err, 0, "no builds yet");
+			return client_exit(c, -ENOENT, err);
+		}
+	}
+	_cleanup_free_ char *path =
+	    build ? wr_asprintf("%s/%s/log", base, build) : NULL;
+	if (!path)
+		return client_exit(c, -ENOMEM, NULL);
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	r = client_get_bytes(c, path, "text/plain", &text, &len, &err);
+	if (r < 0)
+		return client_exit(c, r, err);
+	if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0)
+		return client_exit(c, errno ? -errno : -EIO, NULL);
+	return CLIENT_EXIT_OK;
+}
+
+static int repo_cancel_build(struct client *c)
+{
+	int code = client_check_args(c, 1, 1, "repository ID or NAME");
+	if (code != CLIENT_CONTINUE)
+		return code;
+	json_t *answer = NULL;
+	struct wr_error *err = NULL;
+	int r;
+	_cleanup_free_ char *path = repo_path(c, "/builds/cancel", &r, &err);
+	if (!path)
+		return client_exit(c, r, err);
+	r = client_post(c, path, NULL, &answer, &err);
+	if (r < 0)
+		return client_exit(c, r, err);
+	if (c->json) {
+		r = client_print_json(answer);
+	} else {
+		_cleanup_free_ char *line = wr_asprintf(
+		    "build %s of %s: %s (%s)",
+		    client_or(client_json_str(answer, "id"), "?"), c->args[0],
+		    client_or(client_json_str(answer, "state"), "?"),
+		    client_or(client_json_str(answer, "error"), ""));
+		_cleanup_free_ char *clean = line ? client_clean(line) : NULL;
+		if (clean)
+			printf("%s\n", clean);
+		else
+			r = -ENOMEM;
+	}
+	json_decref(answer);
+	return r < 0 ? client_exit(c, r, NULL) : CLIENT_EXIT_OK;
+}
+
 int client_cmd_repo(struct client *c, int argc, char **argv)
 {
 	static const struct client_verb verb = {
@@ -428,12 +644,27 @@ int client_cmd_repo(struct client *c, int argc, char **argv)
 		c->verb = "repo set";
 		return repo_set(c, &o);
 	}
+	if (!strcmp(sub, "show") || !strcmp(sub, "log") ||
+	    !strcmp(sub, "cancel-build")) {
+		c->verb = !strcmp(sub, "show")	 ? "repo show"
+			  : !strcmp(sub, "log") ? "repo log"
+						 : "repo cancel-build";
+		if (o.add_only) {
+			client_usage_error(c, "%s is an option of 'repo add'",
+					   o.add_only);
+			return CLIENT_EXIT_USAGE;
+		}
+		return !strcmp(sub, "show")  ? repo_show(c)
+		       : !strcmp(sub, "log") ? repo_log(c)
+					     : repo_cancel_build(c);
+	}
 	bool ls = !strcmp(sub, "ls") || !strcmp(sub, "list");
 	bool rm = !strcmp(sub, "rm") || !strcmp(sub, "remove");
 	if (!ls && !rm && strcmp(sub, "refresh")) {
 		client_usage_error(c,
 				   "unknown sub-command '%s' (add, ls, "
-				   "refresh, set, rm)",
+				   "refresh, set, rm, show, log, "
+				   "cancel-build)",
 				   sub);
 		return CLIENT_EXIT_USAGE;
 	}
