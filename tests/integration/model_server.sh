@@ -8,7 +8,8 @@
 # faults; the models list and token counts outside the script; the log.
 . "$(dirname "$0")/../lib.sh"
 
-TMP="$(mktemp -d /tmp/warren-model-server.XXXXXX)"
+# lib.sh's scratch directory (its trap is replaced here: remove it too)
+TMP="$TEST_TMP"
 trap 'kill $MS_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP"' EXIT
 
 cat >"$TMP/rec.json" <<'EOF'
