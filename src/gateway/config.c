@@ -78,7 +78,9 @@ static int upstream_key(const char *where, const char *key, const json_t *v,
 				      where);
 	if (!strcmp(key, "api_key_secret")) {
 		if (!secrets_name_valid(t))
-			return bad(err, name, "a secret's name");
+			return bad(err, name,
+				   "a secret's name ([A-Z0-9_], not starting "
+				   "with a digit)");
 		return set_string(&u->api_key_secret, t, err);
 	}
 	char *k = NULL;

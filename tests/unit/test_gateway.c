@@ -16,6 +16,7 @@
 #include "gateway/gateway.h"
 #include "standin.h"
 #include "util/capbuf.h"
+#include "security/secrets.h"
 #include "util/fs.h"
 
 #include <curl/curl.h>
@@ -296,8 +297,11 @@ struct rig {
 	char token[GATEWAY_TOKEN_LEN + 1];
 };
 
-static void rig_start(struct rig *g, const char *recording,
-		      const struct meter_budget *budget)
+/* settings: a "gateway" object whose base URL is %d (the stand-in's
+ * port), or NULL for the built-in agent's model with the real key. */
+static void rig_start_with(struct rig *g, const char *recording,
+			   const struct meter_budget *budget,
+			   const char *settings)
 {
 	char *rec = standin_dq(recording);
 	standin_write_text(recording_path, rec);
@@ -309,9 +313,16 @@ static void rig_start(struct rig *g, const char *recording,
 	struct meter_prices p = {.prompt = 2, .completion = 10};
 	struct wr_error *err = NULL;
 	memset(g, 0, sizeof(*g));
-	assert_int_equal(gateway_settings_from_model(url, real_key, &p, budget,
-						     &g->set, &err),
-			 0);
+	if (settings) {
+		char text[1024];
+		snprintf(text, sizeof(text), settings, port);
+		if (parse_text(text, &g->set, &err) < 0)
+			fail_msg("%s", err->msg);
+	} else {
+		assert_int_equal(gateway_settings_from_model(
+				     url, real_key, &p, budget, &g->set, &err),
+				 0);
+	}
 	if (budget)
 		g->set.budget = *budget;
 	struct gateway_config cfg = {
@@ -323,6 +334,12 @@ static void rig_start(struct rig *g, const char *recording,
 	assert_int_equal(gateway_turn_open(g->gw, "s-1", g->token), 0);
 	assert_int_equal(strlen(g->token), GATEWAY_TOKEN_LEN);
 	calls_reported = 0;
+}
+
+static void rig_start(struct rig *g, const char *recording,
+		      const struct meter_budget *budget)
+{
+	rig_start_with(g, recording, budget, NULL);
 }
 
 static void rig_stop(struct rig *g)
@@ -488,6 +505,48 @@ static void test_upstream_error(void **state)
 	rig_stop(&g);
 }
 
+/* A key from the secret store: read at each call, so a rotated secret is
+ * used at once, and a missing one is a clear 502 that reaches nobody. */
+static void test_secret_key(void **state)
+{
+	(void)state;
+	struct rig g;
+	struct wr_error *err = NULL;
+	assert_int_equal(secrets_set(dir, "GW_UPSTREAM", real_key,
+				     strlen(real_key), NULL, &err),
+			 0);
+	rig_start_with(&g, two_answers, NULL,
+		       "{'upstreams': {'chat_completions': {'base_url': "
+		       "'http://127.0.0.1:%d/v1', 'api_key_secret': "
+		       "'GW_UPSTREAM'}}}");
+	struct answer a = call("POST", "/v1/chat/completions", g.token,
+			       "{\"model\":\"m\",\"messages\":[]}");
+	assert_int_equal(a.status, 200);
+	expect_in(&a, "hello there");
+	capbuf_free(&a.body);
+	/* rotated to a key the upstream does not take: its 401 comes back */
+	assert_int_equal(secrets_set(dir, "GW_UPSTREAM", "sk-rotated-000000",
+				     17, NULL, &err),
+			 0);
+	a = call("POST", "/v1/chat/completions", g.token,
+		 "{\"model\":\"m\",\"messages\":[]}");
+	assert_int_equal(a.status, 401);
+	capbuf_free(&a.body);
+	/* gone: the gateway says so and forwards nothing */
+	assert_int_equal(secrets_delete(dir, "GW_UPSTREAM", &err), 0);
+	a = call("POST", "/v1/chat/completions", g.token,
+		 "{\"model\":\"m\",\"messages\":[]}");
+	assert_int_equal(a.status, 502);
+	expect_in(&a, "its secret");
+	assert_null(strstr(a.body.data, real_key));
+	capbuf_free(&a.body);
+	json_t *log = server_log();
+	/* the first call and the rotated one; the 401 took no entry */
+	assert_int_equal(json_array_size(log), 2);
+	json_decref(log);
+	rig_stop(&g);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -520,6 +579,7 @@ int main(void)
 	    cmocka_unit_test(test_calls),
 	    cmocka_unit_test(test_budget),
 	    cmocka_unit_test(test_upstream_error),
+	    cmocka_unit_test(test_secret_key),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
