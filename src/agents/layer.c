@@ -255,7 +255,8 @@ static bool is_hex64(const char *s, size_t n)
 	return true;
 }
 
-/* Removes the stages nobody builds in: ours (we hold its lock) and those
+/* Removes the stages nobody builds in: ours (we hold its lock, which a
+ * builder's sandbox kept held until its last process was gone) and those
  * of any id whose lock is free (their builder died with its server).
  * Best effort: what cannot be removed now is tried again next time. */
 static void remove_stale_stages(const char *agents, int agents_fd,
@@ -384,7 +385,8 @@ static void read_log_tail(const char *log_path, struct log_tail *t)
  * sandbox whose only way out is the proxy allowing the registry. */
 static int install(const struct agents_layer_req *req, const char *id,
 		   const char *stage, const char *allow, const char *log_path,
-		   int log_fd, uint64_t timeout_ms, struct wr_error **err)
+		   int log_fd, int lock_fd, uint64_t timeout_ms,
+		   struct wr_error **err)
 {
 	struct build_proxy proxy = {0};
 	struct build_proxy_opts po = {
@@ -455,6 +457,11 @@ static int install(const struct agents_layer_req *req, const char *id,
 	    .err_fd = log_fd,
 	    .timeout_ms = timeout_ms + SPAWN_SLACK_MS,
 	    .die_with_parent = true,
+	    /* the id's lock, held by `warren sandbox run` too: it exits
+	     * only once every process of the sandbox is gone, so a builder
+	     * killed mid-install keeps its stage locked until nothing
+	     * writes into it any more (not inherited by the sandbox) */
+	    .fd3 = lock_fd,
 	};
 	size_t out_len = 0;
 	call.out_len = &out_len;
@@ -555,7 +562,7 @@ static int write_marker(const struct agents_layer_req *req, const char *id,
 /* Under the id's lock: build into a stage, publish by rename. */
 static int build(const struct agents_layer_req *req, const char *id,
 		 const char *agents, const char *final, const char *allow,
-		 uint64_t timeout_ms, struct wr_error **err)
+		 int lock_fd, uint64_t timeout_ms, struct wr_error **err)
 {
 	_cleanup_free_ char *logs = wr_asprintf("%s/logs", req->data_dir);
 	_cleanup_free_ char *log_path =
@@ -578,7 +585,7 @@ static int build(const struct agents_layer_req *req, const char *id,
 	_cleanup_free_ char *out_dir =
 	    wr_asprintf("%s/upper" SANDBOX_OUT, stage);
 	int r = out_dir ? install(req, id, stage, allow, log_path, log_fd,
-				  timeout_ms, err)
+				  lock_fd, timeout_ms, err)
 			: wr_error_set(err, ENOMEM, "agents layer");
 	if (r == 0)
 		r = check_installed(req, id, out_dir, log_path, err);
@@ -656,7 +663,7 @@ int agents_layer_ensure(const struct agents_layer_req *req, char **path,
 	struct stat st;
 	if (lstat(final, &st) == 0 && (r = wr_rm_rf(final)) < 0)
 		return wr_error_set(err, -r, "agents layer: remove %s", final);
-	r = build(req, id, agents, final, allow, timeout_ms, err);
+	r = build(req, id, agents, final, allow, lock, timeout_ms, err);
 	if (r < 0)
 		return r;
 	*path = TAKE_PTR(final);

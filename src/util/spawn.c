@@ -160,6 +160,8 @@ int spawn_run(struct spawn_call *c, struct wr_error **err)
 	    .new_group = !c->keep_group,
 	    .die_with_parent = c->die_with_parent,
 	};
+	if (c->fd3 > 2)
+		s.fd3 = (struct proc_stdio){PROC_FD, c->fd3};
 	struct proc p;
 	int r = proc_start(&s, &p, err);
 	if (r < 0)

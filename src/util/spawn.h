@@ -42,6 +42,9 @@ struct spawn_call {
 	bool keep_group;	 /* in our process group, not one of its own
 				    (the deadline then kills the child only) */
 	bool die_with_parent;	 /* SIGKILL when the calling thread ends */
+	int fd3;		 /* above 2: given to the child as its fd 3
+				    (e.g. a lock it keeps held until it
+				    exits); 0: none */
 	pid_t *track;		 /* the pid while it runs (0 after), under
 				    *track_mu, for another thread to signal */
 	pthread_mutex_t *track_mu;

@@ -115,7 +115,10 @@ after="$(wc -l <"$TEST_TMP/real.log")"
 
 # ---- an interrupted build: its builder killed mid-install ----
 # (the platform package alone: another id, the same 170 MB tarball)
-layer "$PORT_real" @openai/codex@0.171.0-linux-x64 >/dev/null 2>&1 &
+# (the hook itself in the background, not the function's subshell: $! is
+# the builder that the kill must hit)
+"$HOOK" --data "$DATA" --warren "$WARREN" --registry "http://registry.warren.test:$PORT_real/" \
+	--egress-config "$RULES" --timeout-ms 300000 @openai/codex@0.171.0-linux-x64 >/dev/null 2>&1 &
 killed=$!
 for _ in $(seq 1 100); do
 	ls -d "$DATA"/agents/.build-* >/dev/null 2>&1 && [ "$(wc -l <"$TEST_TMP/real.log")" -gt "$after" ] && break
@@ -123,23 +126,23 @@ for _ in $(seq 1 100); do
 done
 sleep 0.5
 kill -9 $killed; wait $killed 2>/dev/null
-sleep 1
 n_layers="$(ls "$DATA/agents" | grep -Ec '^[0-9a-f]{64}$')"
 stale="$(ls -d "$DATA"/agents/.build-* 2>/dev/null | wc -l)"
 [ "$n_layers" = 1 ] && [ "$stale" = 1 ] \
 	&& pass "a killed build leaves no layer (only its stage)" \
 	|| fail "a killed build leaves no layer (only its stage)" "layers $n_layers, stages $stale: $(ls -a "$DATA/agents")"
-# its sandbox gets SIGTERM (--die-with-parent) and init's grace
-for _ in $(seq 1 100); do "$WARREN" sandbox ls | grep -q "^run-" || break; sleep 0.1; done
-expect_no_output "a killed build's sandbox goes with it (within init's grace)" "^run-" "$WARREN" sandbox ls
-# and its npm with it: until then it may still write into the stage
-for _ in $(seq 1 150); do pgrep -f -- "--prefix /opt/warren-agents/out" >/dev/null || break; sleep 0.1; done
+# at once, while the killed build's sandbox is still going down (SIGTERM
+# through --die-with-parent, then init's grace) and its npm may still
+# write into the stage: its `warren sandbox run` holds the id's lock until
+# the sandbox's last process is gone, so the next call waits for that,
+# then removes the stage and builds
 p_x64="$(layer "$PORT_real" @openai/codex@0.171.0-linux-x64 2>"$TEST_TMP/x64.err")"
 rc=$?
 [ $rc = 0 ] && [ -x "$p_x64/node_modules/@openai/codex/vendor/x86_64-unknown-linux-musl/bin/codex" ] \
 	&& [ -z "$(ls -d "$DATA"/agents/.build-* 2>/dev/null)" ] \
 	&& pass "the next call builds it and removes the stale stage" \
-	|| fail "the next call builds it and removes the stale stage" "rc=$rc $(tail -5 "$TEST_TMP/x64.err" | tr '\n' ' ') $(ls -a "$DATA/agents")"
+	|| fail "the next call builds it and removes the stale stage" "rc=$rc $(tail -5 "$TEST_TMP/x64.err" | tr '\n' ' ') $(ls -a "$DATA/agents" | tr '\n' ' '); stage: $(find "$DATA"/agents/.build-* -maxdepth 3 2>/dev/null | head -20 | tr '\n' ' ')"
+expect_no_output "the killed build's sandbox is gone" "^run-" "$WARREN" sandbox ls
 
 # ---- two at once: one build ----
 layer "$PORT_tiny" wr-tiny-a@1.0.0 wr-tiny-b@2.0.0 >"$TEST_TMP/c1.out" 2>"$TEST_TMP/c1.err" &
