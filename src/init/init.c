@@ -10,7 +10,8 @@
  * orphan, so this init must (a) reap every child, or zombies pile up until the
  * pid limit stops the sandbox, and (b) handle the signals it wants, forwarding
  * them to the command, or a SIGTERM from outside does nothing. bubblewrap's
- * init does neither; ours does both.
+ * init does neither; ours does both. A command still running TERM_GRACE_MS
+ * after a SIGTERM is killed, with everything else inside.
  *
  * It links only libc (statically), so an idle sandbox costs little memory.
  * It is started with an empty environment in serve mode: anything it holds
@@ -157,9 +158,12 @@ static int run_mode(char **argv, long long timeout_ms)
 		return e == ENOENT ? 127 : 126;
 	}
 	int cmd_code = -1;
+	int gfd = -1; /* the grace after a SIGTERM */
 	for (;;) {
-		struct pollfd pfd[2] = {{sfd, POLLIN, 0}, {tfd, POLLIN, 0}};
-		int n = poll(pfd, tfd >= 0 ? 2 : 1, -1);
+		struct pollfd pfd[3] = {{sfd, POLLIN, 0},
+					{tfd, POLLIN, 0},
+					{gfd, POLLIN, 0}};
+		int n = poll(pfd, 3, -1);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -170,12 +174,23 @@ static int run_mode(char **argv, long long timeout_ms)
 			kill(-1, SIGKILL);
 			return 124;
 		}
+		/* a command that outlives the grace is killed with all
+		 * else: a SIGTERM from outside always ends the sandbox */
+		if (gfd >= 0 && (pfd[2].revents & POLLIN)) {
+			fprintf(stderr, "warren-init: still running %d ms after "
+					"SIGTERM, killing\n",
+				TERM_GRACE_MS);
+			kill(-1, SIGKILL);
+			return 128 + SIGTERM;
+		}
 		struct signalfd_siginfo si;
 		while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
 			if (si.ssi_signo != SIGCHLD) {
 				/* to the command's process group, as a
 				 * terminal would deliver it */
 				kill(-cmd, (int)si.ssi_signo);
+				if (si.ssi_signo == SIGTERM && gfd < 0)
+					gfd = setup_timer(TERM_GRACE_MS);
 				continue;
 			}
 			int status;

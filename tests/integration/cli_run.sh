@@ -56,3 +56,20 @@ if [ "$rc" = 5 ] && grep -q got-term "$out"; then
 else
 	fail "SIGTERM to warren is forwarded to the command" "rc=$rc $(cat "$out")"
 fi
+
+# a command that ignores SIGTERM is killed after init's grace (2 s), with
+# everything it started: a SIGTERM always ends the sandbox
+"$WARREN" sandbox run -- sh -c 'trap "" TERM; sleep 300 & sleep 300' >"$out" 2>&1 &
+wpid=$!
+sleep 1
+t0=$(date +%s%N)
+kill -TERM "$wpid"
+wait "$wpid"
+rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+if [ "$rc" = 143 ] && [ $ms -lt 10000 ] && grep -q "after SIGTERM, killing" "$out" &&
+	! pgrep -f "^sleep 300$" >/dev/null; then
+	pass "a command ignoring SIGTERM is killed after the grace ($ms ms)"
+else
+	fail "a command ignoring SIGTERM is killed after the grace" "rc=$rc after $ms ms: $(cat "$out"); $(pgrep -af 'sleep 300')"
+fi
