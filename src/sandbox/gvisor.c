@@ -33,6 +33,7 @@
 #include "util/alloc.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
+#include "util/proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -142,27 +143,21 @@ static int runsc_run(char *const *args, int err_fd)
 	_cleanup_free_ char **argv = root ? runsc_argv(root, args) : NULL;
 	if (!argv || !argv[0])
 		return argv ? -ENOENT : -ENOMEM;
-	pid_t pid = fork();
-	if (pid < 0)
-		return -errno;
-	if (pid == 0) {
-		int out = err_fd >= 0 ? err_fd : open("/dev/null", O_WRONLY);
-		int in = open("/dev/null", O_RDONLY);
-		if (out < 0 || in < 0)
-			_exit(127);
-		dup2(in, 0);
-		dup2(out, 1);
-		dup2(out, 2);
-		execve(argv[0], argv, runsc_env);
-		_exit(127);
-	}
-	int status;
-	while (waitpid(pid, &status, 0) < 0) {
-		if (errno != EINTR)
-			return -errno;
-	}
-	return WIFEXITED(status) ? WEXITSTATUS(status)
-				 : 128 + WTERMSIG(status);
+	struct proc_spec spec = {
+	    .argv = (const char *const *)argv,
+	    .envp = (const char *const *)runsc_env,
+	    .in = {PROC_NULL, -1},
+	    .out = err_fd >= 0 ? (struct proc_stdio){PROC_FD, err_fd}
+			       : (struct proc_stdio){PROC_NULL, -1},
+	    .err = {PROC_STDOUT, -1},
+	};
+	struct proc p;
+	int r = proc_start(&spec, &p, NULL);
+	if (r < 0)
+		return r;
+	r = proc_wait(&p);
+	proc_close(&p);
+	return r;
 }
 
 /* ---- the OCI bundle ----------------------------------------------------- */
