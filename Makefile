@@ -67,7 +67,7 @@ CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 
 # The control plane is its own executable (`warren serve` execs it): it
 # links the heavy libraries the lean sandbox path must not carry.
-SERVER_SRC  := $(wildcard src/store/*.c src/session/*.c src/sched/*.c src/api/*.c src/agent/*.c src/notify/*.c \
+SERVER_SRC  := $(wildcard src/store/*.c src/session/*.c src/sched/*.c src/perimeter/*.c src/api/*.c src/agent/*.c src/notify/*.c \
                              src/review/*.c src/meter/*.c src/gateway/*.c src/agents/*.c) $(EGRESS_SRC)
 SERVER_OBJ  := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 SERVE_SRC   := $(wildcard src/cli/serve/*.c)

@@ -142,6 +142,16 @@ int agents_preset_parse_text(const char *text, struct agents_preset *out,
 	return r;
 }
 
+bool agents_is_builtin(const char *agent_json)
+{
+	json_t *a = agent_json ? json_loads(agent_json, 0, NULL) : NULL;
+	bool builtin = json_is_object(a) &&
+		       json_is_true(json_object_get(a, "builtin")) &&
+		       json_object_size(a) == 1;
+	json_decref(a);
+	return builtin;
+}
+
 bool agents_is_preset(const char *agent_json)
 {
 	json_t *a = agent_json ? json_loads(agent_json, 0, NULL) : NULL;

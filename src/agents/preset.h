@@ -57,6 +57,9 @@ int agents_preset_parse(const json_t *agent, struct agents_preset *out,
 /* "NAME[@VERSION]", as `--agent-preset` takes it. */
 int agents_preset_parse_text(const char *text, struct agents_preset *out,
 			     struct wr_error **err);
+/* Is agent_json (a session's agent) the built-in agent
+ * ({"builtin": true})? */
+bool agents_is_builtin(const char *agent_json);
 /* Is agent_json (a session's agent) a preset object? */
 bool agents_is_preset(const char *agent_json);
 /* The canonical object: {"preset", "version"[, "model"]}. */

@@ -1,7 +1,7 @@
-/* audit_hook.c - what goes into a session's audit log (security/audit.h).
+/* audit.c - what goes into a session's audit log (security/audit.h).
  *
- * control.c hands every session event and state change here, the decision
- * code (decide.c) its decisions and pushes, the runner each exec of a
+ * The control plane hands every session event and state change here, its
+ * decision code its decisions and pushes, the runner each exec of a
  * command agent. Recorded: state changes with who caused them (the system,
  * or user:<name> for a submission, a follow-up, a cancel, a decision); the
  * agent's execs (argv, exit status, output lines counted) and tool calls
@@ -14,7 +14,9 @@
  *
  * The audit never fails a session: a failing write is logged once (and
  * again only after a write succeeded in between). */
-#include "sched/internal.h"
+#include "perimeter/internal.h"
+
+#include "agents/preset.h"
 
 #include "security/audit.h"
 #include "util/alloc.h"
@@ -33,14 +35,14 @@
 
 static atomic_bool audit_failing;
 
-void control_audit(struct control *c, const char *session_id, const char *actor,
+void perimeter_audit(struct perimeter *p, const char *session_id, const char *actor,
 		   const char *kind, json_t *details)
 {
 	struct wr_error *err = NULL;
 	/* details NULL: building them ran out of memory; what happened is
 	 * still worth a record */
 	int r =
-	    audit_append(c->data_dir, session_id, actor, kind, details, &err);
+	    audit_append(p->cfg.data_dir, session_id, actor, kind, details, &err);
 	json_decref(details);
 	if (r < 0 && !atomic_exchange(&audit_failing, true))
 		wr_log(WR_LOG_ERROR, "audit",
@@ -70,12 +72,12 @@ static void actor_of(const char *user, char *out, size_t size)
 			*p = '?';
 }
 
-void control_audit_user(struct control *c, const char *session_id,
+void perimeter_audit_user(struct perimeter *p, const char *session_id,
 			const char *user, const char *kind, json_t *details)
 {
 	char actor[AUDIT_ACTOR_MAX + 1];
 	actor_of(user, actor, sizeof(actor));
-	control_audit(c, session_id, actor, kind, details);
+	perimeter_audit(p, session_id, actor, kind, details);
 }
 
 /* {"bytes": N, "sha256": HEX}: content named, not carried. */
@@ -108,11 +110,11 @@ static const char *str_or_empty(const json_t *v)
 
 /* ---- submissions, follow-ups, execs ------------------------------------ */
 
-void control_audit_submit(struct control *c, const struct store_session *s,
+void perimeter_audit_submit(struct perimeter *p, const struct store_session *s,
 			  const char *repo_name)
 {
 	json_t *agent = NULL;
-	if (control_agent_is_builtin(s->agent_json))
+	if (agents_is_builtin(s->agent_json))
 		agent = json_string("builtin");
 	else if (s->agent_json)
 		agent = json_loads(s->agent_json, 0, NULL);
@@ -124,20 +126,20 @@ void control_audit_submit(struct control *c, const struct store_session *s,
 		      "queued", "repo", s->repo_id, "repo_name", repo_name,
 		      "ref", s->ref, "agent", agent, "limits", limits, "prompt",
 		      digest_of(prompt, strlen(prompt)));
-	control_audit_user(c, s->id, s->user, "submit", d);
+	perimeter_audit_user(p, s->id, s->user, "submit", d);
 }
 
-void control_audit_message(struct control *c, const char *session_id,
+void perimeter_audit_message(struct perimeter *p, const char *session_id,
 			   const char *user, int64_t message_id,
 			   const char *text)
 {
-	control_audit_user(c, session_id, user, "message",
+	perimeter_audit_user(p, session_id, user, "message",
 			   json_pack("{s:I, s:o}", "message_id",
 				     (json_int_t)message_id, "text",
 				     digest_of(text, strlen(text))));
 }
 
-void control_audit_exec(struct control *c, const struct store_session *s,
+void perimeter_audit_exec(struct perimeter *p, const struct store_session *s,
 			const char *sandbox, int turn, int status, long lines,
 			bool truncated)
 {
@@ -156,12 +158,12 @@ void control_audit_exec(struct control *c, const struct store_session *s,
 		json_object_set_new(d, "exit_code", json_null());
 		json_object_set_new(d, "error", json_string("not started"));
 	}
-	control_audit(c, s->id, "agent", "exec", d);
+	perimeter_audit(p, s->id, "agent", "exec", d);
 }
 
 /* ---- state changes ------------------------------------------------------- */
 
-void control_audit_transition(struct control *c, const char *user,
+void perimeter_audit_transition(struct perimeter *p, const char *user,
 			      const char *id, int from, enum session_state to,
 			      const struct store_session_update *upd,
 			      const json_t *extra, int64_t seq)
@@ -172,7 +174,7 @@ void control_audit_transition(struct control *c, const char *user,
 	struct store_event *ev = NULL;
 	size_t n = 0;
 	if (seq > 0 &&
-	    c->st->ops->event_list(c->st, id, seq - 1, 1, &ev, &n, NULL) == 0 &&
+	    p->cfg.st->ops->event_list(p->cfg.st, id, seq - 1, 1, &ev, &n, NULL) == 0 &&
 	    n == 1 && ev[0].seq == seq &&
 	    event_kind_parse(ev[0].kind) == EVENT_STATE)
 		d = json_loads(ev[0].data_json, 0, NULL);
@@ -201,7 +203,7 @@ void control_audit_transition(struct control *c, const char *user,
 	if (upd && upd->attempts >= 0)
 		json_object_set_new(d, "attempts", json_integer(upd->attempts));
 	json_object_set_new(d, "event_seq", json_integer(seq));
-	control_audit_user(c, id, user, "state", d);
+	perimeter_audit_user(p, id, user, "state", d);
 }
 
 /* ---- events ------------------------------------------------------------ */
@@ -242,7 +244,7 @@ static json_t *tool_arguments(const char *args)
 	return digest_of(args, len);
 }
 
-static void audit_transcript(struct control *c, const char *id,
+static void audit_transcript(struct perimeter *p, const char *id,
 			     const json_t *data, int64_t seq)
 {
 	json_t *m = json_object_get(data, "message");
@@ -254,8 +256,8 @@ static void audit_transcript(struct control *c, const char *id,
 	if (!strcmp(role, "assistant")) {
 		json_t *calls = json_object_get(m, "tool_calls");
 		if (content && *content)
-			control_audit(
-			    c, id, "agent", "model_reply",
+			perimeter_audit(
+			    p, id, "agent", "model_reply",
 			    json_pack("{s:I, s:o, s:I, s:I}", "turn", turn,
 				      "content",
 				      digest_of(content, strlen(content)),
@@ -267,8 +269,8 @@ static void audit_transcript(struct control *c, const char *id,
 		json_array_foreach(calls, i, call)
 		{
 			json_t *fn = json_object_get(call, "function");
-			control_audit(
-			    c, id, "agent", "tool_call",
+			perimeter_audit(
+			    p, id, "agent", "tool_call",
 			    json_pack("{s:I, s:s, s:s, s:o, s:I}", "turn", turn,
 				      "tool_call_id",
 				      str_or_empty(json_object_get(call, "id")),
@@ -291,13 +293,13 @@ static void audit_transcript(struct control *c, const char *id,
 		if (d && sscanf(text, "exit status: %d", &status) == 1)
 			json_object_set_new(d, "exit_code",
 					    json_integer(status));
-		control_audit(c, id, "agent", "tool_result", d);
+		perimeter_audit(p, id, "agent", "tool_result", d);
 	}
 	/* system and user messages: Warren's own text, and the prompts
 	 * recorded when they were given (submit, message) */
 }
 
-static void audit_verify_event(struct control *c, const char *id,
+static void audit_verify_event(struct perimeter *p, const char *id,
 			       const json_t *data, int64_t seq)
 {
 	json_t *v = json_object_get(data, "verify");
@@ -313,7 +315,7 @@ static void audit_verify_event(struct control *c, const char *id,
 			  digest_of(str_or_empty(json_object_get(r, "output")),
 				    json_string_length(
 					json_object_get(r, "output")))));
-	control_audit(c, id, "system", "verify",
+	perimeter_audit(p, id, "system", "verify",
 		      json_pack("{s:O?, s:O?, s:O?, s:o, s:I}", "turn",
 				json_object_get(data, "turn"), "attempt",
 				json_object_get(data, "attempt"), "passed",
@@ -321,7 +323,7 @@ static void audit_verify_event(struct control *c, const char *id,
 				commands, "event_seq", (json_int_t)seq));
 }
 
-static void audit_result(struct control *c, const char *id, const json_t *data,
+static void audit_result(struct perimeter *p, const char *id, const json_t *data,
 			 int64_t seq)
 {
 	static const char *const keep[] = {
@@ -338,20 +340,20 @@ static void audit_result(struct control *c, const char *id, const json_t *data,
 			    json_integer((json_int_t)json_array_size(
 				json_object_get(data, "files"))));
 	json_object_set_new(d, "event_seq", json_integer(seq));
-	control_audit(c, id, "system", "result", d);
+	perimeter_audit(p, id, "system", "result", d);
 }
 
 /* The model's API key was used for the session (by the host: the key
  * never enters the sandbox). */
-static void audit_model_credential(struct control *c, const char *id,
+static void audit_model_credential(struct perimeter *p, const char *id,
 				   const json_t *data, int64_t seq)
 {
-	const struct provider_config *m = &c->cfg.model;
+	const struct provider_config *m = p->cfg.model;
 	json_int_t calls =
 	    json_integer_value(json_object_get(data, "model_calls"));
-	if (!m->api_key || !*m->api_key || calls <= 0)
+	if (!m || !m->api_key || !*m->api_key || calls <= 0)
 		return;
-	control_audit(c, id, "system", "credential",
+	perimeter_audit(p, id, "system", "credential",
 		      json_pack("{s:s, s:s, s:s?, s:o, s:s?, s:O?, s:I, s:I}",
 				"credential", "model.api_key", "use",
 				"model calls, from the host", "provider",
@@ -361,7 +363,7 @@ static void audit_model_credential(struct control *c, const char *id,
 				calls, "event_seq", (json_int_t)seq));
 }
 
-void control_audit_event(struct control *c, const char *session_id,
+void perimeter_audit_event(struct perimeter *p, const char *session_id,
 			 enum event_kind kind, const json_t *data, int64_t seq)
 {
 	if (!data)
@@ -371,12 +373,12 @@ void control_audit_event(struct control *c, const char *session_id,
 	json_t *d = NULL;
 	switch (kind) {
 	case EVENT_TRANSCRIPT:
-		audit_transcript(c, session_id, data, seq);
+		audit_transcript(p, session_id, data, seq);
 		break;
-	case EVENT_VERIFY: audit_verify_event(c, session_id, data, seq); break;
-	case EVENT_RESULT: audit_result(c, session_id, data, seq); break;
+	case EVENT_VERIFY: audit_verify_event(p, session_id, data, seq); break;
+	case EVENT_RESULT: audit_result(p, session_id, data, seq); break;
 	case EVENT_USAGE:
-		audit_model_credential(c, session_id, data, seq);
+		audit_model_credential(p, session_id, data, seq);
 		break;
 	case EVENT_EGRESS:
 	case EVENT_MODEL_CALL:
@@ -385,7 +387,7 @@ void control_audit_event(struct control *c, const char *session_id,
 		d = json_deep_copy(data);
 		if (json_is_object(d))
 			json_object_set_new(d, "event_seq", json_integer(seq));
-		control_audit(c, session_id, "agent", name, d);
+		perimeter_audit(p, session_id, "agent", name, d);
 		break;
 	case EVENT_TURN:
 	case EVENT_CHECKPOINT:
@@ -396,10 +398,10 @@ void control_audit_event(struct control *c, const char *session_id,
 		d = json_deep_copy(data);
 		if (json_is_object(d))
 			json_object_set_new(d, "event_seq", json_integer(seq));
-		control_audit(c, session_id, "system", name, d);
+		perimeter_audit(p, session_id, "system", name, d);
 		break;
-	case EVENT_STATE:    /* control_audit_transition has it */
-	case EVENT_MESSAGE:  /* control_audit_message has it */
+	case EVENT_STATE:    /* perimeter_audit_transition has it */
+	case EVENT_MESSAGE:  /* perimeter_audit_message has it */
 	case EVENT_BROKER:   /* the broker hook writes its own record */
 	case EVENT_OUTPUT:   /* lines are counted in the exec record */
 	case EVENT_PHASE:    /* timings are not security events */
@@ -410,16 +412,16 @@ void control_audit_event(struct control *c, const char *session_id,
 
 /* ---- decisions ----------------------------------------------------------- */
 
-void control_audit_decision(struct control *c, const char *session_id,
+void perimeter_audit_decision(struct perimeter *p, const char *session_id,
 			    const char *user, const char *decision,
 			    const char *reason)
 {
-	control_audit_user(
-	    c, session_id, user, "decision",
+	perimeter_audit_user(
+	    p, session_id, user, "decision",
 	    json_pack("{s:s, s:s?}", "decision", decision, "reason", reason));
 }
 
-void control_audit_push(struct control *c, const char *session_id,
+void perimeter_audit_push(struct perimeter *p, const char *session_id,
 			const char *user, const json_t *push, const char *error)
 {
 	json_t *d = json_pack("{s:s}", "approved_by", user ? user : "");
@@ -434,5 +436,5 @@ void control_audit_push(struct control *c, const char *session_id,
 		json_object_set(d, "ref", json_object_get(push, "ref"));
 		json_object_set(d, "commit", json_object_get(push, "commit"));
 	}
-	control_audit(c, session_id, "system", "push", d);
+	perimeter_audit(p, session_id, "system", "push", d);
 }

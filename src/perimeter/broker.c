@@ -1,13 +1,13 @@
-/* broker_hook.c - the control plane's side of the credential broker
+/* broker.c - the perimeter's side of the credential broker
  * (security/broker.h, docs/security.md "Credential broker").
  *
- * Every session's sandbox gets the broker: sandbox_start (runner.c) opens
+ * Every session's sandbox gets the broker: perimeter_sandbox_prepare opens
  * the session's socket and token, binds their directory read-only at
  * /run/warren-broker and the client (warren-git-connect, next to warren)
  * at /run/warren-git-connect, and once the sandbox is up points the
  * workspace's origin at the broker. The repository's credentials (the
  * server configuration's repositories[].credentials) go to the broker,
- * never into the sandbox. sandbox_stop closes the session's broker (its
+ * never into the sandbox. perimeter_sandbox_close closes the session's broker (its
  * token expires with the sandbox), and a session that ends (a final
  * state, or approved) ends its broker session: its token is refused from
  * then on.
@@ -15,9 +15,8 @@
  * Each broker connection is a "broker" event of the session and a
  * "broker" record in its audit log (actor "agent": the agent's git made
  * the call). */
-#include "sched/internal.h"
+#include "perimeter/internal.h"
 
-#include "security/broker.h"
 #include "security/secrets.h"
 #include "snapshot/git.h"
 #include "util/alloc.h"
@@ -32,25 +31,25 @@
 
 static void audit_cb(void *ctx, const char *session_id, const json_t *details)
 {
-	struct control *c = ctx;
+	struct perimeter *p = ctx;
 	json_t *d = json_deep_copy(details);
-	int64_t seq =
-	    control_event(c, session_id, EVENT_BROKER, json_deep_copy(details));
+	int64_t seq = perimeter_event(p, session_id, EVENT_BROKER,
+				      json_deep_copy(details));
 	if (d && seq > 0)
 		json_object_set_new(d, "event_seq", json_integer(seq));
-	control_audit(c, session_id, "agent", "broker", d);
+	perimeter_audit(p, session_id, "agent", "broker", d);
 }
 
 /* warren-git-connect, next to the warren executable (caller frees). */
-static char *client_path(const struct control *c)
+static char *client_path(const struct perimeter *p)
 {
-	_cleanup_free_ char *bin = wr_strdup(c->warren_bin);
+	_cleanup_free_ char *bin = wr_strdup(p->cfg.warren_bin);
 	return bin ? wr_asprintf("%s/warren-git-connect", dirname(bin)) : NULL;
 }
 
-int control_broker_start(struct control *c, struct wr_error **err)
+int perimeter_broker_start(struct perimeter *p, struct wr_error **err)
 {
-	_cleanup_free_ char *client = client_path(c);
+	_cleanup_free_ char *client = client_path(p);
 	if (!client)
 		return wr_error_set(err, ENOMEM, "broker");
 	if (access(client, X_OK) < 0)
@@ -59,46 +58,40 @@ int control_broker_start(struct control *c, struct wr_error **err)
 				    "`make` builds it)",
 				    client);
 	struct broker_config bcfg = {
-	    .data_dir = c->data_dir,
+	    .data_dir = p->cfg.data_dir,
 	    .hook_relay = client,
 	    .audit = audit_cb,
-	    .ctx = c,
+	    .ctx = p,
 	};
-	return broker_start(&bcfg, &c->broker, err);
+	return broker_start(&bcfg, &p->broker, err);
 }
 
-void control_broker_clear(struct control_broker *b)
+static const struct perimeter_credentials *
+credentials_of(const struct perimeter *p, const char *repo_name)
 {
-	free(b->dir);
-	free(b->client);
-	memset(b, 0, sizeof(*b));
-}
-
-static const struct control_credentials *credentials_of(const struct control *c,
-							const char *repo_name)
-{
-	for (size_t i = 0; repo_name && i < c->cfg.n_credentials; i++)
-		if (!strcmp(c->cfg.credentials[i].repo_name, repo_name))
-			return &c->cfg.credentials[i];
+	for (size_t i = 0; repo_name && i < p->cfg.n_credentials; i++)
+		if (!strcmp(p->cfg.credentials[i].repo_name, repo_name))
+			return &p->cfg.credentials[i];
 	return NULL;
 }
 
-int control_broker_prepare(struct run *run, const struct store_session *s,
-			   struct control_broker *out, struct wr_error **err)
+int perimeter_broker_prepare(struct perimeter *p,
+			     const struct store_session *s,
+			     struct perimeter_sandbox *out,
+			     struct wr_error **err)
 {
-	struct control *c = run->ctl;
-	memset(out, 0, sizeof(*out));
-	if (!c->broker)
+	if (!p->broker)
 		return 0;
 	struct store_repo repo = {0};
-	int r = c->st->ops->repo_get(c->st, s->repo_id, &repo, err);
+	int r = p->cfg.st->ops->repo_get(p->cfg.st, s->repo_id, &repo, err);
 	if (r < 0)
 		return wr_error_wrap(err, "broker");
-	const struct control_credentials *cred = credentials_of(c, repo.name);
+	const struct perimeter_credentials *cred =
+	    credentials_of(p, repo.name);
 	char *secret = NULL;
 	size_t secret_len = 0;
 	if (cred && cred->password_secret &&
-	    secrets_get(c->data_dir, cred->password_secret, &secret,
+	    secrets_get(p->cfg.data_dir, cred->password_secret, &secret,
 			&secret_len, err) < 0) {
 		r = wr_error_wrap(err, "broker: repository %s: credentials",
 				  repo.name);
@@ -106,10 +99,10 @@ int control_broker_prepare(struct run *run, const struct store_session *s,
 		return r;
 	}
 	_cleanup_free_ char *mirror =
-	    git_mirror_path(c->data_dir, repo.url, NULL);
-	_cleanup_free_ char *client = client_path(c);
+	    git_mirror_path(p->cfg.data_dir, repo.url, NULL);
+	_cleanup_free_ char *client = client_path(p);
 	_cleanup_free_ char *dir =
-	    wr_asprintf("%s/sessions/%s.broker", c->data_dir, s->id);
+	    wr_asprintf("%s/sessions/%s.broker", p->cfg.data_dir, s->id);
 	struct broker_remote remote = {
 	    .name = repo.name,
 	    .url = repo.url,
@@ -122,40 +115,21 @@ int control_broker_prepare(struct run *run, const struct store_session *s,
 	    .known_hosts_file = cred ? cred->known_hosts_file : NULL,
 	};
 	r = client && dir
-		? broker_session_open(c->broker, s->id, dir, &remote, err)
+		? broker_session_open(p->broker, s->id, dir, &remote, err)
 		: wr_error_set(err, ENOMEM, "broker");
 	secrets_value_free(secret, secret_len);
 	store_repo_clear(&repo);
 	if (r < 0)
 		return wr_error_wrap(err, "credential broker");
-	out->dir = wr_strdup(dir);
-	out->client = wr_strdup(client);
-	if (!out->dir || !out->client) {
-		control_broker_clear(out);
-		broker_session_close(c->broker, s->id);
-		return wr_error_set(err, ENOMEM, "broker");
-	}
-	out->on = true;
+	out->broker.dir = TAKE_PTR(dir);
+	out->broker.client = TAKE_PTR(client);
+	out->broker.on = true;
 	return 0;
 }
 
-int control_broker_request(const struct control_broker *b,
-			   struct sandbox_request *req)
+int perimeter_broker_configure(struct perimeter *p, const char *sandbox,
+			       struct wr_error **err)
 {
-	if (!b->on)
-		return 0;
-	if (req->n_binds + 2 > SBX_MAX_BINDS)
-		return -E2BIG;
-	req->binds[req->n_binds++] =
-	    (struct sandbox_bind){b->dir, BROKER_SANDBOX_DIR, true};
-	req->binds[req->n_binds++] =
-	    (struct sandbox_bind){b->client, BROKER_SANDBOX_CLIENT, true};
-	return 0;
-}
-
-int control_broker_configure(struct run *run, struct wr_error **err)
-{
-	struct control *c = run->ctl;
 	/* origin goes through the broker, for fetch and push; a workspace
 	 * without git (or without git installed) has nothing to point */
 	static const char script[] =
@@ -166,48 +140,22 @@ int control_broker_configure(struct run *run, struct wr_error **err)
 	    "git remote add origin \"$1\"\n";
 	char *cmd[] = {"/bin/sh", "-c", (char *)script, "warren-broker",
 		       BROKER_REMOTE_URL, NULL};
-	struct sandbox_exec_cmd ex = {.name = run->sandbox, .argv = cmd};
-	struct sandbox_cmdline cl;
-	int status = sandbox_cmdline_exec(c->warren_bin, &ex, &cl);
-	if (status < 0)
-		return wr_error_set(err, -status, "broker: command line");
-	_cleanup_free_ char *errors = NULL;
-	status = proc_run(cl.argv, 4096, -1, NULL, &errors, err);
-	sandbox_cmdline_clear(&cl);
-	if (status < 0)
-		return wr_error_wrap(err, "broker: configure the workspace");
-	if (status != 0) {
-		size_t len = errors ? strlen(errors) : 0;
-		while (len && errors[len - 1] == '\n')
-			errors[--len] = '\0';
-		return wr_error_set(err, EIO,
-				    "broker: configure the workspace's origin "
-				    "(exit %d): %s",
-				    status, len ? errors : "no output");
-	}
-	return 0;
+	return perimeter_sandbox_relay(p, sandbox, cmd,
+				       "broker: configure the workspace's "
+				       "origin",
+				       err);
 }
 
-void control_broker_close(struct run *run)
+char **perimeter_remote_env(const struct perimeter *p, const char *repo_name,
+			    const char *url, const char *mirror)
 {
-	broker_session_close(run->ctl->broker, run->id);
-}
-
-void control_broker_end(struct control *c, const char *session_id)
-{
-	broker_session_end(c->broker, session_id);
-}
-
-char **control_broker_remote_env(struct control *c, const char *repo_name,
-				 const char *url, const char *mirror)
-{
-	const struct control_credentials *cred = credentials_of(c, repo_name);
+	const struct perimeter_credentials *cred = credentials_of(p, repo_name);
 	if (!cred)
 		return NULL; /* the server's own git credentials */
 	char *secret = NULL;
 	size_t secret_len = 0;
 	if (cred->password_secret &&
-	    secrets_get(c->data_dir, cred->password_secret, &secret,
+	    secrets_get(p->cfg.data_dir, cred->password_secret, &secret,
 			&secret_len, NULL) < 0)
 		secret = NULL;
 	struct broker_remote remote = {

@@ -1,4 +1,4 @@
-/* egress_hook.c - the control plane's side of the egress proxy
+/* egress.c - the perimeter's side of the egress proxy
  * (security/egress.h, docs/security.md "Egress").
  *
  * The proxy asks, at each connection, for the session's allowlist: the
@@ -7,14 +7,15 @@
  * "egress", beside the limits it asked for). Every decision becomes an
  * "egress" event of the session.
  *
- * In the sandbox (see sandbox_start in runner.c): the session's socket
+ * In the sandbox (perimeter_sandbox_request): the session's socket
  * directory is bound read-only at /run/warren-egress, the relay binary
  * (warren-relay, next to warren) at /run/warren-egress-relay, and the
  * proxy variables are set for every command; once the sandbox is up, the
  * relay is started with `warren sandbox exec` and daemonizes. */
-#include "sched/internal.h"
+#include "perimeter/internal.h"
 
-#include "security/egress.h"
+#include "sandbox/request.h"
+#include "util/spawn.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
@@ -30,29 +31,21 @@
 
 /* The egress hosts of the spec at snapshot_id (a new reference; an empty
  * array if none). */
-static json_t *spec_egress(struct control *c, const char *snapshot_id)
+static json_t *spec_egress(struct perimeter *p, const char *snapshot_id)
 {
-	json_t *out = NULL;
-	if (snapshot_id && *snapshot_id) {
-		struct control_limits unused;
-		uint64_t every;
-		/* reads the spec once per snapshot into the cache */
-		control_spec_info(c, snapshot_id, &unused, &every, NULL, NULL);
-		pthread_mutex_lock(&c->spec_mu);
-		for (size_t i = 0; i < c->n_spec_cache; i++)
-			if (!strcmp(c->spec_cache[i].snapshot_id, snapshot_id))
-				out = json_incref(c->spec_cache[i].egress);
-		pthread_mutex_unlock(&c->spec_mu);
-	}
+	json_t *out = snapshot_id && *snapshot_id
+			  ? p->host.spec_egress(p->host.ctx, snapshot_id)
+			  : NULL;
 	return out ? out : json_array();
 }
 
 /* The session's whole allowlist (a new array: the spec's is shared with
  * the cache and stays as it is). */
-static json_t *session_hosts(struct control *c, const struct store_session *s,
+static json_t *session_hosts(struct perimeter *p,
+			     const struct store_session *s,
 			     const char *snapshot_id)
 {
-	json_t *spec = spec_egress(c, snapshot_id);
+	json_t *spec = spec_egress(p, snapshot_id);
 	json_t *hosts = json_array();
 	json_t *limits =
 	    s->limits_json ? json_loads(s->limits_json, 0, NULL) : NULL;
@@ -83,13 +76,13 @@ static char **strv_dup(char *const *src, size_t n)
 	return v;
 }
 
-static struct egress_policy_slot *policy_slot(struct control *c,
+static struct egress_policy_slot *policy_slot(struct perimeter *p,
 					      const char *session_id)
 {
 	uint32_t h = 2166136261u; /* FNV-1a */
-	for (const char *p = session_id; *p; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	return &c->policy_cache[h % ARRAY_SIZE(c->policy_cache)];
+	for (const char *q = session_id; *q; q++)
+		h = (h ^ (unsigned char)*q) * 16777619u;
+	return &p->policy_cache[h % ARRAY_SIZE(p->policy_cache)];
 }
 
 /* The allowlist as the session's record says, read at each connection:
@@ -99,27 +92,28 @@ static struct egress_policy_slot *policy_slot(struct control *c,
 static int policy_cb(void *ctx, const char *session_id, char ***allow,
 		     size_t *n)
 {
-	struct control *c = ctx;
-	uint64_t writes = c->st->ops->session_writes(c->st);
-	struct egress_policy_slot *slot = policy_slot(c, session_id);
-	pthread_mutex_lock(&c->policy_mu);
+	struct perimeter *p = ctx;
+	struct store *st = p->cfg.st;
+	uint64_t writes = st->ops->session_writes(st);
+	struct egress_policy_slot *slot = policy_slot(p, session_id);
+	pthread_mutex_lock(&p->mu);
 	if (slot->hosts && slot->writes == writes &&
 	    strcmp(slot->id, session_id) == 0) {
 		char **v = strv_dup(slot->hosts, slot->n);
 		size_t k = slot->n;
-		pthread_mutex_unlock(&c->policy_mu);
+		pthread_mutex_unlock(&p->mu);
 		if (!v)
 			return -ENOMEM;
 		*allow = v;
 		*n = k;
 		return 0;
 	}
-	pthread_mutex_unlock(&c->policy_mu);
+	pthread_mutex_unlock(&p->mu);
 
 	struct store_session s = {0};
-	if (c->st->ops->session_get(c->st, session_id, &s, NULL) < 0)
+	if (st->ops->session_get(st, session_id, &s, NULL) < 0)
 		return -ENOENT;
-	json_t *hosts = session_hosts(c, &s, s.snapshot_id);
+	json_t *hosts = session_hosts(p, &s, s.snapshot_id);
 	store_session_clear(&s);
 	size_t k = json_array_size(hosts);
 	char **v = wr_calloc(k + 1, sizeof(char *));
@@ -140,25 +134,25 @@ static int policy_cb(void *ctx, const char *session_id, char ***allow,
 	 * count makes the copy stale, whether the read saw it or not */
 	char **keep = strv_dup(v, k);
 	if (keep) {
-		pthread_mutex_lock(&c->policy_mu);
+		pthread_mutex_lock(&p->mu);
 		egress_strv_free(slot->hosts, slot->n);
 		snprintf(slot->id, sizeof(slot->id), "%s", session_id);
 		slot->writes = writes;
 		slot->hosts = keep;
 		slot->n = k;
-		pthread_mutex_unlock(&c->policy_mu);
+		pthread_mutex_unlock(&p->mu);
 	}
 	*allow = v;
 	*n = k;
 	return 0;
 }
 
-void control_egress_stop(struct control *c)
+void perimeter_egress_stop(struct perimeter *p)
 {
-	egress_stop(c->egress);
-	c->egress = NULL;
-	for (size_t i = 0; i < ARRAY_SIZE(c->policy_cache); i++) {
-		struct egress_policy_slot *slot = &c->policy_cache[i];
+	egress_stop(p->egress);
+	p->egress = NULL;
+	for (size_t i = 0; i < ARRAY_SIZE(p->policy_cache); i++) {
+		struct egress_policy_slot *slot = &p->policy_cache[i];
 		egress_strv_free(slot->hosts, slot->n);
 		slot->hosts = NULL;
 		slot->id[0] = '\0';
@@ -167,66 +161,66 @@ void control_egress_stop(struct control *c)
 
 static void audit_cb(void *ctx, const char *session_id, const json_t *details)
 {
-	struct control *c = ctx;
-	control_event(c, session_id, EVENT_EGRESS, json_deep_copy(details));
+	perimeter_event(ctx, session_id, EVENT_EGRESS, json_deep_copy(details));
 }
 
 /* The rules a snapshot build's own proxy (warren-egress) applies: the
  * server's, and the control plane's address as "self", in a file that
  * `warren snapshot refresh --egress-config` reads. */
-static int write_build_rules(struct control *c, const json_t *rules,
+static int write_build_rules(struct perimeter *p, const json_t *rules,
 			     struct wr_error **err)
 {
 	json_t *obj = rules ? json_deep_copy(rules) : json_object();
-	if (obj && c->cfg.api_port) {
+	if (obj && p->cfg.api_port) {
 		char self[128];
-		const char *addr = c->cfg.api_addr ? c->cfg.api_addr
+		const char *addr = p->cfg.api_addr ? p->cfg.api_addr
 						   : "127.0.0.1";
 		snprintf(self, sizeof(self), "%s:%u", addr,
-			 (unsigned)c->cfg.api_port);
+			 (unsigned)p->cfg.api_port);
 		json_object_set_new(obj, "self", json_string(self));
 	}
 	_cleanup_free_ char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
 	json_decref(obj);
-	c->build_egress_config =
-	    wr_asprintf("%s/build-egress.json", c->data_dir);
-	if (!text || !c->build_egress_config)
+	free(p->build_egress_config);
+	p->build_egress_config =
+	    wr_asprintf("%s/build-egress.json", p->cfg.data_dir);
+	if (!text || !p->build_egress_config)
 		return wr_error_set(err, ENOMEM, "egress");
-	int r = wr_write_file_atomic(c->build_egress_config, text,
+	int r = wr_write_file_atomic(p->build_egress_config, text,
 				     strlen(text), 0600, false);
 	if (r < 0)
 		return wr_error_set(err, -r, "write %s",
-				    c->build_egress_config);
+				    p->build_egress_config);
 	return 0;
 }
 
-int control_egress_start(struct control *c, struct wr_error **err)
+int perimeter_egress_start(struct perimeter *p, struct wr_error **err)
 {
 	json_t *rules = NULL;
-	if (c->cfg.egress_json) {
+	if (p->cfg.egress_json) {
 		json_error_t jerr;
-		rules = json_loads(c->cfg.egress_json, 0, &jerr);
+		rules = json_loads(p->cfg.egress_json, 0, &jerr);
 		if (!rules)
 			return wr_error_input(err, EINVAL, "egress: %s",
 					      jerr.text);
 	}
 	struct egress_config ecfg = {
 	    .rules = rules,
-	    .self_addr = c->cfg.api_addr,
-	    .self_port = c->cfg.api_port,
+	    .self_addr = p->cfg.api_addr,
+	    .self_port = p->cfg.api_port,
 	    .policy = policy_cb,
 	    .audit = audit_cb,
-	    .ctx = c,
+	    .ctx = p,
 	};
-	int r = egress_start(&ecfg, &c->egress, err);
+	int r = egress_start(&ecfg, &p->egress, err);
 	if (r == 0)
-		r = write_build_rules(c, rules, err);
+		r = write_build_rules(p, rules, err);
 	json_decref(rules);
 	return r;
 }
 
-int control_egress_check(const json_t *list, json_t **out,
-			 struct wr_error **err)
+int perimeter_egress_check(const json_t *list, json_t **out,
+			   struct wr_error **err)
 {
 	*out = NULL;
 	if (!list || json_is_null(list))
@@ -258,31 +252,24 @@ int control_egress_check(const json_t *list, json_t **out,
 	return *out ? 0 : wr_error_set(err, ENOMEM, "egress");
 }
 
-void control_egress_clear(struct control_egress *e)
+int perimeter_egress_prepare(struct perimeter *p,
+			     const struct store_session *s,
+			     const char *snapshot_id,
+			     struct perimeter_sandbox *out,
+			     struct wr_error **err)
 {
-	free(e->dir);
-	free(e->relay);
-	memset(e, 0, sizeof(*e));
-}
-
-int control_egress_prepare(struct run *run, const struct store_session *s,
-			   const char *snapshot_id, struct control_egress *out,
-			   struct wr_error **err)
-{
-	struct control *c = run->ctl;
-	memset(out, 0, sizeof(*out));
-	if (!c->egress)
+	if (!p->egress)
 		return 0;
-	json_t *hosts = session_hosts(c, s, snapshot_id);
+	json_t *hosts = session_hosts(p, s, snapshot_id);
 	size_t n = json_array_size(hosts);
 	json_decref(hosts);
 	if (n == 0)
 		return 0; /* network none, no proxy */
-	_cleanup_free_ char *bin = wr_strdup(c->warren_bin);
+	_cleanup_free_ char *bin = wr_strdup(p->cfg.warren_bin);
 	_cleanup_free_ char *relay =
 	    bin ? wr_asprintf("%s/warren-relay", dirname(bin)) : NULL;
 	_cleanup_free_ char *dir =
-	    wr_asprintf("%s/sessions/%s.egress", c->data_dir, s->id);
+	    wr_asprintf("%s/sessions/%s.egress", p->cfg.data_dir, s->id);
 	if (!relay || !dir)
 		return wr_error_set(err, ENOMEM, "egress");
 	if (access(relay, X_OK) < 0)
@@ -290,69 +277,40 @@ int control_egress_prepare(struct run *run, const struct store_session *s,
 				    "egress: %s (the relay the sandbox needs; "
 				    "`make` builds it)",
 				    relay);
-	int r = egress_session_open(c->egress, s->id, dir, NULL, err);
+	int r = egress_session_open(p->egress, s->id, dir, NULL, err);
 	if (r < 0)
 		return wr_error_wrap(err, "egress");
-	out->dir = wr_strdup(dir);
-	out->relay = wr_strdup(relay);
-	if (!out->dir || !out->relay) {
-		control_egress_clear(out);
-		egress_session_close(c->egress, s->id);
-		return wr_error_set(err, ENOMEM, "egress");
-	}
-	out->on = true;
+	out->egress.dir = TAKE_PTR(dir);
+	out->egress.relay = TAKE_PTR(relay);
+	out->egress.on = true;
 	return 0;
 }
 
-int control_egress_request(const struct control_egress *e,
-			   struct sandbox_request *req)
+int perimeter_sandbox_relay(struct perimeter *p, const char *sandbox,
+			    char *const *argv, const char *what,
+			    struct wr_error **err)
 {
-	static const char *const env[] = {EGRESS_PROXY_ENV};
-	if (!e->on)
-		return 0;
-	if (req->n_binds + 2 > SBX_MAX_BINDS ||
-	    req->n_env + ARRAY_SIZE(env) > SBX_MAX_ENV)
-		return -E2BIG;
-	req->binds[req->n_binds++] =
-	    (struct sandbox_bind){e->dir, EGRESS_SANDBOX_DIR, true};
-	req->binds[req->n_binds++] =
-	    (struct sandbox_bind){e->relay, EGRESS_SANDBOX_RELAY, true};
-	for (size_t i = 0; i < ARRAY_SIZE(env); i++)
-		req->env[req->n_env++] = env[i];
-	return 0;
-}
-
-int control_sandbox_relay(struct run *run, char *const *argv,
-			  const char *what, struct wr_error **err)
-{
-	struct control *c = run->ctl;
-	struct sandbox_exec_cmd ex = {.name = run->sandbox, .argv = argv};
+	struct sandbox_exec_cmd ex = {.name = sandbox, .argv = argv};
 	struct sandbox_cmdline cl;
-	int status = sandbox_cmdline_exec(c->warren_bin, &ex, &cl);
+	int status = sandbox_cmdline_exec(p->cfg.warren_bin, &ex, &cl);
 	if (status < 0)
 		return wr_error_set(err, -status, "%s: command line", what);
-	_cleanup_free_ char *errors = NULL;
-	status = proc_run(cl.argv, 4096, -1, NULL, &errors, err);
+	struct spawn_call call = {
+	    .argv = (const char *const *)cl.argv,
+	    .envp = NULL,
+	    .in_fd = -1,
+	    .out_fd = -1,
+	    .keep_group = true,
+	    .die_with_parent = true,
+	};
+	status = spawn_run(&call, err);
 	sandbox_cmdline_clear(&cl);
 	if (status < 0)
 		return wr_error_wrap(err, "%s", what);
-	if (status != 0) {
-		size_t len = errors ? strlen(errors) : 0;
-		while (len && errors[len - 1] == '\n')
-			errors[--len] = '\0';
+	if (status != 0)
 		return wr_error_set(err, EIO, "%s failed (exit %d): %s", what,
-				    status, len ? errors : "no output");
-	}
+				    status,
+				    call.err_tail[0] ? call.err_tail
+						     : "no output");
 	return 0;
-}
-
-int control_egress_relay(struct run *run, struct wr_error **err)
-{
-	char *cmd[] = {EGRESS_SANDBOX_RELAY, EGRESS_SANDBOX_SOCKET, NULL};
-	return control_sandbox_relay(run, cmd, "egress relay", err);
-}
-
-void control_egress_close(struct run *run)
-{
-	egress_session_close(run->ctl->egress, run->id);
 }

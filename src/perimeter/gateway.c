@@ -1,4 +1,4 @@
-/* gateway_hook.c - the control plane's side of the model gateway
+/* gateway.c - the perimeter's side of the model gateway
  * (gateway/gateway.h, docs/agents.md "The key model").
  *
  * The gateway runs when the server's configuration has a "gateway"
@@ -17,7 +17,7 @@
  * same fields the built-in agent fills. Each call is a "model_call"
  * event, copied into the audit log; a refusal by the budget is a
  * "budget" event as well. */
-#include "sched/internal.h"
+#include "perimeter/internal.h"
 
 #include "agents/layer.h"
 #include "agents/preset.h"
@@ -36,7 +36,7 @@
 static void on_call(void *ctx, const char *session_id,
 		    const struct gateway_call *call)
 {
-	struct control *c = ctx;
+	struct perimeter *p = ctx;
 	json_t *d = json_pack(
 	    "{s:s, s:s, s:s, s:s, s:s, s:i, s:b, s:b, s:{s:I, s:I, s:I}, "
 	    "s:f, s:f}",
@@ -48,81 +48,81 @@ static void on_call(void *ctx, const char *session_id,
 	    (json_int_t)call->tokens.completion, "cached_tokens",
 	    (json_int_t)call->tokens.cached, "cost", call->cost, "ms",
 	    call->ms);
-	control_event(c, session_id, EVENT_MODEL_CALL, d);
+	perimeter_event(p, session_id, EVENT_MODEL_CALL, d);
 	if (!strcmp(call->decision, "refused") &&
 	    strstr(call->reason, "budget is spent"))
-		control_event(c, session_id, EVENT_BUDGET,
-			      json_pack("{s:s, s:s}", "reason", call->reason,
-					"by", "gateway"));
+		perimeter_event(p, session_id, EVENT_BUDGET,
+				json_pack("{s:s, s:s}", "reason",
+					  call->reason, "by", "gateway"));
 	if (call->request_body)
-		control_audit(c, session_id, "agent", "model_call_bodies",
-			      json_pack("{s:s, s:s, s:s}", "path", call->path,
-					"request", call->request_body,
-					"answer", call->answer ? call->answer
-							       : ""));
+		perimeter_audit(p, session_id, "agent", "model_call_bodies",
+				json_pack("{s:s, s:s, s:s}", "path",
+					  call->path, "request",
+					  call->request_body, "answer",
+					  call->answer ? call->answer : ""));
 }
 
-int control_gateway_start(struct control *c, struct wr_error **err)
+int perimeter_gateway_start(struct perimeter *p, struct wr_error **err)
 {
 	int r = 0;
-	if (c->cfg.gateway_json) {
+	const struct provider_config *m = p->cfg.model;
+	if (p->cfg.gateway_json) {
 		json_error_t jerr;
-		json_t *o = json_loads(c->cfg.gateway_json, 0, &jerr);
+		json_t *o = json_loads(p->cfg.gateway_json, 0, &jerr);
 		if (!o)
 			return wr_error_input(err, EINVAL, "gateway: %s",
 					      jerr.text);
-		r = gateway_settings_parse(o, &c->gateway_settings, err);
+		r = gateway_settings_parse(o, &p->gateway_settings, err);
 		json_decref(o);
-	} else if (c->cfg.model_configured && c->cfg.model.kind &&
-		   !strcmp(c->cfg.model.kind, "openai")) {
-		struct meter_budget b = {.max_tokens = c->cfg.budget.max_tokens,
-					 .max_cost = c->cfg.budget.max_cost};
+	} else if (p->cfg.model_configured && m && m->kind &&
+		   !strcmp(m->kind, "openai")) {
+		struct meter_budget b = {0};
+		if (p->cfg.budget) {
+			b.max_tokens = p->cfg.budget->max_tokens;
+			b.max_cost = p->cfg.budget->max_cost;
+		}
+		struct meter_prices none = {0};
 		r = gateway_settings_from_model(
-		    c->cfg.model.base_url, c->cfg.model.api_key,
-		    &c->cfg.prices, &b, &c->gateway_settings, err);
+		    m->base_url, m->api_key,
+		    p->cfg.prices ? p->cfg.prices : &none, &b,
+		    &p->gateway_settings, err);
 	} else {
 		return 0; /* no model anywhere: no gateway */
 	}
 	if (r < 0)
 		return r;
 	_cleanup_free_ char *sessions =
-	    wr_asprintf("%s/sessions", c->data_dir);
+	    wr_asprintf("%s/sessions", p->cfg.data_dir);
 	if (sessions)
 		gateway_remove_stale(sessions);
 	struct gateway_config gcfg = {
-	    .settings = &c->gateway_settings,
-	    .data_dir = c->data_dir,
+	    .settings = &p->gateway_settings,
+	    .data_dir = p->cfg.data_dir,
 	    .on_call = on_call,
-	    .ctx = c,
+	    .ctx = p,
 	};
-	return gateway_start(&gcfg, &c->gateway, err);
+	return gateway_start(&gcfg, &p->gateway, err);
 }
 
-void control_gateway_stop(struct control *c)
+void perimeter_gateway_stop(struct perimeter *p)
 {
-	gateway_stop(c->gateway);
-	c->gateway = NULL;
-	gateway_settings_clear(&c->gateway_settings);
-}
-
-void control_gateway_clear(struct control_gateway *g)
-{
-	free(g->dir);
-	free(g->relay);
-	memset(g, 0, sizeof(*g));
+	gateway_stop(p->gateway);
+	p->gateway = NULL;
+	gateway_settings_clear(&p->gateway_settings);
 }
 
 /* What the session used before this server took it up: the last
  * "usage" event the gateway's metering wrote. */
-static void usage_load(struct control *c, const char *session_id,
+static void usage_load(struct perimeter *p, const char *session_id,
 		       struct agent_usage *u)
 {
+	struct store *st = p->cfg.st;
 	int64_t after = 0;
 	for (;;) {
 		struct store_event *ev = NULL;
 		size_t n = 0;
-		if (c->st->ops->event_list(c->st, session_id, after, 1000, &ev,
-					   &n, NULL) < 0 ||
+		if (st->ops->event_list(st, session_id, after, 1000, &ev, &n,
+					NULL) < 0 ||
 		    n == 0)
 			return;
 		for (size_t i = 0; i < n; i++) {
@@ -151,18 +151,19 @@ static void usage_load(struct control *c, const char *session_id,
 	}
 }
 
-int control_gateway_prepare(struct run *run, const struct store_session *s,
-			    struct control_gateway *out, struct wr_error **err)
+int perimeter_gateway_prepare(struct perimeter *p,
+			      const struct perimeter_run *run,
+			      const struct store_session *s,
+			      struct perimeter_sandbox *out,
+			      struct wr_error **err)
 {
-	struct control *c = run->ctl;
-	memset(out, 0, sizeof(*out));
-	if (!c->gateway)
+	if (!p->gateway)
 		return 0;
-	_cleanup_free_ char *bin = wr_strdup(c->warren_bin);
+	_cleanup_free_ char *bin = wr_strdup(p->cfg.warren_bin);
 	_cleanup_free_ char *relay =
 	    bin ? wr_asprintf("%s/warren-relay", dirname(bin)) : NULL;
 	_cleanup_free_ char *dir =
-	    wr_asprintf("%s/sessions/%s.gateway", c->data_dir, s->id);
+	    wr_asprintf("%s/sessions/%s.gateway", p->cfg.data_dir, s->id);
 	if (!relay || !dir)
 		return wr_error_set(err, ENOMEM, "gateway");
 	if (access(relay, X_OK) < 0)
@@ -172,66 +173,48 @@ int control_gateway_prepare(struct run *run, const struct store_session *s,
 				    relay);
 	/* the totals go on from what the session used before (a restart,
 	 * a new sandbox after a death) */
-	if (run->usage.model_calls == 0)
-		usage_load(c, s->id, &run->usage);
+	struct agent_usage *u = run->usage;
+	if (u->model_calls == 0)
+		usage_load(p, s->id, u);
 	struct meter_totals used = {
-	    .prompt_tokens = run->usage.prompt_tokens,
-	    .completion_tokens = run->usage.completion_tokens,
-	    .cached_tokens = run->usage.cached_tokens,
-	    .cost = run->usage.cost,
-	    .model_calls = run->usage.model_calls,
+	    .prompt_tokens = u->prompt_tokens,
+	    .completion_tokens = u->completion_tokens,
+	    .cached_tokens = u->cached_tokens,
+	    .cost = u->cost,
+	    .model_calls = u->model_calls,
 	};
-	int r = gateway_session_open(c->gateway, s->id, dir, &used, err);
+	int r = gateway_session_open(p->gateway, s->id, dir, &used, err);
 	if (r < 0)
 		return wr_error_wrap(err, "gateway");
-	out->dir = TAKE_PTR(dir);
-	out->relay = TAKE_PTR(relay);
-	out->on = true;
+	out->gateway.dir = TAKE_PTR(dir);
+	out->gateway.relay = TAKE_PTR(relay);
+	out->gateway.on = true;
 	return 0;
 }
 
-int control_gateway_request(const struct control_gateway *g,
-			    struct sandbox_request *req)
+int perimeter_gateway_relay(struct perimeter *p, const char *sandbox,
+			    struct wr_error **err)
 {
-	if (!g->on)
-		return 0;
-	if (req->n_binds + 2 > SBX_MAX_BINDS)
-		return -E2BIG;
-	req->binds[req->n_binds++] =
-	    (struct sandbox_bind){g->dir, GATEWAY_SANDBOX_DIR, true};
-	req->binds[req->n_binds++] =
-	    (struct sandbox_bind){g->relay, GATEWAY_SANDBOX_RELAY, true};
-	return 0;
-}
-
-int control_gateway_relay(struct run *run, struct wr_error **err)
-{
-	struct control *c = run->ctl;
-	if (!c->gateway)
+	if (!p->gateway)
 		return 0;
 	char listen[32];
 	snprintf(listen, sizeof(listen), "127.0.0.1:%u",
-		 (unsigned)c->gateway_settings.port);
+		 (unsigned)p->gateway_settings.port);
 	char *cmd[] = {GATEWAY_SANDBOX_RELAY, "--listen", listen,
 		       GATEWAY_SANDBOX_SOCKET, NULL};
-	return control_sandbox_relay(run, cmd, "gateway relay", err);
+	return perimeter_sandbox_relay(p, sandbox, cmd, "gateway relay", err);
 }
 
-void control_gateway_close(struct run *run)
+int perimeter_turn_open(struct perimeter *p, const struct perimeter_run *run,
+			struct perimeter_turn *t)
 {
-	gateway_session_close(run->ctl->gateway, run->id);
-}
-
-int control_gateway_turn_open(struct run *run, struct control_gateway_turn *t)
-{
-	struct control *c = run->ctl;
 	memset(t, 0, sizeof(*t));
-	if (!c->gateway)
+	if (!p->gateway)
 		return 0;
-	int r = gateway_turn_open(c->gateway, run->id, t->token);
+	int r = gateway_turn_open(p->gateway, run->id, t->token);
 	if (r < 0)
 		return r;
-	unsigned port = c->gateway_settings.port;
+	unsigned port = p->gateway_settings.port;
 	snprintf(t->openai_base, sizeof(t->openai_base),
 		 "OPENAI_BASE_URL=http://127.0.0.1:%u/v1", port);
 	snprintf(t->anthropic_base, sizeof(t->anthropic_base),
@@ -241,22 +224,26 @@ int control_gateway_turn_open(struct run *run, struct control_gateway_turn *t)
 }
 
 /* The session's totals from the gateway become its usage, and what this
- * turn added goes to the metrics. */
-void control_gateway_turn_close(struct run *run, int number)
+ * turn added goes to the host (the metrics). */
+void perimeter_turn_close(struct perimeter *p, const struct perimeter_run *run,
+			  int number)
 {
-	struct control *c = run->ctl;
-	if (!c->gateway)
+	if (!p->gateway)
 		return;
-	gateway_turn_close(c->gateway, run->id);
+	gateway_turn_close(p->gateway, run->id);
 	struct meter_totals tot;
-	if (gateway_session_usage(c->gateway, run->id, &tot) < 0)
+	if (gateway_session_usage(p->gateway, run->id, &tot) < 0)
 		return;
-	struct agent_usage *u = &run->usage;
-	pthread_mutex_lock(&c->metrics_mu);
-	c->m.prompt_tokens += tot.prompt_tokens - u->prompt_tokens;
-	c->m.completion_tokens += tot.completion_tokens - u->completion_tokens;
-	c->m.cost += tot.cost - u->cost;
-	pthread_mutex_unlock(&c->metrics_mu);
+	struct agent_usage *u = run->usage;
+	struct meter_totals added = {
+	    .prompt_tokens = tot.prompt_tokens - u->prompt_tokens,
+	    .completion_tokens = tot.completion_tokens - u->completion_tokens,
+	    .cached_tokens = tot.cached_tokens - u->cached_tokens,
+	    .cost = tot.cost - u->cost,
+	    .model_calls = tot.model_calls - u->model_calls,
+	};
+	if (p->host.model_usage)
+		p->host.model_usage(p->host.ctx, &added);
 	bool called = tot.model_calls != u->model_calls;
 	u->prompt_tokens = tot.prompt_tokens;
 	u->completion_tokens = tot.completion_tokens;
@@ -265,51 +252,50 @@ void control_gateway_turn_close(struct run *run, int number)
 	u->model_calls = tot.model_calls;
 	if (!called && tot.model_calls == 0)
 		return; /* an agent that does not use the gateway */
-	control_event(c, run->id, EVENT_USAGE,
-		      json_pack("{s:i, s:I, s:I, s:I, s:f, s:i, s:s}", "turn",
-				number, "prompt_tokens",
-				(json_int_t)tot.prompt_tokens,
-				"completion_tokens",
-				(json_int_t)tot.completion_tokens,
-				"cached_tokens", (json_int_t)tot.cached_tokens,
-				"cost", tot.cost, "model_calls",
-				tot.model_calls, "by", "gateway"));
+	perimeter_event(
+	    p, run->id, EVENT_USAGE,
+	    json_pack("{s:i, s:I, s:I, s:I, s:f, s:i, s:s}", "turn", number,
+		      "prompt_tokens", (json_int_t)tot.prompt_tokens,
+		      "completion_tokens", (json_int_t)tot.completion_tokens,
+		      "cached_tokens", (json_int_t)tot.cached_tokens, "cost",
+		      tot.cost, "model_calls", tot.model_calls, "by",
+		      "gateway"));
 }
 
-void control_gateway_turn_clear(struct control_gateway_turn *t)
+void perimeter_turn_clear(struct perimeter_turn *t)
 {
 	explicit_bzero(t, sizeof(*t));
 }
 
 /* ---- agent presets (agents/preset.h) ----------------------------------- */
 
-int control_preset_check(const struct control *c, const char *agent_json,
-			 char **canonical, struct wr_error **err)
+int perimeter_preset_check(const struct perimeter *p, const char *agent_json,
+			   char **canonical, struct wr_error **err)
 {
 	json_t *a = json_loads(agent_json, 0, NULL);
-	struct agents_preset p;
-	int r = agents_preset_parse(a, &p, err);
+	struct agents_preset ap;
+	int r = agents_preset_parse(a, &ap, err);
 	json_decref(a);
 	if (r < 0)
 		return r;
-	if (!c->gateway)
+	if (!p->gateway)
 		return wr_error_input(err, EINVAL,
 				      "agent preset %s: the server has no model "
 				      "gateway (a \"gateway\" or a \"model\" in "
 				      "its configuration)",
-				      agents_preset_name(p.kind));
+				      agents_preset_name(ap.kind));
 	int wire = -1;
 	for (int w = 0; w < METER_WIRE_MAX; w++)
 		if (!strcmp(meter_wire_name((enum meter_wire)w),
-			    agents_preset_wire(p.kind)))
+			    agents_preset_wire(ap.kind)))
 			wire = w;
-	if (wire < 0 || !c->gateway_settings.upstream[wire].base_url)
+	if (wire < 0 || !p->gateway_settings.upstream[wire].base_url)
 		return wr_error_input(err, EINVAL,
 				      "agent preset %s speaks the %s API, which "
 				      "this server's gateway does not serve",
-				      agents_preset_name(p.kind),
-				      agents_preset_wire(p.kind));
-	json_t *o = agents_preset_json(&p);
+				      agents_preset_name(ap.kind),
+				      agents_preset_wire(ap.kind));
+	json_t *o = agents_preset_json(&ap);
 	*canonical = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	return *canonical ? 0 : wr_error_set(err, ENOMEM, "agent preset");
@@ -317,85 +303,69 @@ int control_preset_check(const struct control *c, const char *agent_json,
 
 /* The model a preset asks the gateway for: the first its upstream allows,
  * else the built-in agent's, else the preset's own (NULL). */
-static const char *preset_model(const struct control *c,
-				const struct agents_preset *p)
+static const char *preset_model(const struct perimeter *p,
+				const struct agents_preset *ap)
 {
 	for (int w = 0; w < METER_WIRE_MAX; w++) {
 		const struct gateway_upstream *u =
-		    &c->gateway_settings.upstream[w];
+		    &p->gateway_settings.upstream[w];
 		if (!strcmp(meter_wire_name((enum meter_wire)w),
-			    agents_preset_wire(p->kind)) &&
+			    agents_preset_wire(ap->kind)) &&
 		    u->n_models)
 			return u->models[0];
 	}
-	if (c->cfg.model_configured && c->cfg.model.model &&
-	    strcmp(agents_preset_wire(p->kind), "messages"))
-		return c->cfg.model.model;
+	const struct provider_config *m = p->cfg.model;
+	if (p->cfg.model_configured && m && m->model &&
+	    strcmp(agents_preset_wire(ap->kind), "messages"))
+		return m->model;
 	return NULL;
 }
 
-json_t *control_preset_argv(const struct control *c, const char *agent_json)
+json_t *perimeter_preset_argv(const struct perimeter *p,
+			      const char *agent_json)
 {
 	json_t *a = json_loads(agent_json, 0, NULL);
-	struct agents_preset p;
-	int r = agents_preset_parse(a, &p, NULL);
+	struct agents_preset ap;
+	int r = agents_preset_parse(a, &ap, NULL);
 	json_decref(a);
 	if (r < 0)
 		return NULL;
-	return agents_preset_argv(&p, preset_model(c, &p),
-				  c->gateway_settings.port);
+	return agents_preset_argv(&ap, preset_model(p, &ap),
+				  p->gateway_settings.port);
 }
 
-void control_preset_clear(struct control_preset *p)
+int perimeter_preset_prepare(struct perimeter *p,
+			     const struct store_session *s,
+			     struct perimeter_sandbox *out,
+			     struct wr_error **err)
 {
-	free(p->layer);
-	memset(p, 0, sizeof(*p));
-}
-
-int control_preset_prepare(struct run *run, const struct store_session *s,
-			   struct control_preset *out, struct wr_error **err)
-{
-	struct control *c = run->ctl;
-	memset(out, 0, sizeof(*out));
 	if (!agents_is_preset(s->agent_json))
 		return 0;
 	json_t *a = json_loads(s->agent_json, 0, NULL);
-	struct agents_preset p;
-	int r = agents_preset_parse(a, &p, err);
+	struct agents_preset ap;
+	int r = agents_preset_parse(a, &ap, err);
 	json_decref(a);
 	if (r < 0)
 		return r;
 	char spec[256];
-	agents_preset_package(&p, spec, sizeof(spec));
+	agents_preset_package(&ap, spec, sizeof(spec));
 	const char *specs[] = {spec};
 	struct agents_layer_req req = {
-	    .data_dir = c->data_dir,
-	    .warren_bin = c->warren_bin,
+	    .data_dir = p->cfg.data_dir,
+	    .warren_bin = p->cfg.warren_bin,
 	    .packages = specs,
 	    .n_packages = 1,
-	    .registry = c->cfg.agents_registry ? c->cfg.agents_registry
-					       : AGENTS_REGISTRY_DEFAULT,
-	    .egress_config = c->build_egress_config,
+	    .registry = p->cfg.agents_registry ? p->cfg.agents_registry
+						: AGENTS_REGISTRY_DEFAULT,
+	    .egress_config = p->build_egress_config,
 	};
 	int64_t t0 = store_now_ms();
-	r = agents_layer_ensure(&req, &out->layer, err);
+	r = agents_layer_ensure(&req, &out->preset.layer, err);
 	if (r < 0)
 		return wr_error_wrap(err, "the agents layer of %s %s",
-				     agents_preset_name(p.kind), p.version);
-	agents_preset_mount(&p, out->mount, sizeof(out->mount));
-	out->layer_ms = (double)(store_now_ms() - t0);
-	out->on = true;
-	return 0;
-}
-
-int control_preset_request(const struct control_preset *p,
-			   struct sandbox_request *req)
-{
-	if (!p->on)
-		return 0;
-	if (req->n_binds + 1 > SBX_MAX_BINDS)
-		return -E2BIG;
-	req->binds[req->n_binds++] =
-	    (struct sandbox_bind){p->layer, p->mount, true};
+				     agents_preset_name(ap.kind), ap.version);
+	agents_preset_mount(&ap, out->preset.mount, sizeof(out->preset.mount));
+	out->preset.layer_ms = (double)(store_now_ms() - t0);
+	out->preset.on = true;
 	return 0;
 }

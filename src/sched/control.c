@@ -8,9 +8,8 @@
 
 #include "sandbox/sandbox.h"
 #include "sched/sched.h"
-#include "snapshot/git.h"
 #include "security/broker.h"
-#include "security/egress.h"
+#include "snapshot/git.h"
 #include "util/alloc.h"
 #include "util/log.h"
 #include "util/cleanup.h"
@@ -101,7 +100,7 @@ int64_t control_event(struct control *c, const char *session_id,
 			err && err->msg ? err->msg : "failed");
 		wr_error_free(err);
 	}
-	control_audit_event(c, session_id, kind, data, seq);
+	perimeter_audit_event(c->perimeter, session_id, kind, data, seq);
 	json_decref(data);
 	control_notify(c);
 	return seq;
@@ -118,11 +117,12 @@ int64_t control_transition_as(struct control *c, const char *user,
 	    c->st, id, from, to, upd ? upd : &none, text, err);
 	free(text);
 	if (r >= 0) {
-		control_audit_transition(c, user, id, from, to, upd, extra, r);
+		perimeter_audit_transition(c->perimeter, user, id, from, to,
+					   upd, extra, r);
 		/* the agent's work is over: its broker token is refused from
 		 * now on, whether or not its sandbox is still there */
 		if (session_state_terminal(to) || to == SESSION_APPROVED)
-			control_broker_end(c, id);
+			perimeter_session_end(c->perimeter, id);
 		control_notify(c);
 	}
 	json_decref(extra);
@@ -351,19 +351,6 @@ static void name_from_url(const char *url, char out[64])
 	out[n] = '\0';
 }
 
-/* The agent argv JSON to use: asked, else the repository's, else the
- * server's; validated as a non-empty array of strings. */
-/* Is text the built-in agent ({"builtin": true})? */
-bool control_agent_is_builtin(const char *agent_json)
-{
-	json_t *a = agent_json ? json_loads(agent_json, 0, NULL) : NULL;
-	bool builtin = json_is_object(a) &&
-		       json_is_true(json_object_get(a, "builtin")) &&
-		       json_object_size(a) == 1;
-	json_decref(a);
-	return builtin;
-}
-
 /* The agent JSON to use: asked, else the repository's, else the server's,
  * else the built-in agent when a model is configured; an argv array of
  * strings or {"builtin": true}. */
@@ -383,14 +370,14 @@ static int agent_resolve(const struct control *c, const char *asked,
 		    "'%s' or the server (and no model for the built-in "
 		    "agent)",
 		    repo->name);
-	if (control_agent_is_builtin(src)) {
+	if (agents_is_builtin(src)) {
 		if (!c->cfg.model_configured)
 			return wr_error_input(err, EINVAL,
 					      "agent: the built-in agent needs "
 					      "a model in the server's "
 					      "configuration");
 	} else if (agents_is_preset(src)) {
-		return control_preset_check(c, src, out, err);
+		return perimeter_preset_check(c->perimeter, src, out, err);
 	} else {
 		json_t *a = json_loads(src, 0, NULL);
 		bool ok = json_is_array(a) && json_array_size(a) > 0 &&
@@ -477,7 +464,7 @@ int control_submit(struct control *c, const struct control_submit *req,
 	}
 	/* the hosts it may reach besides its spec's: kept with its limits */
 	json_t *egress = NULL;
-	r = control_egress_check(req->egress, &egress, err);
+	r = perimeter_egress_check(req->egress, &egress, err);
 	if (r < 0) {
 		store_repo_clear(&repo);
 		return r;
@@ -506,7 +493,7 @@ int control_submit(struct control *c, const struct control_submit *req,
 	s.created_ms = s.updated_ms = store_now_ms();
 	r = st->ops->session_create(st, &s, err);
 	if (r == 0)
-		control_audit_submit(c, &s, repo.name);
+		perimeter_audit_submit(c->perimeter, &s, repo.name);
 	store_repo_clear(&repo);
 	if (r < 0)
 		return r;
@@ -554,7 +541,7 @@ int64_t control_message(struct control *c, const char *session_id,
 		pthread_mutex_unlock(&c->mu);
 		return id;
 	}
-	control_audit_message(c, session_id, user, id, text);
+	perimeter_audit_message(c->perimeter, session_id, user, id, text);
 	struct run *run = run_find(c, session_id);
 	if (run) {
 		run->wake = true;
@@ -591,8 +578,8 @@ int control_cancel(struct control *c, const char *session_id, const char *user,
 		return wr_error_input(err, EPERM,
 				      "session %s is %s: nothing to cancel",
 				      session_id, session_state_name(state));
-	control_audit_user(
-	    c, session_id, user, "cancel",
+	perimeter_audit_user(
+	    c->perimeter, session_id, user, "cancel",
 	    json_pack("{s:s}", "state", session_state_name(state)));
 	pthread_mutex_lock(&c->mu);
 	struct run *run = run_find(c, session_id);
@@ -601,8 +588,6 @@ int control_cancel(struct control *c, const char *session_id, const char *user,
 		if (run->child > 0)
 			kill(run->child, SIGTERM);
 		pthread_cond_signal(&run->cv);
-		/* one waiting for a snapshot build stops waiting */
-		pthread_cond_broadcast(&c->build_cv);
 	} else {
 		/* not admitted (queued, or interrupted waiting for a slot) */
 		struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
@@ -615,6 +600,13 @@ int control_cancel(struct control *c, const char *session_id, const char *user,
 			wr_error_free(terr);
 	}
 	pthread_mutex_unlock(&c->mu);
+	/* one waiting for a snapshot build stops waiting (builds.mu is
+	 * never taken with mu held) */
+	if (run) {
+		pthread_mutex_lock(&c->builds.mu);
+		pthread_cond_broadcast(&c->builds.cv);
+		pthread_mutex_unlock(&c->builds.mu);
+	}
 	/* wait (bounded) for the runner to stop the sandbox */
 	uint64_t gen = control_event_generation(c);
 	struct timespec t0;
@@ -647,7 +639,7 @@ static int repo_check_remote(struct control *c, const char *name,
 			     const char *url, const char *ref,
 			     struct wr_error **err)
 {
-	char **env = control_broker_remote_env(c, name, url, NULL);
+	char **env = perimeter_remote_env(c->perimeter, name, url, NULL);
 	const char *argv[] = {"git", "ls-remote", "--", url, NULL};
 	_cleanup_free_ char *out = NULL;
 	struct spawn_call call = {
@@ -710,7 +702,7 @@ static int repo_fields_check(const char *url, const char *ref,
 		json_decref(a);
 		if (r < 0)
 			return r;
-	} else if (agent_json && !control_agent_is_builtin(agent_json)) {
+	} else if (agent_json && !agents_is_builtin(agent_json)) {
 		json_t *a = json_loads(agent_json, 0, NULL);
 		bool ok = json_is_array(a) && json_array_size(a) > 0;
 		size_t i;
@@ -816,22 +808,22 @@ int control_repo_remove(struct control *c, const char *id_or_name,
 	int ret = c->st->ops->repo_get(c->st, id_or_name, &r, err);
 	if (ret < 0)
 		return ret;
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(&c->builds.mu);
 	bool busy = false;
-	for (size_t i = 0; i < c->n_building; i++)
-		busy |= !strcmp(c->building[i], r.id);
+	for (size_t i = 0; i < c->builds.n_building; i++)
+		busy |= !strcmp(c->builds.building[i], r.id);
 	/* a refresh queued for it is not run */
-	for (size_t i = 0; !busy && i < c->n_refresh;) {
-		if (!strcmp(c->refresh_queue[i], r.id)) {
-			free(c->refresh_queue[i]);
-			memmove(c->refresh_queue + i, c->refresh_queue + i + 1,
-				(c->n_refresh - i - 1) * sizeof(char *));
-			c->n_refresh--;
+	for (size_t i = 0; !busy && i < c->builds.n_refresh;) {
+		if (!strcmp(c->builds.refresh_queue[i], r.id)) {
+			free(c->builds.refresh_queue[i]);
+			memmove(c->builds.refresh_queue + i, c->builds.refresh_queue + i + 1,
+				(c->builds.n_refresh - i - 1) * sizeof(char *));
+			c->builds.n_refresh--;
 		} else {
 			i++;
 		}
 	}
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(&c->builds.mu);
 	if (busy) {
 		ret = wr_error_input(err, EBUSY,
 				     "repository %s: its snapshot build is "
@@ -860,22 +852,20 @@ int control_repo_refresh(struct control *c, const char *id_or_name,
 	int r = c->st->ops->repo_get(c->st, id_or_name, &repo, err);
 	if (r < 0)
 		return r;
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(&c->builds.mu);
 	bool queued = false, queued_now = false;
-	for (size_t i = 0; i < c->n_refresh; i++)
-		if (!strcmp(c->refresh_queue[i], repo.id))
+	for (size_t i = 0; i < c->builds.n_refresh; i++)
+		if (!strcmp(c->builds.refresh_queue[i], repo.id))
 			queued = true;
 	if (!queued && !c->cfg.no_worker) {
-		char **q = wr_realloc(c->refresh_queue,
-				      (c->n_refresh + 1) * sizeof(*q));
+		char **q = wr_realloc(c->builds.refresh_queue,
+				      (c->builds.n_refresh + 1) * sizeof(*q));
 		char *id = q ? wr_strdup(repo.id) : NULL;
 		if (q)
-			c->refresh_queue = q;
+			c->builds.refresh_queue = q;
 		if (id) {
-			q[c->n_refresh++] = id;
-			c->sched_wake = true;
+			q[c->builds.n_refresh++] = id;
 			queued_now = true;
-	pthread_cond_signal(&c->cv);
 		} else {
 			r = wr_error_set(err, ENOMEM, "refresh");
 		}
@@ -883,11 +873,18 @@ int control_repo_refresh(struct control *c, const char *id_or_name,
 	/* a build already running keeps saying so; written before mu goes,
 	 * so that a worker taking the refresh now says "building" after it */
 	bool running = false;
-	for (size_t i = 0; i < c->n_building; i++)
-		running |= !strcmp(c->building[i], repo.id);
+	for (size_t i = 0; i < c->builds.n_building; i++)
+		running |= !strcmp(c->builds.building[i], repo.id);
 	if (queued_now && !running)
 		control_build_state_set(c, repo.id, "queued", NULL, NULL);
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(&c->builds.mu);
+	/* the scheduler starts a worker for it */
+	if (queued_now) {
+		pthread_mutex_lock(&c->mu);
+		c->sched_wake = true;
+		pthread_cond_signal(&c->cv);
+		pthread_mutex_unlock(&c->mu);
+	}
 	store_repo_clear(&repo);
 	return r;
 }
@@ -901,13 +898,13 @@ static void *refresh_main(void *arg)
 {
 	struct refresh_worker *w = arg;
 	struct control *c = w->c;
-	pthread_mutex_lock(&c->mu);
-	while (!c->stopping && c->n_refresh > 0) {
-		char *id = c->refresh_queue[0];
-		memmove(c->refresh_queue, c->refresh_queue + 1,
-			(c->n_refresh - 1) * sizeof(char *));
-		c->n_refresh--;
-		pthread_mutex_unlock(&c->mu);
+	pthread_mutex_lock(&c->builds.mu);
+	while (!c->builds.stopping && c->builds.n_refresh > 0) {
+		char *id = c->builds.refresh_queue[0];
+		memmove(c->builds.refresh_queue, c->builds.refresh_queue + 1,
+			(c->builds.n_refresh - 1) * sizeof(char *));
+		c->builds.n_refresh--;
+		pthread_mutex_unlock(&c->builds.mu);
 		struct store_repo repo;
 		struct wr_error *err = NULL;
 		if (c->st->ops->repo_get(c->st, id, &repo, &err) == 0) {
@@ -925,38 +922,41 @@ static void *refresh_main(void *arg)
 			wr_error_free(err);
 		}
 		free(id);
-		pthread_mutex_lock(&c->mu);
+		pthread_mutex_lock(&c->builds.mu);
 	}
 	w->running = false;
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(&c->builds.mu);
 	return NULL;
 }
 
-/* With mu held: a worker for each queued refresh, up to build_parallel
- * (a finished worker's thread is joined first). */
+/* A worker for each queued refresh, up to build_parallel (a finished
+ * worker's thread is joined first). Called by the scheduler's thread
+ * only, without mu. */
 static void refresh_workers_start(struct control *c)
 {
+	pthread_mutex_lock(&c->builds.mu);
 	unsigned parallel = c->cfg.build_parallel ? c->cfg.build_parallel : 2;
 	if (parallel > CONTROL_BUILD_PARALLEL_MAX)
 		parallel = CONTROL_BUILD_PARALLEL_MAX;
 	unsigned running = 0;
 	for (unsigned i = 0; i < parallel; i++)
-		running += c->refresh_workers[i].running;
+		running += c->builds.workers[i].running;
 	/* a worker started takes a queued refresh once it runs: at most as
 	 * many new ones as are queued */
 	size_t started_now = 0;
-	for (unsigned i = 0; i < parallel && !c->stopping && running < parallel &&
-			     started_now < c->n_refresh;
+	for (unsigned i = 0; i < parallel && !c->builds.stopping &&
+			     running < parallel &&
+			     started_now < c->builds.n_refresh;
 	     i++) {
-		struct refresh_worker *w = &c->refresh_workers[i];
+		struct refresh_worker *w = &c->builds.workers[i];
 		if (w->running)
 			continue;
 		if (w->started) {
-			pthread_mutex_unlock(&c->mu);
+			pthread_mutex_unlock(&c->builds.mu);
 			pthread_join(w->thread, NULL);
-			pthread_mutex_lock(&c->mu);
+			pthread_mutex_lock(&c->builds.mu);
 			w->started = false;
-			if (w->running || c->stopping)
+			if (w->running || c->builds.stopping)
 				continue;
 		}
 		w->c = c;
@@ -969,6 +969,7 @@ static void refresh_workers_start(struct control *c)
 			w->running = false;
 		}
 	}
+	pthread_mutex_unlock(&c->builds.mu);
 }
 
 /* After a restart: a build that was queued or running when the server
@@ -1261,9 +1262,8 @@ static void *sched_main(void *arg)
 			refresh_due(c);
 			pthread_mutex_lock(&c->mu);
 		}
-		if (c->n_refresh > 0 && !c->stopping)
-			refresh_workers_start(c);
 		pthread_mutex_unlock(&c->mu);
+		refresh_workers_start(c);
 		admit(c);
 		pthread_mutex_lock(&c->mu);
 		if (c->stopping)
@@ -1379,32 +1379,64 @@ static int reconcile(struct control *c, struct wr_error **err)
 	return 0;
 }
 
+/* ---- what the perimeter asks of the control plane ---------------------- */
+
+static int64_t perimeter_event_cb(void *ctx, const char *session_id,
+				  enum event_kind kind, json_t *data)
+{
+	return control_event(ctx, session_id, kind, data);
+}
+
+/* The egress hosts of the spec at snapshot_id (read once per snapshot
+ * into the spec cache). */
+static json_t *spec_egress_cb(void *ctx, const char *snapshot_id)
+{
+	struct control *c = ctx;
+	struct control_limits unused;
+	uint64_t every;
+	control_spec_info(c, snapshot_id, &unused, &every, NULL, NULL);
+	json_t *out = NULL;
+	pthread_mutex_lock(&c->spec_mu);
+	for (size_t i = 0; i < c->n_spec_cache; i++)
+		if (!strcmp(c->spec_cache[i].snapshot_id, snapshot_id))
+			out = json_incref(c->spec_cache[i].egress);
+	pthread_mutex_unlock(&c->spec_mu);
+	return out;
+}
+
+static void model_usage_cb(void *ctx, const struct meter_totals *added)
+{
+	struct control *c = ctx;
+	pthread_mutex_lock(&c->metrics_mu);
+	c->m.prompt_tokens += added->prompt_tokens;
+	c->m.completion_tokens += added->completion_tokens;
+	c->m.cost += added->cost;
+	pthread_mutex_unlock(&c->metrics_mu);
+}
+
 static void control_free(struct control *c)
 {
 	if (!c)
 		return;
-	for (size_t i = 0; i < c->n_refresh; i++)
-		free(c->refresh_queue[i]);
-	free(c->refresh_queue);
-	free(c->building);
-	free(c->build_egress_config);
+	for (size_t i = 0; i < c->builds.n_refresh; i++)
+		free(c->builds.refresh_queue[i]);
+	free(c->builds.refresh_queue);
+	free(c->builds.building);
 	/* after the runners: their sandboxes are gone, so are the
 	 * proxy's sessions */
-	control_egress_stop(c);
-	control_gateway_stop(c);
-	broker_stop(c->broker);
+	perimeter_free(c->perimeter);
 	for (size_t i = 0; i < c->n_spec_cache; i++) {
 		json_decref(c->spec_cache[i].verify);
 		json_decref(c->spec_cache[i].artifacts);
 		json_decref(c->spec_cache[i].egress);
 	}
 	pthread_mutex_destroy(&c->mu);
-	pthread_mutex_destroy(&c->policy_mu);
 	pthread_mutex_destroy(&c->spec_mu);
 	pthread_cond_destroy(&c->cv);
-	pthread_cond_destroy(&c->build_cv);
+	pthread_cond_destroy(&c->builds.cv);
+	pthread_mutex_destroy(&c->builds.mu);
 	pthread_mutex_destroy(&c->build_state_mu);
-	json_decref(c->build_cancels);
+	json_decref(c->builds.cancels);
 	pthread_mutex_destroy(&c->ev_mu);
 	pthread_cond_destroy(&c->ev_cv);
 	pthread_mutex_destroy(&c->metrics_mu);
@@ -1424,10 +1456,10 @@ int control_start(const struct control_config *cfg, struct store *st,
 	c->st = st;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_mutex_init(&c->build_state_mu, NULL);
-	pthread_mutex_init(&c->policy_mu, NULL);
 	pthread_mutex_init(&c->spec_mu, NULL);
 	control_cond_init(&c->cv);
-	control_cond_init(&c->build_cv);
+	control_cond_init(&c->builds.cv);
+	pthread_mutex_init(&c->builds.mu, NULL);
 	pthread_mutex_init(&c->ev_mu, NULL);
 	control_cond_init(&c->ev_cv);
 	pthread_mutex_init(&c->metrics_mu, NULL);
@@ -1452,6 +1484,33 @@ int control_start(const struct control_config *cfg, struct store *st,
 		c->cfg.refresh_check_ms = 60 * 1000;
 	if (!c->cfg.retry_backoff_ms)
 		c->cfg.retry_backoff_ms = 1000;
+	struct perimeter_config pcfg = {
+	    .data_dir = c->data_dir,
+	    .warren_bin = c->warren_bin,
+	    .st = st,
+	    .api_addr = c->cfg.api_addr,
+	    .api_port = c->cfg.api_port,
+	    .egress_json = c->cfg.egress_json,
+	    .credentials = c->cfg.credentials,
+	    .n_credentials = c->cfg.n_credentials,
+	    .gateway_json = c->cfg.gateway_json,
+	    .model_configured = c->cfg.model_configured,
+	    .model = &c->cfg.model,
+	    .budget = &c->cfg.budget,
+	    .prices = &c->cfg.prices,
+	    .agents_registry = c->cfg.agents_registry,
+	};
+	struct perimeter_host host = {
+	    .ctx = c,
+	    .event = perimeter_event_cb,
+	    .spec_egress = spec_egress_cb,
+	    .model_usage = model_usage_cb,
+	};
+	int pr = perimeter_new(&pcfg, &host, &c->perimeter, err);
+	if (pr < 0) {
+		control_free(c);
+		return pr;
+	}
 	if (!cfg->no_worker) {
 		if (!c->warren_bin) {
 			control_free(c);
@@ -1467,20 +1526,10 @@ int control_start(const struct control_config *cfg, struct store *st,
 		/* sessions outlive a server; records of sandboxes killed
 		 * with it do not */
 		sandbox_reap_stale(NULL);
-		r = control_egress_start(c, err);
+		r = perimeter_start(c->perimeter, err);
 		if (r < 0) {
 			control_free(c);
-			return wr_error_wrap(err, "egress proxy");
-		}
-		r = control_broker_start(c, err);
-		if (r < 0) {
-			control_free(c);
-			return wr_error_wrap(err, "credential broker");
-		}
-		r = control_gateway_start(c, err);
-		if (r < 0) {
-			control_free(c);
-			return wr_error_wrap(err, "model gateway");
+			return r;
 		}
 		/* what was queued or building when the server stopped */
 		refresh_requeue(c);
@@ -1507,14 +1556,17 @@ void control_stop(struct control *c)
 			kill(r->child, SIGTERM);
 		pthread_cond_signal(&r->cv);
 	}
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
 	/* a snapshot build in progress is stopped too (it publishes nothing
 	 * half-done; the next refresh starts it again) */
-	for (size_t i = 0; i < sizeof(c->build_pids) / sizeof(pid_t); i++)
-		if (c->build_pids[i] > 0)
-			kill(c->build_pids[i], SIGTERM);
-	pthread_cond_broadcast(&c->cv);
-	pthread_cond_broadcast(&c->build_cv);
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_lock(&c->builds.mu);
+	c->builds.stopping = true;
+	for (size_t i = 0; i < sizeof(c->builds.pids) / sizeof(pid_t); i++)
+		if (c->builds.pids[i] > 0)
+			kill(c->builds.pids[i], SIGTERM);
+	pthread_cond_broadcast(&c->builds.cv);
+	pthread_mutex_unlock(&c->builds.mu);
 	if (c->sched_started)
 		pthread_join(c->sched_thread, NULL);
 	pthread_mutex_lock(&c->mu);
@@ -1528,8 +1580,8 @@ void control_stop(struct control *c)
 	}
 	pthread_mutex_unlock(&c->mu);
 	for (unsigned i = 0; i < CONTROL_BUILD_PARALLEL_MAX; i++) {
-		if (c->refresh_workers[i].started)
-			pthread_join(c->refresh_workers[i].thread, NULL);
+		if (c->builds.workers[i].started)
+			pthread_join(c->builds.workers[i].thread, NULL);
 	}
 	control_notify(c);
 	control_free(c);

@@ -15,6 +15,7 @@
 #define WR_SCHED_CONTROL_H
 
 #include "agent/agent.h"
+#include "perimeter/perimeter.h"
 #include "review/evidence.h"
 #include "review/forge.h"
 #include "sandbox/sandbox.h"
@@ -40,19 +41,6 @@ struct control_forge {
 	struct forge_config forge;
 };
 
-/* The credentials the credential broker (security/broker.h) uses for a
- * repository's remote, by repository name: https (username and a password
- * or token, given or the name of a secret in the server's secret store,
- * read at each sandbox start) or an ssh key. They never enter a sandbox. */
-struct control_credentials {
-	const char *repo_name;
-	const char *username;
-	const char *password;	     /* or: */
-	const char *password_secret; /* a name in the secret store */
-	const char *ssh_key_file;
-	const char *known_hosts_file;
-};
-
 /* When may a session start from a repository's newest snapshot? Beyond
  * either bound it waits for a refresh (a build) first. 0: no bound. */
 struct control_staleness {
@@ -62,8 +50,6 @@ struct control_staleness {
 };
 
 #define CONTROL_BUILD_PARALLEL_MAX 8
-
-#define AGENTS_REGISTRY_DEFAULT "https://registry.npmjs.org/"
 
 struct control_config {
 	const char *data_dir;	  /* snapshots, layers, sessions/, artifacts/ */
@@ -105,7 +91,7 @@ struct control_config {
 	size_t n_forges;
 	/* the remotes' credentials, for the credential broker (the strings
 	 * stay the caller's for the control plane's life) */
-	const struct control_credentials *credentials;
+	const struct perimeter_credentials *credentials;
 	size_t n_credentials;
 	/* staleness policies: the server's default (repo_name NULL) and per
 	 * repository; none: a session takes the newest snapshot as it is

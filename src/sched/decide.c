@@ -156,7 +156,7 @@ int control_approve(struct control *c, const char *session_id, const char *user,
 		store_session_clear(&s);
 		return -EPERM;
 	}
-	control_audit_decision(c, session_id, user, "approved", NULL);
+	perimeter_audit_decision(c->perimeter, session_id, user, "approved", NULL);
 	release_run(c, session_id);
 
 	/* the push: the irreversible step, after approval only */
@@ -178,7 +178,7 @@ int control_approve(struct control *c, const char *session_id, const char *user,
 		quarantine = evidence_repo_path(c->data_dir, session_id);
 		/* the repository's credentials, as the broker uses them */
 		char **remote_env =
-		    control_broker_remote_env(c, repo.name, repo.url, mirror);
+		    perimeter_remote_env(c->perimeter, repo.name, repo.url, mirror);
 		r = mirror && quarantine
 			? review_push(quarantine, session_id, commit, repo.url,
 				      remote_env, &push, &perr)
@@ -191,11 +191,11 @@ int control_approve(struct control *c, const char *session_id, const char *user,
 			 perr && perr->msg ? perr->msg : "failed");
 		json_object_set_new(outcome, "push",
 				    json_pack("{s:s}", "error", why));
-		control_audit_push(c, session_id, user, NULL, why);
+		perimeter_audit_push(c->perimeter, session_id, user, NULL, why);
 		transition_outcome(c, NULL, session_id, SESSION_APPROVED,
 				   SESSION_FAILED, outcome, why, NULL);
 	} else {
-		control_audit_push(c, session_id, user, push, NULL);
+		perimeter_audit_push(c->perimeter, session_id, user, push, NULL);
 		json_object_set_new(outcome, "push", push);
 		push = NULL;
 		const struct forge_config *fc = forge_of(c, repo.name);
@@ -203,7 +203,7 @@ int control_approve(struct control *c, const char *session_id, const char *user,
 			open_pull_request(fc, &s, session_id, user, outcome);
 			/* an irreversible external action: audited */
 			json_t *pr = json_object_get(outcome, "pull_request");
-			control_audit(c, session_id, "system", "pull_request",
+			perimeter_audit(c->perimeter, session_id, "system", "pull_request",
 				      json_pack("{s:s, s:s, s:O?}", "repo",
 						fc->repo, "approved_by", user,
 						"pull_request", pr));
@@ -253,7 +253,7 @@ int control_reject(struct control *c, const char *session_id, const char *user,
 	store_session_clear(&s);
 	if (t < 0)
 		return (int)t;
-	control_audit_decision(c, session_id, user, "rejected", reason);
+	perimeter_audit_decision(c->perimeter, session_id, user, "rejected", reason);
 	release_run(c, session_id);
 	return 0;
 }

@@ -5,7 +5,7 @@
 #include "sandbox/request.h"
 #include "sched/control.h"
 #include "sched/proc.h"
-#include "gateway/gateway.h"
+#include "perimeter/perimeter.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -102,24 +102,30 @@ struct control {
 	bool mem_blocked; /* admission is waiting for memory */
 	bool sched_wake;  /* work arrived since the scheduler last looked */
 
-	/* snapshot builds and refreshes (guarded by mu) */
-	char **building; /* repository ids with a build running */
-	size_t n_building;
-	pthread_cond_t build_cv;
 	pthread_mutex_t build_state_mu; /* DATA/builds/ files */
-	char **refresh_queue; /* repository ids to refresh */
-	size_t n_refresh;
-	/* the refresh workers: up to cfg.build_parallel builds at once,
-	 * each of another repository (a build of one never waits for
-	 * another's, a hung one included) */
-	struct refresh_worker {
-		struct control *c;
-		pthread_t thread;
-		bool started, running;
-	} refresh_workers[CONTROL_BUILD_PARALLEL_MAX];
-	pid_t build_pids[16]; /* `warren snapshot` children, to stop them */
-	char build_pid_repo[16][STORE_ID_MAX]; /* whose build each one is */
-	json_t *build_cancels; /* repository id -> who cancelled its build */
+	/* snapshot builds and refreshes: a lock of their own. Lock order:
+	 * builds.mu may be held while taking mu (a session waiting for a
+	 * build reads its run's flags), never the other way. */
+	struct control_builds {
+		pthread_mutex_t mu;
+		pthread_cond_t cv; /* a build ended, a waiter was stopped */
+		bool stopping;	   /* the server stops: no new build */
+		char **building;   /* repository ids with a build running */
+		size_t n_building;
+		char **refresh_queue; /* repository ids to refresh */
+		size_t n_refresh;
+		/* the refresh workers: up to cfg.build_parallel builds at
+		 * once, each of another repository (a build of one never
+		 * waits for another's, a hung one included) */
+		struct refresh_worker {
+			struct control *c;
+			pthread_t thread;
+			bool started, running;
+		} workers[CONTROL_BUILD_PARALLEL_MAX];
+		pid_t pids[16]; /* `warren snapshot` children, to stop them */
+		char pid_repo[16][STORE_ID_MAX]; /* whose build each is */
+		json_t *cancels; /* repository id -> who cancelled its build */
+	} builds;
 
 	/* the spec settings of snapshots already looked at (guarded by
 	 * spec_mu, a lock of its own: reading a spec never waits for the
@@ -144,23 +150,9 @@ struct control {
 	pthread_mutex_t metrics_mu;
 	struct metrics m;
 
-	struct egress *egress; /* the sandboxes' egress proxy (egress_hook.c) */
-	/* the allowlists the proxy last asked for, each with the store's
-	 * session_writes count it was read at (egress_hook.c) */
-	pthread_mutex_t policy_mu;
-	struct egress_policy_slot {
-		char id[STORE_ID_MAX]; /* "" when empty */
-		uint64_t writes;
-		char **hosts;
-		size_t n;
-	} policy_cache[64];
-	/* DATA/build-egress.json: the deny rules for snapshot builds' own
-	 * proxies (`warren snapshot refresh --egress-config`) */
-	char *build_egress_config;
-	struct broker *broker; /* the credential broker (broker_hook.c) */
-	/* the model gateway (gateway_hook.c), NULL without a model */
-	struct gateway *gateway;
-	struct gateway_settings gateway_settings;
+	/* the egress proxy, the broker, the gateway, the audit log
+	 * (perimeter/perimeter.h): a lock of their own */
+	struct perimeter *perimeter;
 };
 
 /* runner.c */
@@ -239,12 +231,6 @@ int work_commit(struct run *run, const struct store_session *s,
  * names collected (JSON array). */
 json_t *work_collect_artifacts(struct run *run);
 
-/* The environment of a host git pushing to the repository's remote with
- * the credentials configured for the broker (NULL: none configured, the
- * server's own git credentials apply). Free with broker_env_free. */
-char **control_broker_remote_env(struct control *c, const char *repo_name,
-				 const char *url, const char *mirror);
-
 /* control.c */
 /* Condition variables that wait on CLOCK_MONOTONIC (a wall-clock jump does
  * not disturb timers), and a deadline ms from now on that clock. */
@@ -267,141 +253,8 @@ int64_t control_transition_as(struct control *c, const char *user,
 			      json_t *extra, struct wr_error **err);
 
 json_t *control_limits_to_json(const struct control_limits *l);
-bool control_agent_is_builtin(const char *agent_json);
-
-/* audit_hook.c: the session's audit log (security/audit.h). None of
- * these fails: a write that does not happen is logged. details are
- * consumed; a NULL user means the system. */
-void control_audit(struct control *c, const char *session_id, const char *actor,
-		   const char *kind, json_t *details);
-void control_audit_user(struct control *c, const char *session_id,
-			const char *user, const char *kind, json_t *details);
-/* What an event (control_event, store seq) means for the audit, if
- * anything (data is not consumed). */
-void control_audit_event(struct control *c, const char *session_id,
-			 enum event_kind kind, const json_t *data, int64_t seq);
-void control_audit_transition(struct control *c, const char *user,
-			      const char *id, int from, enum session_state to,
-			      const struct store_session_update *upd,
-			      const json_t *extra, int64_t seq);
-void control_audit_submit(struct control *c, const struct store_session *s,
-			  const char *repo_name);
-void control_audit_message(struct control *c, const char *session_id,
-			   const char *user, int64_t message_id,
-			   const char *text);
-/* One exec of a command agent: status is its exit status (128+N for a
- * signal) or -errno if it did not start. */
-void control_audit_exec(struct control *c, const struct store_session *s,
-			const char *sandbox, int turn, int status, long lines,
-			bool truncated);
-void control_audit_decision(struct control *c, const char *session_id,
-			    const char *user, const char *decision,
-			    const char *reason);
-/* push: review_push's record, or NULL with error set */
-void control_audit_push(struct control *c, const char *session_id,
-			const char *user, const json_t *push,
-			const char *error);
-
-/* egress_hook.c: the egress proxy (security/egress.h). A session's
- * allowlist is its spec's egress (at the snapshot it runs on) plus its own
- * list (limits_json "egress"), read at each connection. */
-int control_egress_start(struct control *c, struct wr_error **err);
-/* Stops the proxy and forgets the cached allowlists. */
-void control_egress_stop(struct control *c);
-/* A submission's egress list: NULL/null is none; else an array of at
- * most 256 allowlist entries (bad_input otherwise). *out: a copy. */
-int control_egress_check(const json_t *list, json_t **out,
-			 struct wr_error **err);
-/* What sandbox_start adds for a session with any allowed host: the
- * listener is open, argv gets the binds and the proxy environment. */
-struct control_egress {
-	bool on;
-	char *dir, *relay; /* host paths: the session's socket dir, the relay */
-};
-int control_egress_prepare(struct run *run, const struct store_session *s,
-			   const char *snapshot_id, struct control_egress *out,
-			   struct wr_error **err);
-/* Adds the binds and the proxy environment to req (-E2BIG if full). */
-int control_egress_request(const struct control_egress *e,
-			   struct sandbox_request *req);
-void control_egress_clear(struct control_egress *e);
-/* Starts the relay inside the sandbox (it daemonizes). */
-int control_egress_relay(struct run *run, struct wr_error **err);
-/* Closes the session's listener (its sandbox is gone). */
-void control_egress_close(struct run *run);
-/* Starts a relay daemon in the run's sandbox (`warren sandbox exec NAME
- * -- argv`): it binds first and daemonizes, so a failure is the exec's
- * status, with its words in *err naming what. */
-int control_sandbox_relay(struct run *run, char *const *argv,
-			  const char *what, struct wr_error **err);
-
-/* gateway_hook.c: the model gateway's sessions and turns */
-int control_gateway_start(struct control *c, struct wr_error **err);
-void control_gateway_stop(struct control *c);
-struct control_gateway {
-	bool on;
-	char *dir, *relay;
-};
-/* Opens the session's gateway socket (nothing without a gateway). */
-int control_gateway_prepare(struct run *run, const struct store_session *s,
-			    struct control_gateway *out, struct wr_error **err);
-int control_gateway_request(const struct control_gateway *g,
-			    struct sandbox_request *req);
-void control_gateway_clear(struct control_gateway *g);
-int control_gateway_relay(struct run *run, struct wr_error **err);
-void control_gateway_close(struct run *run);
-/* A turn's token and variables (on: the gateway runs). */
-struct control_gateway_turn {
-	bool on;
-	char token[GATEWAY_TOKEN_LEN + 1];
-	char openai_base[64], anthropic_base[64];
-};
-int control_gateway_turn_open(struct run *run, struct control_gateway_turn *t);
-/* The token dies; the session's usage is the gateway's totals. */
-void control_gateway_turn_close(struct run *run, int number);
-void control_gateway_turn_clear(struct control_gateway_turn *t);
-
-/* gateway_hook.c: agent presets, whose CLIs call the gateway */
-/* A preset object checked against what the server serves, in its
- * canonical form (*canonical, caller frees). */
-int control_preset_check(const struct control *c, const char *agent_json,
-			 char **canonical, struct wr_error **err);
-/* The argv of a preset's turn (NULL: not a preset, or no memory). */
-json_t *control_preset_argv(const struct control *c, const char *agent_json);
-struct control_preset {
-	bool on;
-	char *layer;	 /* DATA/agents/<id> */
-	char mount[128]; /* where the sandbox sees it */
-	double layer_ms; /* to have it (built, or found) */
-};
-/* The session's preset layer, built once (nothing for other agents). */
-int control_preset_prepare(struct run *run, const struct store_session *s,
-			   struct control_preset *out, struct wr_error **err);
-int control_preset_request(const struct control_preset *p,
-			   struct sandbox_request *req);
-void control_preset_clear(struct control_preset *p);
-
-/* broker_hook.c: the credential broker (security/broker.h). Every
- * session's sandbox reaches its repository's remote only through it. */
-int control_broker_start(struct control *c, struct wr_error **err);
-/* What sandbox_start adds: the session's socket and token are open, argv
- * gets the binds. */
-struct control_broker {
-	bool on;
-	char *dir, *client; /* host paths: the session's socket dir, client */
-};
-int control_broker_prepare(struct run *run, const struct store_session *s,
-			   struct control_broker *out, struct wr_error **err);
-/* Adds the binds to req (-E2BIG if full). */
-int control_broker_request(const struct control_broker *b,
-			   struct sandbox_request *req);
-void control_broker_clear(struct control_broker *b);
-/* Points the workspace's origin at the broker (in the running sandbox). */
-int control_broker_configure(struct run *run, struct wr_error **err);
-/* The sandbox is gone: the session's token expires, its socket goes. */
-void control_broker_close(struct run *run);
-/* The session ended: its token is refused from now on. */
-void control_broker_end(struct control *c, const char *session_id);
+/* The perimeter's view of the run's session and sandbox. */
+struct perimeter_run run_perimeter(struct run *run);
 
 /* metrics.c */
 void metrics_observe(struct control *c, enum metric_phase p, double ms);

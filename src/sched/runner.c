@@ -14,6 +14,8 @@
  * `sandbox create` (restore, drift sync, hooks, services), `sandbox exec`
  * (a turn; it forwards SIGTERM to the agent), `sandbox rm`. */
 #include "sched/internal.h"
+
+#include "agents/preset.h"
 #include "session/lifecycle.h"
 
 #include "review/review.h"
@@ -173,9 +175,7 @@ static void sandbox_stop(struct run *run)
 	if (status < 0)
 		log_error(run, "stop sandbox", err);
 	wr_error_free(err);
-	control_egress_close(run);
-	control_broker_close(run);
-	control_gateway_close(run);
+	perimeter_sandbox_close(c->perimeter, run->id);
 	pthread_mutex_lock(&c->mu);
 	if (run->sandbox_start_ms) {
 		pthread_mutex_lock(&c->metrics_mu);
@@ -220,6 +220,12 @@ bool run_sandbox_alive(struct run *run, int status)
 	return pid_running(pid);
 }
 
+struct perimeter_run run_perimeter(struct run *run)
+{
+	return (struct perimeter_run){
+	    .id = run->id, .sandbox = run->sandbox, .usage = &run->usage};
+}
+
 /* `warren sandbox create` from the snapshot on the session's workspace;
  * fills the start breakdown into start (restore, sync, services). */
 static int sandbox_start(struct run *run, const struct store_session *s,
@@ -234,29 +240,17 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	if (!sessions || !upper)
 		return wr_error_set(err, ENOMEM, "sandbox");
 	wr_mkdir_p(sessions, 0700);
-	/* a session allowed any host reaches it through the egress proxy */
-	_cleanup_(control_egress_clear) struct control_egress egress = {0};
-	int er = control_egress_prepare(run, s, snapshot_id, &egress, err);
+	/* its egress, git remote, model and agent CLI, through the
+	 * perimeter */
+	struct perimeter_run pr = run_perimeter(run);
+	_cleanup_(perimeter_sandbox_clear) struct perimeter_sandbox perim = {0};
+	int er = perimeter_sandbox_prepare(c->perimeter, &pr, s, snapshot_id,
+					   &perim, err);
 	if (er < 0)
 		return er;
-	/* its git reaches the repository's remote through the broker */
-	_cleanup_(control_broker_clear) struct control_broker broker = {0};
-	er = control_broker_prepare(run, s, &broker, err);
-	if (er < 0)
-		return er;
-	/* its agent reaches the model through the gateway, without a key */
-	_cleanup_(control_gateway_clear) struct control_gateway gateway = {0};
-	er = control_gateway_prepare(run, s, &gateway, err);
-	if (er < 0)
-		return er;
-	/* an agent preset's CLI comes in its layer, built once */
-	_cleanup_(control_preset_clear) struct control_preset preset = {0};
-	er = control_preset_prepare(run, s, &preset, err);
-	if (er < 0)
-		return er;
-	if (preset.on)
+	if (perim.preset.on)
 		json_object_set_new(start, "agents_layer",
-				    json_real(preset.layer_ms));
+				    json_real(perim.preset.layer_ms));
 	struct sandbox_request req = {
 	    .name = run->sandbox,
 	    .snapshot = snapshot_id,
@@ -266,13 +260,7 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	};
 	run_sandbox_request(run, &req);
 	struct sandbox_cmdline cl;
-	int r = control_egress_request(&egress, &req);
-	if (r == 0)
-		r = control_broker_request(&broker, &req);
-	if (r == 0)
-		r = control_gateway_request(&gateway, &req);
-	if (r == 0)
-		r = control_preset_request(&preset, &req);
+	int r = perimeter_sandbox_request(&perim, &req);
 	if (r == 0)
 		r = sandbox_cmdline_create(c->warren_bin, &req, &cl);
 	if (r < 0)
@@ -305,14 +293,10 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	metrics_observe(c, PHASE_SYNC, sync);
 	metrics_observe(c, PHASE_SERVICES, services);
 	metrics_add(c, &c->m.sandboxes_started, 1);
-	/* the relay is part of the baseline: started before it is taken */
-	if (egress.on && control_egress_relay(run, err) < 0)
-		return -EIO;
-	if (gateway.on && control_gateway_relay(run, err) < 0)
-		return -EIO;
-	/* a snapshot built before its origin was set at build time */
-	if (broker.on && !control_snapshot_origin_set(c, snapshot_id) &&
-	    control_broker_configure(run, err) < 0)
+	/* the relays are part of the baseline: started before it is taken */
+	if (perimeter_sandbox_started(
+		c->perimeter, &pr, &perim,
+		control_snapshot_origin_set(c, snapshot_id), err) < 0)
 		return -EIO;
 	struct proc_activity a = {0};
 	proc_tree_activity((pid_t)init_pid, &a);
@@ -442,7 +426,7 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 {
 	struct control *c = run->ctl;
 	/* a preset is a command agent whose command Warren writes */
-	json_t *agent = control_preset_argv(c, s->agent_json);
+	json_t *agent = perimeter_preset_argv(c->perimeter, s->agent_json);
 	if (!agent)
 		agent = json_loads(s->agent_json ? s->agent_json : "[]", 0,
 				   NULL);
@@ -501,8 +485,9 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 	    .n_env = 3,
 	    .argv = cmd,
 	};
-	_cleanup_(control_gateway_turn_clear) struct control_gateway_turn gt;
-	if (control_gateway_turn_open(run, &gt) == 0 && gt.on) {
+	struct perimeter_run prun = run_perimeter(run);
+	_cleanup_(perimeter_turn_clear) struct perimeter_turn gt;
+	if (perimeter_turn_open(c->perimeter, &prun, &gt) == 0 && gt.on) {
 		ex.env[ex.n_env++] = gt.openai_base;
 		ex.env[ex.n_env++] = gt.anthropic_base;
 	}
@@ -511,7 +496,7 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 	free(cmd);
 	if (built < 0) {
 		json_decref(agent);
-		control_gateway_turn_close(run, number);
+		perimeter_turn_close(c->perimeter, &prun, number);
 		return wr_error_set(err, -built, "turn: command line");
 	}
 	struct proc p;
@@ -539,7 +524,7 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 			explicit_bzero(text, len); /* the token */
 	}
 	if (r < 0) {
-		control_gateway_turn_close(run, number);
+		perimeter_turn_close(c->perimeter, &prun, number);
 		return r;
 	}
 	set_child(run, p.pid);
@@ -596,7 +581,7 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 	set_child(run, 0);
 	int status = proc_wait(&p);
 	proc_close(&p);
-	control_gateway_turn_close(run, number);
+	perimeter_turn_close(c->perimeter, &prun, number);
 	return status;
 }
 
@@ -728,7 +713,7 @@ static enum turn_end agent_once(struct run *run, struct store_session *s,
 				size_t why_size)
 {
 	struct control *c = run->ctl;
-	if (control_agent_is_builtin(s->agent_json)) {
+	if (agents_is_builtin(s->agent_json)) {
 		if (*first_turn) {
 			/* the built-in agent runs in the server: it has
 			 * started once its first turn does (its first model
@@ -755,8 +740,8 @@ static enum turn_end agent_once(struct run *run, struct store_session *s,
 			    json_integer((json_int_t)run->output_bytes));
 	if (run->output_capped)
 		json_object_set_new(outcome, "output_truncated", json_true());
-	control_audit_exec(c, s, run->sandbox, number, status, t.lines,
-			   t.truncated);
+	perimeter_audit_exec(c->perimeter, s, run->sandbox, number, status,
+			     t.lines, t.truncated);
 	if (*first_turn && t.first_line_ms > 0) {
 		double agent = t.first_line_ms - t.spawned_ms;
 		double total = (double)(store_now_ms() - s->created_ms) -
@@ -1081,7 +1066,7 @@ static enum session_step op_agent(void *ctx, const struct session_turn *turn,
 		/* back to the agent with what failed */
 		feedback = review_verify_feedback(
 		    x->vres, turn->feedback, (int)x->c->cfg.verify_retries + 1,
-		    control_agent_is_builtin(x->s.agent_json));
+		    agents_is_builtin(x->s.agent_json));
 		prompt = feedback ? feedback : "verification failed";
 		free(x->summary);
 		x->summary = NULL;

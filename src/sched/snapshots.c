@@ -34,17 +34,17 @@ static double mono_ms(void)
 
 static bool building(struct control *c, const char *repo_id)
 {
-	for (size_t i = 0; i < c->n_building; i++)
-		if (!strcmp(c->building[i], repo_id))
+	for (size_t i = 0; i < c->builds.n_building; i++)
+		if (!strcmp(c->builds.building[i], repo_id))
 			return true;
 	return false;
 }
 
 static pid_t *build_slot(struct control *c)
 {
-	for (size_t i = 0; i < sizeof(c->build_pids) / sizeof(pid_t); i++)
-		if (c->build_pids[i] == 0)
-			return &c->build_pids[i];
+	for (size_t i = 0; i < sizeof(c->builds.pids) / sizeof(pid_t); i++)
+		if (c->builds.pids[i] == 0)
+			return &c->builds.pids[i];
 	return NULL;
 }
 
@@ -443,9 +443,10 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	argv[n++] = "--data";
 	argv[n++] = c->data_dir;
 	argv[n++] = "--json";
-	if (c->build_egress_config) {
+	const char *build_rules = perimeter_build_egress_config(c->perimeter);
+	if (build_rules) {
 		argv[n++] = "--egress-config";
-		argv[n++] = c->build_egress_config;
+		argv[n++] = (char *)build_rules;
 	}
 	/* for the secrets granted to some repositories only */
 	if (repo->name) {
@@ -482,20 +483,20 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 		argv[n++] = max_behind;
 	}
 	argv[n] = NULL;
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(&c->builds.mu);
 	pid_t *slot = build_slot(c);
 	if (slot) {
 		*slot = -1; /* reserved until the child's pid is known */
-		snprintf(c->build_pid_repo[slot - c->build_pids],
-			 sizeof(c->build_pid_repo[0]), "%s", repo->id);
+		snprintf(c->builds.pid_repo[slot - c->builds.pids],
+			 sizeof(c->builds.pid_repo[0]), "%s", repo->id);
 	}
-	bool cancelled = json_object_get(c->build_cancels, repo->id) != NULL;
-	pthread_mutex_unlock(&c->mu);
+	bool cancelled = json_object_get(c->builds.cancels, repo->id) != NULL;
+	pthread_mutex_unlock(&c->builds.mu);
 	if (cancelled) {
 		if (slot) {
-			pthread_mutex_lock(&c->mu);
+			pthread_mutex_lock(&c->builds.mu);
 			*slot = 0;
-			pthread_mutex_unlock(&c->mu);
+			pthread_mutex_unlock(&c->builds.mu);
 		}
 		if (log_fd >= 0)
 			close(log_fd);
@@ -505,12 +506,12 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	double t0 = mono_ms();
 	int status =
 	    proc_run_tracked(argv, 1 << 20, log_fd, &output,
-			     log_fd < 0 ? &errors : NULL, slot, &c->mu, err);
+			     log_fd < 0 ? &errors : NULL, slot, &c->builds.mu, err);
 	double build_ms = mono_ms() - t0;
 	if (slot) {
-		pthread_mutex_lock(&c->mu);
+		pthread_mutex_lock(&c->builds.mu);
 		*slot = 0;
-		pthread_mutex_unlock(&c->mu);
+		pthread_mutex_unlock(&c->builds.mu);
 	}
 	if (log_fd >= 0)
 		close(log_fd);
@@ -572,6 +573,18 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	return c->st->ops->snapshot_latest(c->st, repo->id, out, err);
 }
 
+/* With builds.mu held: has the session waiting for a build been
+ * cancelled, expired or shut down (its flags are under mu)? */
+static bool waiter_stopped(struct control *c, const struct run *w)
+{
+	if (!w)
+		return false;
+	pthread_mutex_lock(&c->mu);
+	bool stopped = w->cancel || w->shutdown || w->expire;
+	pthread_mutex_unlock(&c->mu);
+	return stopped;
+}
+
 static int snapshot_ensure(struct control *c, const struct store_repo *repo,
 			   bool refresh, const struct control_staleness *policy,
 			   const struct run *waiter, json_t **report,
@@ -582,54 +595,53 @@ static int snapshot_ensure(struct control *c, const struct store_repo *repo,
 		return 0;
 	/* one build per repository at a time; who waited for one takes its
 	 * result */
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(&c->builds.mu);
 	bool waited = false;
 	/* a session waiting for another's build: its cancel, expiry or the
-	 * server's stop wakes it (control_cancel broadcasts build_cv) */
-#define WAITER_STOPPED(w) ((w) && ((w)->cancel || (w)->shutdown || (w)->expire))
-	while (building(c, repo->id) && !c->stopping &&
-	       !WAITER_STOPPED(waiter)) {
+	 * server's stop wakes it (control_cancel broadcasts builds.cv) */
+	while (building(c, repo->id) && !c->builds.stopping &&
+	       !waiter_stopped(c, waiter)) {
 		waited = true;
-		pthread_cond_wait(&c->build_cv, &c->mu);
+		pthread_cond_wait(&c->builds.cv, &c->builds.mu);
 	}
-	if (c->stopping || WAITER_STOPPED(waiter)) {
-		pthread_mutex_unlock(&c->mu);
+	if (c->builds.stopping || waiter_stopped(c, waiter)) {
+		pthread_mutex_unlock(&c->builds.mu);
 		return wr_error_set(err, ECANCELED,
-				    c->stopping ? "server stopping"
+				    c->builds.stopping ? "server stopping"
 						: "stopped while waiting for the "
 						  "snapshot build");
 	}
-#undef WAITER_STOPPED
 	if (waited && !refresh) {
-		pthread_mutex_unlock(&c->mu);
+		pthread_mutex_unlock(&c->builds.mu);
 		if (st->ops->snapshot_latest(st, repo->id, out, NULL) == 0)
 			return 0;
-		pthread_mutex_lock(&c->mu);
+		pthread_mutex_lock(&c->builds.mu);
 	}
-	char **b = wr_realloc(c->building, (c->n_building + 1) * sizeof(*b));
+	char **b = wr_realloc(c->builds.building,
+			      (c->builds.n_building + 1) * sizeof(*b));
 	if (!b) {
-		pthread_mutex_unlock(&c->mu);
+		pthread_mutex_unlock(&c->builds.mu);
 		return wr_error_set(err, ENOMEM, "snapshot");
 	}
-	c->building = b;
-	c->building[c->n_building++] = (char *)repo->id;
-	pthread_mutex_unlock(&c->mu);
+	c->builds.building = b;
+	c->builds.building[c->builds.n_building++] = (char *)repo->id;
+	pthread_mutex_unlock(&c->builds.mu);
 
 	control_build_state_set(c, repo->id, "building", NULL, NULL);
 	int r = snapshot_refresh(c, repo, policy, report, out, err);
-	pthread_mutex_lock(&c->mu);
-	bool stopping = c->stopping;
+	pthread_mutex_lock(&c->builds.mu);
+	bool stopping = c->builds.stopping;
 	/* cancelled (control_build_cancel): failed, saying by whom */
 	_cleanup_free_ char *cancelled_by = NULL;
-	json_t *by = json_object_get(c->build_cancels, repo->id);
+	json_t *by = json_object_get(c->builds.cancels, repo->id);
 	if (by) {
 		cancelled_by = wr_asprintf("cancelled by %s",
 					   json_string_value(by)
 					       ? json_string_value(by)
 					       : "someone");
-		json_object_del(c->build_cancels, repo->id);
+		json_object_del(c->builds.cancels, repo->id);
 	}
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(&c->builds.mu);
 	if (r < 0 && cancelled_by)
 		control_build_state_set(c, repo->id, "failed", cancelled_by,
 					NULL);
@@ -646,14 +658,15 @@ static int snapshot_ensure(struct control *c, const struct store_repo *repo,
 	else
 		control_build_state_set(c, repo->id, "ready", NULL, out->id);
 
-	pthread_mutex_lock(&c->mu);
-	for (size_t i = 0; i < c->n_building; i++)
-		if (c->building[i] == repo->id) {
-			c->building[i] = c->building[--c->n_building];
+	pthread_mutex_lock(&c->builds.mu);
+	for (size_t i = 0; i < c->builds.n_building; i++)
+		if (c->builds.building[i] == repo->id) {
+			c->builds.building[i] =
+			    c->builds.building[--c->builds.n_building];
 			break;
 		}
-	pthread_cond_broadcast(&c->build_cv);
-	pthread_mutex_unlock(&c->mu);
+	pthread_cond_broadcast(&c->builds.cv);
+	pthread_mutex_unlock(&c->builds.mu);
 	return r;
 }
 
@@ -868,26 +881,26 @@ int control_build_cancel(struct control *c, const char *id_or_name,
 		store_repo_clear(&repo);
 		return wr_error_set(err, ENOMEM, "cancel");
 	}
-	pthread_mutex_lock(&c->mu);
+	pthread_mutex_lock(&c->builds.mu);
 	/* a refresh waiting in the queue is taken out of it */
 	bool queued = false;
-	for (size_t i = 0; i < c->n_refresh; i++)
-		if (!strcmp(c->refresh_queue[i], repo.id)) {
-			free(c->refresh_queue[i]);
-			memmove(c->refresh_queue + i, c->refresh_queue + i + 1,
-				(c->n_refresh - i - 1) * sizeof(char *));
-			c->n_refresh--;
+	for (size_t i = 0; i < c->builds.n_refresh; i++)
+		if (!strcmp(c->builds.refresh_queue[i], repo.id)) {
+			free(c->builds.refresh_queue[i]);
+			memmove(c->builds.refresh_queue + i, c->builds.refresh_queue + i + 1,
+				(c->builds.n_refresh - i - 1) * sizeof(char *));
+			c->builds.n_refresh--;
 			queued = true;
 			break;
 		}
 	bool running = building(c, repo.id);
 	if (running) {
-		if (!c->build_cancels)
-			c->build_cancels = json_object();
-		json_object_set_new(c->build_cancels, repo.id,
+		if (!c->builds.cancels)
+			c->builds.cancels = json_object();
+		json_object_set_new(c->builds.cancels, repo.id,
 				    json_string(by && *by ? by : "someone"));
 	}
-	pthread_mutex_unlock(&c->mu);
+	pthread_mutex_unlock(&c->builds.mu);
 	if (!running && !queued) {
 		store_repo_clear(&repo);
 		return wr_error_set(err, EALREADY,
@@ -901,15 +914,15 @@ int control_build_cancel(struct control *c, const char *id_or_name,
 		 * sandbox down as at the server's stop (build_stop.sh); sent
 		 * again while the build's pid is not known yet */
 		for (int tries = 0; tries < 300; tries++) {
-			pthread_mutex_lock(&c->mu);
+			pthread_mutex_lock(&c->builds.mu);
 			bool still = building(c, repo.id);
 			for (size_t i = 0;
-			     still && i < sizeof(c->build_pids) / sizeof(pid_t);
+			     still && i < sizeof(c->builds.pids) / sizeof(pid_t);
 			     i++)
-				if (c->build_pids[i] > 0 &&
-				    !strcmp(c->build_pid_repo[i], repo.id))
-					kill(c->build_pids[i], SIGTERM);
-			pthread_mutex_unlock(&c->mu);
+				if (c->builds.pids[i] > 0 &&
+				    !strcmp(c->builds.pid_repo[i], repo.id))
+					kill(c->builds.pids[i], SIGTERM);
+			pthread_mutex_unlock(&c->builds.mu);
 			if (!still)
 				break;
 			usleep(50 * 1000);

@@ -23,7 +23,7 @@
  * Owns the file format, appends (serialised per session within a process
  * and with flock(2) across processes, each record one write(2) and
  * fdatasync(2)), recovery of a record torn by a crash, verification and
- * export. What is recorded, and when, is the caller's (sched/audit_hook.c).
+ * export. What is recorded, and when, is the caller's (perimeter/audit.c).
  */
 #ifndef WR_SECURITY_AUDIT_H
 #define WR_SECURITY_AUDIT_H

@@ -273,7 +273,7 @@ struct store_ops {
 	 * holds as long as the count is still N. Writes from outside this
 	 * process are not counted (an operator's sqlite3 or psql shell;
 	 * with PostgreSQL, another process on the same database): such a
-	 * cache (the egress allowlists, sched/egress_hook.c) sees them at
+	 * cache (the egress allowlists, perimeter/egress.c) sees them at
 	 * the next write of this process, which is why one server per
 	 * database is the rule. */
 	uint64_t (*session_writes)(struct store *st);

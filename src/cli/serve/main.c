@@ -308,7 +308,7 @@ int main(int argc, char **argv)
 
 	int code = EXIT_FAIL;
 	struct control_forge *forges = NULL;
-	struct control_credentials *creds = NULL;
+	struct perimeter_credentials *creds = NULL;
 	struct control_staleness *stale = NULL;
 	struct store *st = store_open(store_url, &err);
 	_cleanup_free_ char *store_shown = store_url_redact(store_url);
@@ -356,7 +356,7 @@ int main(int argc, char **argv)
 		const struct serve_repo *r = &cfg.repos[i];
 		if (!r->has_credentials)
 			continue;
-		creds[n_creds++] = (struct control_credentials){
+		creds[n_creds++] = (struct perimeter_credentials){
 		    .repo_name = r->name,
 		    .username = r->cred_username,
 		    .password = r->cred_password,
