@@ -1,0 +1,238 @@
+#!/bin/bash
+# The OCI registry client (src/blobs/, through the test hook
+# build/tests/blobs_tool) against Debian's real docker-registry
+# (distribution 2.8) run here on loopback with its own configuration
+# (filesystem storage in TEST_TMP, htpasswd with bcrypt, deletes on) and
+# a free port - not the package's own service: a ~20 MB blob pushed and
+# pulled back byte-identical with its digest; HEAD of an absent blob; a
+# size cap; manifests put and got by tag and digest, tags listed; a wrong
+# password is a 401 naming the registry; a manifest deleted. Then the
+# bearer token flow against tests/tools/registry_standin.py (a stand-in
+# registry and token server): one token per scope, cached; a token
+# server refusing the credentials; a blob whose bytes do not match its
+# digest refused and its output removed. A bad "blobs" configuration
+# stops warren serve naming the key. Nothing is left running.
+. "$(dirname "$0")/../lib.sh"
+
+TOOL="$ROOT_DIR/$BUILD/tests/blobs_tool"
+REGISTRY_BIN="$(command -v docker-registry || true)"
+if [ -z "$REGISTRY_BIN" ] || ! command -v htpasswd >/dev/null; then
+	echo "SKIP blobs_registry: docker-registry or htpasswd is not installed (apt-get install docker-registry apache2-utils)" >&2
+	exit 0
+fi
+if [ ! -x "$TOOL" ]; then
+	fail "the test hook is built" "no $TOOL (make $BUILD/tests/blobs_tool)"
+	exit 0
+fi
+
+PIDS=""
+stop_all() { for p in $PIDS; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; }
+trap 'stop_all; rm -rf "$TEST_TMP"' EXIT
+
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# ---- the real registry ---------------------------------------------------------
+PORT="$(free_port)"
+REG="http://127.0.0.1:$PORT"
+mkdir -p "$TEST_TMP/storage"
+htpasswd -Bbn warren 's3cret-pw' >"$TEST_TMP/htpasswd"
+cat >"$TEST_TMP/registry.yml" <<EOF
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: $TEST_TMP/storage
+  delete:
+    enabled: true
+http:
+  addr: 127.0.0.1:$PORT
+auth:
+  htpasswd:
+    realm: warren-test
+    path: $TEST_TMP/htpasswd
+EOF
+"$REGISTRY_BIN" serve "$TEST_TMP/registry.yml" >"$TEST_TMP/registry.log" 2>&1 &
+PIDS="$PIDS $!"
+up=0
+for _ in $(seq 1 100); do
+	code="$(curl -s -o /dev/null -w '%{http_code}' "$REG/v2/" 2>/dev/null)"
+	[ "$code" = 401 ] && { up=1; break; }
+	sleep 0.1
+done
+if [ $up = 0 ]; then
+	fail "docker-registry starts on 127.0.0.1:$PORT" "$(tail -5 "$TEST_TMP/registry.log")"
+	exit 0
+fi
+pass "docker-registry starts on its own port, with htpasswd"
+
+printf 's3cret-pw\n' >"$TEST_TMP/pw"
+chmod 600 "$TEST_TMP/pw"
+printf '{"registry": "%s/", "repository": "warren/test-blobs", "username": "warren", "password_file": "%s"}\n' \
+	"$REG" "$TEST_TMP/pw" >"$TEST_TMP/blobs.json"
+T() { "$TOOL" "$TEST_TMP/blobs.json" "$@"; }
+
+# a ~20 MB blob, up and down
+head -c 20971523 /dev/urandom >"$TEST_TMP/big"
+want="sha256:$(sha256sum "$TEST_TMP/big" | cut -d' ' -f1)"
+out="$(T push "$TEST_TMP/big" 2>&1)"
+[ "$out" = "$want 20971523" ] && pass "push a 20 MB blob: its digest and size" ||
+	fail "push a 20 MB blob: its digest and size" "want '$want 20971523', got: $out"
+expect_output "HEAD of the pushed blob: its size" '^20971523$' T exists "$want"
+out="$(T pull "$want" "$TEST_TMP/big.out" 2>&1)"
+if [ $? = 0 ] && cmp -s "$TEST_TMP/big" "$TEST_TMP/big.out"; then
+	pass "pull the blob back byte-identical"
+else
+	fail "pull the blob back byte-identical" "$out"
+fi
+absent="sha256:$(printf 'not pushed' | sha256sum | cut -d' ' -f1)"
+expect_output "HEAD of an absent blob" '^absent$' T exists "$absent"
+out="$(T pull "$absent" "$TEST_TMP/absent.out" 2>&1)"
+if [ $? = 1 ] && echo "$out" | grep -q "registry $REG: pull blob $absent: HTTP 404 (BLOB_UNKNOWN: blob unknown to registry)" &&
+	[ ! -e "$TEST_TMP/absent.out" ]; then
+	pass "pull of an absent blob: the registry's 404 and code"
+else
+	fail "pull of an absent blob: the registry's 404 and code" "$out"
+fi
+out="$(T pull "$want" "$TEST_TMP/capped.out" 1048576 2>&1)"
+if [ $? = 1 ] && echo "$out" | grep -q 'larger than 1048576 bytes' && [ ! -e "$TEST_TMP/capped.out" ]; then
+	pass "a pull past its size cap is refused, the partial output removed"
+else
+	fail "a pull past its size cap is refused, the partial output removed" "$out"
+fi
+expect_output "a digest that is not one is refused" "is not sha256:HEX" T exists sha256:abc
+
+# manifests: a config blob and a layer, then the manifest under a tag
+printf '{}' >"$TEST_TMP/config.json"
+printf 'layer bytes\n' | gzip -n >"$TEST_TMP/layer.tgz"
+cfg="$(T push "$TEST_TMP/config.json")"
+layer="$(T push "$TEST_TMP/layer.tgz")"
+cfg_desc="${cfg% *}:${cfg#* }"
+layer_desc="${layer% *}:${layer#* }"
+mdigest="$(T manifest-put v1 "$cfg_desc" "$layer_desc" "${want}:20971523" 2>&1)"
+if echo "$mdigest" | grep -qE '^sha256:[0-9a-f]{64}$'; then
+	pass "manifest put under a tag: its digest"
+else
+	fail "manifest put under a tag: its digest" "$mdigest"
+fi
+out="$(T manifest-get v1 2>&1)"
+expected="digest $mdigest
+config ${cfg% *} ${cfg#* }
+layer application/vnd.oci.image.layer.v1.tar+gzip ${layer% *} ${layer#* }
+layer application/vnd.oci.image.layer.v1.tar+gzip $want 20971523"
+[ "$out" = "$expected" ] && pass "manifest get by tag: the same descriptors, the same digest" ||
+	fail "manifest get by tag: the same descriptors, the same digest" "$out"
+expect_output "manifest get by digest" "^digest $mdigest\$" T manifest-get "$mdigest"
+out="$(T manifest-put v2 "$cfg_desc" "$layer_desc" 2>&1)"
+out="$(T tags 2>&1)"
+[ "$out" = "$(printf 'v1\nv2')" ] && pass "tags list" || fail "tags list" "$out"
+out="$(T manifest-put v3 "$cfg_desc" "$absent:5" 2>&1)"
+echo "$out" | grep -q "registry $REG: put manifest v3: HTTP 400 (MANIFEST_BLOB_UNKNOWN" &&
+	pass "a manifest naming an absent blob: the registry's refusal" ||
+	fail "a manifest naming an absent blob: the registry's refusal" "$out"
+
+# the wrong password: a 401 naming the registry
+printf 'wrong\n' >"$TEST_TMP/badpw"
+chmod 600 "$TEST_TMP/badpw"
+printf '{"registry": "%s", "repository": "warren/test-blobs", "username": "warren", "password_file": "%s"}\n' \
+	"$REG" "$TEST_TMP/badpw" >"$TEST_TMP/bad.json"
+out="$("$TOOL" "$TEST_TMP/bad.json" exists "$want" 2>&1)"
+if [ "$out" = "blobs_tool: registry $REG: blob exists $want: HTTP 401" ]; then
+	pass "HEAD with a wrong password: a 401 naming the registry"
+else
+	fail "HEAD with a wrong password: a 401 naming the registry" "$out"
+fi
+out="$("$TOOL" "$TEST_TMP/bad.json" push "$TEST_TMP/config.json" 2>&1)"
+if [ "$out" = "blobs_tool: registry $REG: push blob: start the upload: HTTP 401 (UNAUTHORIZED: authentication required)" ]; then
+	pass "push with a wrong password: the registry's 401 and its message, once"
+else
+	fail "push with a wrong password: the registry's 401 and its message, once" "$out"
+fi
+
+# delete
+out="$(T delete "$mdigest" 2>&1)"
+[ $? = 0 ] && pass "delete a manifest by digest" || fail "delete a manifest by digest" "$out"
+out="$(T manifest-get "$mdigest" 2>&1)"
+echo "$out" | grep -q "get manifest $mdigest: HTTP 404 (MANIFEST_UNKNOWN" &&
+	pass "a deleted manifest is gone" || fail "a deleted manifest is gone" "$out"
+expect_output "delete by a tag is refused" "neither a tag nor a sha256 digest|is not sha256:HEX" T delete v2
+
+# ---- the password file and the configuration -------------------------------------
+chmod 644 "$TEST_TMP/pw"
+expect_output "a group-readable password file is refused, by key" \
+	"blobs.password_file $TEST_TMP/pw: readable or writable by group or others" T tags
+chmod 600 "$TEST_TMP/pw"
+printf '{"blobs": {"registry": "%s", "repository": "Warren/Blobs"}}\n' "$REG" >"$TEST_TMP/serve-bad.json"
+out="$("$WARREN" serve --data "$TEST_TMP/bad-data" --listen 127.0.0.1:1 --config "$TEST_TMP/serve-bad.json" 2>&1)"
+[ $? != 0 ] && echo "$out" | grep -q "blobs.repository: 'Warren/Blobs'" &&
+	pass "warren serve refuses a bad blobs configuration, naming the key" ||
+	fail "warren serve refuses a bad blobs configuration, naming the key" "$out"
+
+# ---- the bearer flow, against the stand-in -----------------------------------
+# start_standin NAME ARGS...: sets PORT_NAME; its requests in $TEST_TMP/NAME.log
+start_standin() {
+	local name="$1"
+	shift
+	python3 "$ROOT_DIR/tests/tools/registry_standin.py" --user tok-user --password tok-pw \
+		--log "$TEST_TMP/$name.log" "$@" >"$TEST_TMP/$name.port" 2>"$TEST_TMP/$name.err" &
+	PIDS="$PIDS $!"
+	for _ in $(seq 1 100); do [ -s "$TEST_TMP/$name.port" ] && break; sleep 0.1; done
+	eval "PORT_$name=\"\$(head -1 \"\$TEST_TMP/\$name.port\")\""
+	touch "$TEST_TMP/$name.log"
+}
+start_standin bearer
+printf 'tok-pw\n' >"$TEST_TMP/tokpw"
+chmod 600 "$TEST_TMP/tokpw"
+SREG="http://127.0.0.1:$PORT_bearer"
+printf '{"registry": "%s", "repository": "warren/tok", "username": "tok-user", "password_file": "%s"}\n' \
+	"$SREG" "$TEST_TMP/tokpw" >"$TEST_TMP/tok.json"
+B() { "$TOOL" "$TEST_TMP/tok.json" "$@"; }
+head -c 300000 /dev/urandom >"$TEST_TMP/small"
+swant="sha256:$(sha256sum "$TEST_TMP/small" | cut -d' ' -f1)"
+out="$(B push "$TEST_TMP/small" 2>&1)"
+[ "$out" = "$swant 300000" ] && pass "bearer: push" || fail "bearer: push" "$out"
+# POST (401), GET /token, POST, PATCH, PUT: one token for the push scope
+reqs="$(python3 -c 'import json,sys; print(" ".join("%s:%s" % (r["method"], r["status"]) for r in map(json.loads, open(sys.argv[1]))))' "$TEST_TMP/bearer.log")"
+[ "$reqs" = "POST:401 GET:200 POST:202 PATCH:202 PUT:201" ] &&
+	pass "bearer: a 401, one token, the upload with it (cached for its scope)" ||
+	fail "bearer: a 401, one token, the upload with it (cached for its scope)" "$reqs"
+grep -qi '"path": "/token?service=standin&scope=repository%3Awarren%2Ftok%3Apull%2Cpush"' "$TEST_TMP/bearer.log" &&
+	pass "bearer: the token asked for the challenge's service and scope" ||
+	fail "bearer: the token asked for the challenge's service and scope" "$(grep token "$TEST_TMP/bearer.log")"
+out="$(B pull "$swant" "$TEST_TMP/small.out" 2>&1)"
+[ $? = 0 ] && cmp -s "$TEST_TMP/small" "$TEST_TMP/small.out" && pass "bearer: pull" || fail "bearer: pull" "$out"
+sd="$(B push "$TEST_TMP/config.json")"
+md="$(B manifest-put latest "${sd% *}:${sd#* }" "$swant:300000" 2>&1)"
+out="$(B manifest-get latest 2>&1)"
+echo "$out" | grep -q "^digest $md\$" && pass "bearer: manifest put and get" || fail "bearer: manifest put and get" "$md / $out"
+expect_output "bearer: tags" '^latest$' B tags
+out="$(B delete "$md" 2>&1)"
+[ $? = 0 ] && grep -qi 'scope=repository%3Awarren%2Ftok%3Adelete' "$TEST_TMP/bearer.log" &&
+	pass "bearer: delete, with a token for the delete scope" || fail "bearer: delete, with a token for the delete scope" "$out"
+printf 'not-it\n' >"$TEST_TMP/tokpw"
+out="$(B exists "$swant" 2>&1)"
+[ "$out" = "blobs_tool: registry $SREG: blob exists $swant: token from http://127.0.0.1:$PORT_bearer/token: HTTP 401 (UNAUTHORIZED: bad credentials)" ] &&
+	pass "bearer: the token server refusing the credentials, said once" ||
+	fail "bearer: the token server refusing the credentials, said once" "$out"
+printf 'tok-pw\n' >"$TEST_TMP/tokpw"
+
+# a registry (stand-in) serving bytes that are not the blob's
+start_standin corrupt --corrupt
+printf '{"registry": "http://127.0.0.1:%s", "repository": "warren/tok", "username": "tok-user", "password_file": "%s"}\n' \
+	"$PORT_corrupt" "$TEST_TMP/tokpw" >"$TEST_TMP/corrupt.json"
+"$TOOL" "$TEST_TMP/corrupt.json" push "$TEST_TMP/small" >/dev/null 2>&1
+out="$("$TOOL" "$TEST_TMP/corrupt.json" pull "$swant" "$TEST_TMP/corrupt.out" 2>&1)"
+if [ $? = 1 ] && echo "$out" | grep -q "pull blob $swant: the 300000 bytes received have digest sha256:" &&
+	echo "$out" | grep -q "300000 bytes written to $TEST_TMP/corrupt.out, removed" && [ ! -e "$TEST_TMP/corrupt.out" ]; then
+	pass "a blob whose bytes do not match its digest is refused, the output reported"
+else
+	fail "a blob whose bytes do not match its digest is refused, the output reported" "$out"
+fi
+
+# nothing left running
+stop_all
+PIDS=""
+left="$(pgrep -af "$TEST_TMP" || true)"
+[ -z "$left" ] && pass "nothing left running" || fail "nothing left running" "$left"
