@@ -36,8 +36,6 @@
 #define REQUEST_TIMEOUT_MS (60L * 1000)      /* a request without a blob */
 #define LOW_SPEED_TIME_S 60L		     /* a blob: below 1 KiB/s for it */
 #define TOKEN_BODY_MAX (64u << 10)
-#define ERROR_ENTRIES_MAX 4
-#define ERROR_TEXT_MAX 512
 
 struct blobs_client {
 	struct blobs_config cfg;
@@ -55,46 +53,6 @@ static CURLcode curl_init_code;
 static void curl_init(void)
 {
 	curl_init_code = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-/* ---- the registry's error body ----------------------------------------- */
-
-static void append_clean(char *dst, size_t cap, const char *src)
-{
-	size_t n = strlen(dst);
-	for (; *src && n + 1 < cap; src++)
-		dst[n++] = ((unsigned char)*src < 0x20 || *src == 0x7f)
-			       ? ' '
-			       : *src;
-	dst[n] = '\0';
-}
-
-char *blobs_error_body_text(const char *body, size_t len)
-{
-	json_error_t jerr;
-	json_t *doc = body ? json_loadb(body, len, 0, &jerr) : NULL;
-	const json_t *errors = json_object_get(doc, "errors");
-	char text[ERROR_TEXT_MAX] = "";
-	size_t i;
-	const json_t *e;
-	json_array_foreach(errors, i, e)
-	{
-		if (i == ERROR_ENTRIES_MAX)
-			break;
-		const char *code = json_string_value(json_object_get(e, "code"));
-		const char *msg =
-		    json_string_value(json_object_get(e, "message"));
-		if (!code && !msg)
-			continue;
-		if (text[0])
-			append_clean(text, sizeof(text), "; ");
-		append_clean(text, sizeof(text), code ? code : "");
-		if (code && msg)
-			append_clean(text, sizeof(text), ": ");
-		append_clean(text, sizeof(text), msg ? msg : "");
-	}
-	json_decref(doc);
-	return text[0] ? wr_strdup(text) : NULL;
 }
 
 /* ---- one request ------------------------------------------------------- */

@@ -1,6 +1,6 @@
 /* internal.h - what the blobs module's files share: the token cache and a
- * token endpoint's answer (auth.c), the registry's error body (client.c
- * reads it, manifest.c's JSON helpers). */
+ * token endpoint's answer (auth.c), the registry's error body
+ * (manifest.c). */
 #ifndef WR_BLOBS_INTERNAL_H
 #define WR_BLOBS_INTERNAL_H
 

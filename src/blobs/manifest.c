@@ -1,6 +1,7 @@
-/* manifest.c - OCI image manifests as typed structs: built into JSON and
- * parsed back with every field checked (blobs.h). Pure. */
-#include "blobs/blobs.h"
+/* manifest.c - what the registry's JSON says: OCI image manifests as typed
+ * structs, built into JSON and parsed back with every field checked
+ * (blobs.h); the registry's error bodies (internal.h). Pure. */
+#include "blobs/internal.h"
 
 #include "util/alloc.h"
 
@@ -11,6 +12,8 @@
 
 /* a media type: type "/" subtype with a suffix, RFC 6838's characters */
 #define MEDIA_TYPE_MAX 255
+#define ERROR_ENTRIES_MAX 4
+#define ERROR_TEXT_MAX 512
 
 static bool media_type_valid(const char *s)
 {
@@ -207,4 +210,44 @@ void blobs_manifest_clear(struct blobs_manifest *m)
 		free(m->layers[i].media_type);
 	free(m->layers);
 	memset(m, 0, sizeof(*m));
+}
+
+/* ---- the registry's error body ----------------------------------------- */
+
+static void append_clean(char *dst, size_t cap, const char *src)
+{
+	size_t n = strlen(dst);
+	for (; *src && n + 1 < cap; src++)
+		dst[n++] = ((unsigned char)*src < 0x20 || *src == 0x7f)
+			       ? ' '
+			       : *src;
+	dst[n] = '\0';
+}
+
+char *blobs_error_body_text(const char *body, size_t len)
+{
+	json_error_t jerr;
+	json_t *doc = body ? json_loadb(body, len, 0, &jerr) : NULL;
+	const json_t *errors = json_object_get(doc, "errors");
+	char text[ERROR_TEXT_MAX] = "";
+	size_t i;
+	const json_t *e;
+	json_array_foreach(errors, i, e)
+	{
+		if (i == ERROR_ENTRIES_MAX)
+			break;
+		const char *code = json_string_value(json_object_get(e, "code"));
+		const char *msg =
+		    json_string_value(json_object_get(e, "message"));
+		if (!code && !msg)
+			continue;
+		if (text[0])
+			append_clean(text, sizeof(text), "; ");
+		append_clean(text, sizeof(text), code ? code : "");
+		if (code && msg)
+			append_clean(text, sizeof(text), ": ");
+		append_clean(text, sizeof(text), msg ? msg : "");
+	}
+	json_decref(doc);
+	return text[0] ? wr_strdup(text) : NULL;
 }
