@@ -577,14 +577,75 @@ static void digest_of(const char *data, size_t len,
 	digest_format(&st, out);
 }
 
-static int check_digest_arg(const struct blobs_client *c, const char *what,
-			    const char *digest, struct wr_error **err)
+/* A request with no body, answered into memory (an error body's cap). */
+static struct request request_of(const char *method, const char *url,
+				 enum scope_kind scope, const char *what)
 {
-	if (blobs_digest_valid(digest))
-		return 0;
-	wr_error_input(err, 0, "registry %s: %s: '%s' is not sha256:HEX",
-		       c->cfg.registry, what, digest);
-	return -EINVAL;
+	return (struct request){.method = method,
+				.url = url,
+				.scope = scope,
+				.what = what,
+				.body_fd = -1,
+				.body_start = -1,
+				.out_fd = -1,
+				.body_max = BLOBS_ERROR_BODY_MAX};
+}
+
+/* The call, answered with status want: 0 with resp, else the registry's
+ * error (resp cleared). */
+static int call_expect(struct blobs_client *c, struct request *rq, long want,
+		       struct response *resp, struct wr_error **err)
+{
+	int r = call(c, rq, resp, err);
+	if (r < 0 || resp->status == want)
+		return r;
+	r = status_error(c, rq->what, resp, err);
+	response_clear(resp);
+	return r;
+}
+
+/* A PUT answered 201, the Docker-Content-Digest (if given) the one we
+ * computed. */
+static int call_created(struct blobs_client *c, struct request *rq,
+			const char *digest, struct wr_error **err)
+{
+	struct response resp;
+	int r = call_expect(c, rq, 201, &resp, err);
+	if (r < 0)
+		return r;
+	if (resp.digest[0] && strcmp(resp.digest, digest)) {
+		wr_error_set(err, 0,
+			     "registry %s: %s: the registry says its digest is "
+			     "%s, not %s",
+			     c->cfg.registry, rq->what, resp.digest, digest);
+		r = -EBADMSG;
+	}
+	response_clear(&resp);
+	return r;
+}
+
+/* /v2/NAME/KIND/REF and "OP REF" for messages: REF a digest for blobs,
+ * a tag or a digest for manifests. */
+static int ref_url(struct blobs_client *c, const char *op, const char *kind,
+		   const char *ref, bool tag_ok, char **url, char **what,
+		   struct wr_error **err)
+{
+	if (!blobs_digest_valid(ref) && !(tag_ok && blobs_tag_valid(ref))) {
+		wr_error_input(err, 0, "registry %s: %s: '%s' is not %s",
+			       c->cfg.registry, op, ref,
+			       tag_ok ? "a tag or a sha256 digest"
+				      : "sha256:HEX");
+		return -EINVAL;
+	}
+	_cleanup_free_ char *rest = wr_asprintf("%s/%s", kind, ref);
+	*url = rest ? api_url(c, rest) : NULL;
+	*what = wr_asprintf("%s %s", op, ref);
+	if (!*url || !*what) {
+		free(*url);
+		free(*what);
+		return wr_error_set(err, ENOMEM, "registry");
+	}
+	return 0;
 }
 
 /* ---- the operations ---------------------------------------------------- */
@@ -645,21 +706,12 @@ void blobs_client_free(struct blobs_client *c)
 int blobs_exists(struct blobs_client *c, const char *digest, uint64_t *size,
 		 struct wr_error **err)
 {
-	int r = check_digest_arg(c, "blob exists", digest, err);
+	_cleanup_free_ char *url = NULL, *what = NULL;
+	int r = ref_url(c, "blob exists", "blobs", digest, false, &url, &what,
+			err);
 	if (r < 0)
 		return r;
-	_cleanup_free_ char *rest = wr_asprintf("blobs/%s", digest);
-	_cleanup_free_ char *url = rest ? api_url(c, rest) : NULL;
-	_cleanup_free_ char *what = wr_asprintf("blob exists %s", digest);
-	if (!url || !what)
-		return wr_error_set(err, ENOMEM, "registry");
-	struct request rq = {.method = "HEAD",
-			     .url = url,
-			     .scope = SCOPE_PULL,
-			     .what = what,
-			     .body_fd = -1,
-			     .out_fd = -1,
-			     .body_max = BLOBS_ERROR_BODY_MAX};
+	struct request rq = request_of("HEAD", url, SCOPE_PULL, what);
 	struct response resp;
 	if ((r = call(c, &rq, &resp, err)) < 0)
 		return r;
@@ -679,94 +731,64 @@ int blobs_exists(struct blobs_client *c, const char *digest, uint64_t *size,
 	return r;
 }
 
+/* A step of an upload, answered 202 with a Location: the Location
+ * (caller frees). */
+static int upload_step(struct blobs_client *c, struct request *rq,
+		       char **location, struct wr_error **err)
+{
+	struct response resp;
+	int r = call_expect(c, rq, 202, &resp, err);
+	if (r < 0)
+		return r;
+	if (!resp.location) {
+		wr_error_set(err, 0, "registry %s: %s: no Location",
+			     c->cfg.registry, rq->what);
+		r = -EPROTO;
+	}
+	*location = TAKE_PTR(resp.location);
+	response_clear(&resp);
+	return r;
+}
+
 int blobs_push(struct blobs_client *c, int fd,
 	       char digest[BLOBS_DIGEST_MAX], uint64_t *size,
 	       struct wr_error **err)
 {
 	_cleanup_free_ char *start_url = api_url(c, "blobs/uploads/");
+	_cleanup_free_ char *location = NULL, *patch_url = NULL,
+			    *put_url = NULL, *query = NULL, *what = NULL;
 	if (!start_url)
 		return wr_error_set(err, ENOMEM, "registry");
-	struct request rq = {.method = "POST",
-			     .url = start_url,
-			     .scope = SCOPE_PUSH,
-			     .what = "push blob: start the upload",
-			     .body_fd = -1,
-			     .out_fd = -1,
-			     .body_max = BLOBS_ERROR_BODY_MAX};
-	struct response resp;
-	int r = call(c, &rq, &resp, err);
+	struct request rq = request_of("POST", start_url, SCOPE_PUSH,
+				       "push blob: start the upload");
+	int r = upload_step(c, &rq, &location, err);
 	if (r < 0)
 		return r;
-	if (resp.status != 202 || !resp.location) {
-		r = resp.status == 202 ? -EPROTO : status_error(c, rq.what, &resp, err);
-		if (resp.status == 202)
-			wr_error_set(err, 0, "registry %s: %s: no Location",
-				     c->cfg.registry, rq.what);
-		response_clear(&resp);
-		return r;
-	}
-	_cleanup_free_ char *patch_url =
-	    upload_url(c, resp.location, NULL, rq.what, err);
-	response_clear(&resp);
-	if (!patch_url)
+	if (!(patch_url = upload_url(c, location, NULL, rq.what, err)))
 		return -EPROTO;
 
-	/* the bytes, in one PATCH, hashed as they go */
-	rq = (struct request){.method = "PATCH",
-			      .url = patch_url,
-			      .scope = SCOPE_PUSH,
-			      .what = "push blob: upload",
-			      .content_type = "application/octet-stream",
-			      .body_fd = fd,
-			      .body_start = lseek(fd, 0, SEEK_CUR),
-			      .out_fd = -1,
-			      .body_max = BLOBS_ERROR_BODY_MAX};
-	if ((r = call(c, &rq, &resp, err)) < 0)
+	/* the bytes, in one PATCH, hashed as they go; sent again after a
+	 * token only if fd can seek back */
+	rq = request_of("PATCH", patch_url, SCOPE_PUSH, "push blob: upload");
+	rq.content_type = "application/octet-stream";
+	rq.body_fd = fd;
+	rq.body_start = lseek(fd, 0, SEEK_CUR);
+	free(TAKE_PTR(location));
+	if ((r = upload_step(c, &rq, &location, err)) < 0)
 		return r;
-	if (resp.status != 202 || !resp.location) {
-		r = resp.status == 202 ? -EPROTO : status_error(c, rq.what, &resp, err);
-		if (resp.status == 202)
-			wr_error_set(err, 0, "registry %s: %s: no Location",
-				     c->cfg.registry, rq.what);
-		response_clear(&resp);
-		return r;
-	}
 	char dg[BLOBS_DIGEST_MAX];
 	digest_format(&rq.body_hash, dg);
 	uint64_t count = rq.body_count;
-	_cleanup_free_ char *query = wr_asprintf("digest=%s", dg);
-	_cleanup_free_ char *put_url =
-	    query ? upload_url(c, resp.location, query, rq.what, err) : NULL;
-	response_clear(&resp);
-	if (!query)
+	query = wr_asprintf("digest=%s", dg);
+	what = wr_asprintf("push blob %s: commit", dg);
+	if (!query || !what)
 		return wr_error_set(err, ENOMEM, "registry");
-	if (!put_url)
+	if (!(put_url = upload_url(c, location, query, rq.what, err)))
 		return -EPROTO;
 
-	_cleanup_free_ char *what = wr_asprintf("push blob %s: commit", dg);
-	if (!what)
-		return wr_error_set(err, ENOMEM, "registry");
-	rq = (struct request){.method = "PUT",
-			      .url = put_url,
-			      .scope = SCOPE_PUSH,
-			      .what = what,
-			      .content_type = "application/octet-stream",
-			      .body_fd = -1,
-			      .out_fd = -1,
-			      .body_max = BLOBS_ERROR_BODY_MAX};
-	if ((r = call(c, &rq, &resp, err)) < 0)
-		return r;
-	if (resp.status != 201)
-		r = status_error(c, what, &resp, err);
-	else if (resp.digest[0] && strcmp(resp.digest, dg)) {
-		wr_error_set(err, 0,
-			     "registry %s: %s: the registry says its digest is "
-			     "%s",
-			     c->cfg.registry, what, resp.digest);
-		r = -EBADMSG;
-	}
-	response_clear(&resp);
-	if (r < 0)
+	rq = request_of("PUT", put_url, SCOPE_PUSH, what);
+	rq.content_type = "application/octet-stream";
+	if ((r = call_created(c, &rq, dg, err)) < 0)
 		return r;
 	memcpy(digest, dg, BLOBS_DIGEST_MAX);
 	*size = count;
@@ -777,33 +799,20 @@ int blobs_pull(struct blobs_client *c, const char *digest, int fd,
 	       uint64_t max, uint64_t *written, struct wr_error **err)
 {
 	*written = 0;
-	int r = check_digest_arg(c, "pull blob", digest, err);
+	_cleanup_free_ char *url = NULL, *what = NULL;
+	int r = ref_url(c, "pull blob", "blobs", digest, false, &url, &what,
+			err);
 	if (r < 0)
 		return r;
-	_cleanup_free_ char *rest = wr_asprintf("blobs/%s", digest);
-	_cleanup_free_ char *url = rest ? api_url(c, rest) : NULL;
-	_cleanup_free_ char *what = wr_asprintf("pull blob %s", digest);
-	if (!url || !what)
-		return wr_error_set(err, ENOMEM, "registry");
-	struct request rq = {.method = "GET",
-			     .url = url,
-			     .scope = SCOPE_PULL,
-			     .what = what,
-			     .body_fd = -1,
-			     .out_fd = fd,
-			     .out_max = max,
-			     .follow = true,
-			     .body_max = BLOBS_ERROR_BODY_MAX};
+	struct request rq = request_of("GET", url, SCOPE_PULL, what);
+	rq.out_fd = fd;
+	rq.out_max = max;
+	rq.follow = true; /* to where the registry stores it */
 	struct response resp;
-	r = call(c, &rq, &resp, err);
+	r = call_expect(c, &rq, 200, &resp, err);
 	*written = rq.out_count;
 	if (r < 0)
 		return r;
-	if (resp.status != 200) {
-		r = status_error(c, what, &resp, err);
-		response_clear(&resp);
-		return r;
-	}
 	response_clear(&resp);
 	char got[BLOBS_DIGEST_MAX];
 	digest_format(&rq.out_hash, got);
@@ -818,42 +827,20 @@ int blobs_pull(struct blobs_client *c, const char *digest, int fd,
 	return 0;
 }
 
-/* /v2/NAME/manifests/REF, REF a tag or a digest */
-static int manifest_ref_url(struct blobs_client *c, const char *op,
-			    const char *ref, char **url, char **what,
-			    struct wr_error **err)
-{
-	if (!blobs_tag_valid(ref) && !blobs_digest_valid(ref)) {
-		wr_error_input(err, 0,
-			       "registry %s: %s: '%s' is neither a tag nor a "
-			       "sha256 digest",
-			       c->cfg.registry, op, ref);
-		return -EINVAL;
-	}
-	_cleanup_free_ char *rest = wr_asprintf("manifests/%s", ref);
-	*url = rest ? api_url(c, rest) : NULL;
-	*what = wr_asprintf("%s %s", op, ref);
-	if (!*url || !*what) {
-		free(*url);
-		free(*what);
-		return wr_error_set(err, ENOMEM, "registry");
-	}
-	return 0;
-}
-
 int blobs_manifest_put(struct blobs_client *c, const char *ref,
 		       const char *json, size_t len,
 		       char digest[BLOBS_DIGEST_MAX], struct wr_error **err)
 {
 	_cleanup_free_ char *url = NULL, *what = NULL;
-	int r = manifest_ref_url(c, "put manifest", ref, &url, &what, err);
+	int r = ref_url(c, "put manifest", "manifests", ref, true, &url,
+			&what, err);
 	if (r < 0)
 		return r;
 	char dg[BLOBS_DIGEST_MAX];
 	digest_of(json, len, dg);
 	if (blobs_digest_valid(ref) && strcmp(ref, dg)) {
-		wr_error_input(err, 0, "registry %s: %s: the manifest's digest "
-				       "is %s",
+		wr_error_input(err, 0,
+			       "registry %s: %s: the manifest's digest is %s",
 			       c->cfg.registry, what, dg);
 		return -EINVAL;
 	}
@@ -862,30 +849,11 @@ int blobs_manifest_put(struct blobs_client *c, const char *ref,
 			       c->cfg.registry, what, BLOBS_MANIFEST_MAX);
 		return -EFBIG;
 	}
-	struct request rq = {.method = "PUT",
-			     .url = url,
-			     .scope = SCOPE_PUSH,
-			     .what = what,
-			     .content_type = BLOBS_MEDIA_MANIFEST,
-			     .body = json,
-			     .body_len = len,
-			     .body_fd = -1,
-			     .out_fd = -1,
-			     .body_max = BLOBS_ERROR_BODY_MAX};
-	struct response resp;
-	if ((r = call(c, &rq, &resp, err)) < 0)
-		return r;
-	if (resp.status != 201)
-		r = status_error(c, what, &resp, err);
-	else if (resp.digest[0] && strcmp(resp.digest, dg)) {
-		wr_error_set(err, 0,
-			     "registry %s: %s: the registry says its digest is "
-			     "%s, not %s",
-			     c->cfg.registry, what, resp.digest, dg);
-		r = -EBADMSG;
-	}
-	response_clear(&resp);
-	if (r == 0)
+	struct request rq = request_of("PUT", url, SCOPE_PUSH, what);
+	rq.content_type = BLOBS_MEDIA_MANIFEST;
+	rq.body = json;
+	rq.body_len = len;
+	if ((r = call_created(c, &rq, dg, err)) == 0)
 		memcpy(digest, dg, BLOBS_DIGEST_MAX);
 	return r;
 }
@@ -895,25 +863,16 @@ int blobs_manifest_get(struct blobs_client *c, const char *ref, char **json,
 		       struct wr_error **err)
 {
 	_cleanup_free_ char *url = NULL, *what = NULL;
-	int r = manifest_ref_url(c, "get manifest", ref, &url, &what, err);
+	int r = ref_url(c, "get manifest", "manifests", ref, true, &url,
+			&what, err);
 	if (r < 0)
 		return r;
-	struct request rq = {.method = "GET",
-			     .url = url,
-			     .scope = SCOPE_PULL,
-			     .what = what,
-			     .accept = BLOBS_MEDIA_MANIFEST,
-			     .body_fd = -1,
-			     .out_fd = -1,
-			     .body_max = BLOBS_MANIFEST_MAX};
+	struct request rq = request_of("GET", url, SCOPE_PULL, what);
+	rq.accept = BLOBS_MEDIA_MANIFEST;
+	rq.body_max = BLOBS_MANIFEST_MAX;
 	struct response resp;
-	if ((r = call(c, &rq, &resp, err)) < 0)
+	if ((r = call_expect(c, &rq, 200, &resp, err)) < 0)
 		return r;
-	if (resp.status != 200) {
-		r = status_error(c, what, &resp, err);
-		response_clear(&resp);
-		return r;
-	}
 	char dg[BLOBS_DIGEST_MAX];
 	digest_of(resp.body.data ? resp.body.data : "", resp.body.len, dg);
 	const char *want = blobs_digest_valid(ref) ? ref : resp.digest;
@@ -949,23 +908,13 @@ int blobs_tags(struct blobs_client *c, char ***tags, size_t *n,
 	_cleanup_free_ char *url = api_url(c, "tags/list");
 	if (!url)
 		return wr_error_set(err, ENOMEM, "registry");
-	struct request rq = {.method = "GET",
-			     .url = url,
-			     .scope = SCOPE_PULL,
-			     .what = "list tags",
-			     .accept = "application/json",
-			     .body_fd = -1,
-			     .out_fd = -1,
-			     .body_max = BLOBS_MANIFEST_MAX};
+	struct request rq = request_of("GET", url, SCOPE_PULL, "list tags");
+	rq.accept = "application/json";
+	rq.body_max = BLOBS_MANIFEST_MAX;
 	struct response resp;
-	int r = call(c, &rq, &resp, err);
+	int r = call_expect(c, &rq, 200, &resp, err);
 	if (r < 0)
 		return r;
-	if (resp.status != 200) {
-		r = status_error(c, rq.what, &resp, err);
-		response_clear(&resp);
-		return r;
-	}
 	json_error_t jerr;
 	json_t *doc = json_loadb(resp.body.data ? resp.body.data : "",
 				 resp.body.len, 0, &jerr);
@@ -974,8 +923,8 @@ int blobs_tags(struct blobs_client *c, char ***tags, size_t *n,
 	size_t count = json_array_size(list);
 	char **out = NULL;
 	/* a repository without tags: "tags": null, or none */
-	if (!json_is_object(doc) || (list && !json_is_null(list) &&
-				     !json_is_array(list)) ||
+	if (!json_is_object(doc) ||
+	    (list && !json_is_null(list) && !json_is_array(list)) ||
 	    count > BLOBS_TAGS_MAX) {
 		wr_error_set(err, 0,
 			     "registry %s: list tags: not a tag list of at "
@@ -1015,25 +964,14 @@ out:
 int blobs_manifest_delete(struct blobs_client *c, const char *digest,
 			  struct wr_error **err)
 {
-	int r = check_digest_arg(c, "delete manifest", digest, err);
+	_cleanup_free_ char *url = NULL, *what = NULL;
+	int r = ref_url(c, "delete manifest", "manifests", digest, false,
+			&url, &what, err);
 	if (r < 0)
 		return r;
-	_cleanup_free_ char *url = NULL, *what = NULL;
-	if ((r = manifest_ref_url(c, "delete manifest", digest, &url, &what,
-				  err)) < 0)
-		return r;
-	struct request rq = {.method = "DELETE",
-			     .url = url,
-			     .scope = SCOPE_DELETE,
-			     .what = what,
-			     .body_fd = -1,
-			     .out_fd = -1,
-			     .body_max = BLOBS_ERROR_BODY_MAX};
+	struct request rq = request_of("DELETE", url, SCOPE_DELETE, what);
 	struct response resp;
-	if ((r = call(c, &rq, &resp, err)) < 0)
-		return r;
-	if (resp.status != 202 && resp.status != 200)
-		r = status_error(c, what, &resp, err);
-	response_clear(&resp);
+	if ((r = call_expect(c, &rq, 202, &resp, err)) == 0)
+		response_clear(&resp);
 	return r;
 }

@@ -29,6 +29,12 @@ PIDS=""
 stop_all() { for p in $PIDS; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; }
 trap 'stop_all; rm -rf "$TEST_TMP"' EXIT
 
+# write_config FILE REGISTRY REPOSITORY PASSWORD_FILE [USER]: a "blobs" object
+write_config() {
+	printf '{"registry": "%s", "repository": "%s", "username": "%s", "password_file": "%s"}\n' \
+		"$2" "$3" "${5:-warren}" "$4" >"$1"
+}
+
 free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
@@ -70,8 +76,7 @@ pass "docker-registry starts on its own port, with htpasswd"
 
 printf 's3cret-pw\n' >"$TEST_TMP/pw"
 chmod 600 "$TEST_TMP/pw"
-printf '{"registry": "%s/", "repository": "warren/test-blobs", "username": "warren", "password_file": "%s"}\n' \
-	"$REG" "$TEST_TMP/pw" >"$TEST_TMP/blobs.json"
+write_config "$TEST_TMP/blobs.json" "$REG/" warren/test-blobs "$TEST_TMP/pw"
 T() { "$TOOL" "$TEST_TMP/blobs.json" "$@"; }
 
 # a ~20 MB blob, up and down
@@ -136,8 +141,7 @@ echo "$out" | grep -q "registry $REG: put manifest v3: HTTP 400 (MANIFEST_BLOB_U
 # the wrong password: a 401 naming the registry
 printf 'wrong\n' >"$TEST_TMP/badpw"
 chmod 600 "$TEST_TMP/badpw"
-printf '{"registry": "%s", "repository": "warren/test-blobs", "username": "warren", "password_file": "%s"}\n' \
-	"$REG" "$TEST_TMP/badpw" >"$TEST_TMP/bad.json"
+write_config "$TEST_TMP/bad.json" "$REG" warren/test-blobs "$TEST_TMP/badpw"
 out="$("$TOOL" "$TEST_TMP/bad.json" exists "$want" 2>&1)"
 if [ "$out" = "blobs_tool: registry $REG: blob exists $want: HTTP 401" ]; then
 	pass "HEAD with a wrong password: a 401 naming the registry"
@@ -186,8 +190,7 @@ start_standin bearer
 printf 'tok-pw\n' >"$TEST_TMP/tokpw"
 chmod 600 "$TEST_TMP/tokpw"
 SREG="http://127.0.0.1:$PORT_bearer"
-printf '{"registry": "%s", "repository": "warren/tok", "username": "tok-user", "password_file": "%s"}\n' \
-	"$SREG" "$TEST_TMP/tokpw" >"$TEST_TMP/tok.json"
+write_config "$TEST_TMP/tok.json" "$SREG" warren/tok "$TEST_TMP/tokpw" tok-user
 B() { "$TOOL" "$TEST_TMP/tok.json" "$@"; }
 head -c 300000 /dev/urandom >"$TEST_TMP/small"
 swant="sha256:$(sha256sum "$TEST_TMP/small" | cut -d' ' -f1)"
@@ -220,8 +223,7 @@ printf 'tok-pw\n' >"$TEST_TMP/tokpw"
 
 # a registry (stand-in) serving bytes that are not the blob's
 start_standin corrupt --corrupt
-printf '{"registry": "http://127.0.0.1:%s", "repository": "warren/tok", "username": "tok-user", "password_file": "%s"}\n' \
-	"$PORT_corrupt" "$TEST_TMP/tokpw" >"$TEST_TMP/corrupt.json"
+write_config "$TEST_TMP/corrupt.json" "http://127.0.0.1:$PORT_corrupt" warren/tok "$TEST_TMP/tokpw" tok-user
 "$TOOL" "$TEST_TMP/corrupt.json" push "$TEST_TMP/small" >/dev/null 2>&1
 out="$("$TOOL" "$TEST_TMP/corrupt.json" pull "$swant" "$TEST_TMP/corrupt.out" 2>&1)"
 if [ $? = 1 ] && echo "$out" | grep -q "pull blob $swant: the 300000 bytes received have digest sha256:" &&
