@@ -8,8 +8,10 @@
 # size cap; manifests put and got by tag and digest, tags listed; a wrong
 # password is a 401 naming the registry; a manifest deleted. Then the
 # bearer token flow against tests/tools/registry_standin.py (a stand-in
-# registry and token server): one token per scope, cached; a token
-# server refusing the credentials; a blob whose bytes do not match its
+# registry and token server): one token per scope, cached, not used
+# once expired; an upload refused once sent again from its start (from a
+# pipe: not, the 401 said); a token server refusing the credentials; an
+# upload location off the registry refused; a blob whose bytes do not match its
 # digest refused and its output removed. A bad "blobs" configuration
 # stops warren serve naming the key. Nothing is left running.
 . "$(dirname "$0")/../lib.sh"
@@ -220,6 +222,33 @@ out="$(B exists "$swant" 2>&1)"
 	pass "bearer: the token server refusing the credentials, said once" ||
 	fail "bearer: the token server refusing the credentials, said once" "$out"
 printf 'tok-pw\n' >"$TEST_TMP/tokpw"
+
+# from a pipe: streamed, nothing to seek, the token cached from the POST
+out="$(cat "$TEST_TMP/small" | B push /dev/stdin 2>&1)"
+[ "$out" = "$swant 300000" ] && pass "bearer: push from a pipe" || fail "bearer: push from a pipe" "$out"
+
+# tokens that expire at once: each request asks for its own, and the
+# PATCH refused once is sent again from the file's start
+start_standin expiring --expires 0 --grace 60
+write_config "$TEST_TMP/expiring.json" "http://127.0.0.1:$PORT_expiring" warren/tok "$TEST_TMP/tokpw" tok-user
+out="$("$TOOL" "$TEST_TMP/expiring.json" push "$TEST_TMP/small" 2>&1)"
+reqs="$(python3 -c 'import json,sys; print(" ".join("%s:%s" % (r["method"], r["status"]) for r in map(json.loads, open(sys.argv[1]))))' "$TEST_TMP/expiring.log")"
+[ "$out" = "$swant 300000" ] &&
+	[ "$reqs" = "POST:401 GET:200 POST:202 PATCH:401 GET:200 PATCH:202 PUT:401 GET:200 PUT:201" ] &&
+	pass "bearer: an expired token is not used; a refused upload is sent again, whole" ||
+	fail "bearer: an expired token is not used; a refused upload is sent again, whole" "$out / $reqs"
+out="$(cat "$TEST_TMP/small" | "$TOOL" "$TEST_TMP/expiring.json" push /dev/stdin 2>&1)"
+[ "$out" = "blobs_tool: registry http://127.0.0.1:$PORT_expiring: push blob: upload: HTTP 401 (UNAUTHORIZED: authentication required)" ] &&
+	pass "bearer: a refused upload from a pipe is not sent again: the 401" ||
+	fail "bearer: a refused upload from a pipe is not sent again: the 401" "$out"
+
+# an upload location on another host is not followed
+start_standin foreign --foreign-location
+write_config "$TEST_TMP/foreign.json" "http://127.0.0.1:$PORT_foreign" warren/tok "$TEST_TMP/tokpw" tok-user
+out="$("$TOOL" "$TEST_TMP/foreign.json" push "$TEST_TMP/small" 2>&1)"
+echo "$out" | grep -q "push blob: start the upload: the upload location 'http://elsewhere.invalid/v2/warren/tok/blobs/uploads/[0-9a-f]*' is not on the registry" &&
+	pass "an upload location off the registry is refused" ||
+	fail "an upload location off the registry is refused" "$out"
 
 # a registry (stand-in) serving bytes that are not the blob's
 start_standin corrupt --corrupt

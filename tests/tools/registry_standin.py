@@ -7,10 +7,13 @@ manifests: PUT, GET, DELETE; tags/list), every request wanting
 "Authorization: Bearer TOKEN" for its scope, else a 401 with
 WWW-Authenticate: Bearer realm=".../token",service="standin",scope="...".
 GET /token (HTTP basic, --user/--password) gives a token for the scope
-asked, valid --expires seconds. With --corrupt, a blob's GET serves its
-bytes with the first one changed (the client must refuse them).
+asked, said valid --expires seconds (honoured --grace more). With --corrupt, a blob's GET serves its
+bytes with the first one changed (the client must refuse them); with
+--foreign-location, upload locations point at another host (the client
+must not follow them with its credentials).
 
-  python3 registry_standin.py --user U --password P [--corrupt] --log FILE
+  python3 registry_standin.py --user U --password P [--expires S] [--grace S]
+      [--corrupt] [--foreign-location] --log FILE
 
 Prints its port on stdout's first line (standin.serve). Each request is one
 JSON line in the log: {"method", "path", "status"}. Python 3 stdlib only.
@@ -94,7 +97,8 @@ class Handler(standin.Handler):
             return self.error(400, "DENIED", "service or scope missing")
         tok = secrets.token_hex(16)
         with st.lock:
-            st.tokens[tok] = (scope, time.time() + st.args.expires)
+            st.tokens[tok] = (scope, time.time() + st.args.expires +
+                              st.args.grace)
         self.answer(200, json.dumps({"token": tok,
                                      "expires_in": st.args.expires}).encode())
 
@@ -141,8 +145,10 @@ class Handler(standin.Handler):
             uid = secrets.token_hex(8)
             with st.lock:
                 st.uploads[uid] = bytearray()
-            return self.answer(202, b"", {
-                "Location": "/v2/%s/blobs/uploads/%s" % (name, uid)})
+            loc = "/v2/%s/blobs/uploads/%s" % (name, uid)
+            if st.args.foreign_location:
+                loc = "http://elsewhere.invalid" + loc
+            return self.answer(202, b"", {"Location": loc})
         if rest.startswith("blobs/uploads/"):
             uid = rest.split("/")[-1]
             with st.lock:
@@ -201,7 +207,11 @@ def main():
     p.add_argument("--user", required=True)
     p.add_argument("--password", required=True)
     p.add_argument("--expires", type=int, default=300)
+    # how much longer than it says a token is honoured: a client that
+    # used an expired one would go unnoticed, the log shows it did not
+    p.add_argument("--grace", type=int, default=0)
     p.add_argument("--corrupt", action="store_true")
+    p.add_argument("--foreign-location", action="store_true")
     p.add_argument("--log")
     p.add_argument("--port", type=int, default=0)
     args = p.parse_args()
