@@ -162,7 +162,8 @@ int blobs_manifest_get(struct blobs_client *c, const char *ref, char **json,
 		       size_t *len, char digest[BLOBS_DIGEST_MAX],
 		       struct wr_error **err);
 /* The repository's tags (an array of *n strings; free with
- * blobs_tags_free). */
+ * blobs_tags_free), every page the registry gives (Link: rel="next"), at
+ * most BLOBS_TAGS_MAX. */
 int blobs_tags(struct blobs_client *c, char ***tags, size_t *n,
 	       struct wr_error **err);
 void blobs_tags_free(char **tags, size_t n);

@@ -90,6 +90,7 @@ struct response {
 	long status;
 	struct capbuf body;
 	char *location;
+	char *next; /* a Link header's rel="next" URL */
 	char digest[BLOBS_DIGEST_MAX]; /* Docker-Content-Digest, if valid */
 	curl_off_t length;	       /* -1: unknown */
 	struct blobs_challenge challenge;
@@ -100,6 +101,7 @@ static void response_clear(struct response *resp)
 {
 	capbuf_free(&resp->body);
 	free(resp->location);
+	free(resp->next);
 	memset(resp, 0, sizeof(*resp));
 }
 
@@ -214,6 +216,18 @@ static void read_challenge(CURL *curl, struct response *resp)
 		if (h->amount <= i + 1)
 			break;
 	}
+}
+
+/* The URL of a Link header's '<URL>; rel="next"' (RFC 8288; the
+ * distribution API's pagination) into *next, or none. */
+static int link_next(const char *link, char **next)
+{
+	const char *open = strchr(link, '<');
+	const char *close = open ? strchr(open, '>') : NULL;
+	if (!close || !strstr(close, "rel=\"next\""))
+		return 0;
+	*next = wr_strndup(open + 1, (size_t)(close - open - 1));
+	return *next ? 0 : -ENOMEM;
 }
 
 /* The message of a transport failure; no errno text. */
@@ -347,6 +361,9 @@ static int attempt(struct blobs_client *c, struct request *rq,
 		if (!resp->location)
 			r = wr_error_set(err, ENOMEM, "registry request");
 	}
+	const char *link = header_value(curl, "Link");
+	if (link && r == 0 && link_next(link, &resp->next) < 0)
+		r = wr_error_set(err, ENOMEM, "registry request");
 	const char *dg = header_value(curl, "Docker-Content-Digest");
 	if (dg && blobs_digest_valid(dg))
 		strcpy(resp->digest, dg);
@@ -506,11 +523,12 @@ static char *api_url(const struct blobs_client *c, const char *rest)
 			   rest);
 }
 
-/* An upload's Location (maybe relative) made absolute, on the registry's
- * origin, with query (if not NULL) appended URL-encoded. */
-static char *upload_url(const struct blobs_client *c, const char *location,
-			const char *query, const char *what,
-			struct wr_error **err)
+/* A URL the registry gave (kind: an upload's Location, a tag list's next
+ * page), maybe relative, made absolute; on the registry's origin (the
+ * credentials go with it), with query (if not NULL) appended URL-encoded. */
+static char *registry_url(const struct blobs_client *c, const char *kind,
+			  const char *location, const char *query,
+			  const char *what, struct wr_error **err)
 {
 	CURLU *base = curl_url(), *u = curl_url();
 	char *bs = NULL, *bh = NULL, *bp = NULL, *us = NULL, *uh = NULL,
@@ -531,20 +549,20 @@ static char *upload_url(const struct blobs_client *c, const char *location,
 	    curl_url_get(u, CURLUPART_PORT, &up, CURLU_DEFAULT_PORT) !=
 		CURLUE_OK ||
 	    curl_url_get(u, CURLUPART_URL, &url, 0) != CURLUE_OK) {
-		wr_error_set(err, 0, "registry %s: %s: bad upload location '%s'",
-			     c->cfg.registry, what, location);
+		wr_error_set(err, 0, "registry %s: %s: bad %s '%s'",
+			     c->cfg.registry, what, kind, location);
 		goto out;
 	}
 	if (strcasecmp(bs, us) || strcasecmp(bh, uh) || strcmp(bp, up)) {
 		wr_error_set(err, 0,
-			     "registry %s: %s: the upload location '%s' is "
-			     "not on the registry",
-			     c->cfg.registry, what, location);
+			     "registry %s: %s: the %s '%s' is not on the "
+			     "registry",
+			     c->cfg.registry, what, kind, location);
 		goto out;
 	}
 	out = wr_strdup(url);
 	if (!out)
-		wr_error_set(err, ENOMEM, "registry upload");
+		wr_error_set(err, ENOMEM, "registry");
 out:
 	curl_free(bs);
 	curl_free(bh);
@@ -764,7 +782,8 @@ int blobs_push(struct blobs_client *c, int fd,
 	int r = upload_step(c, &rq, &location, err);
 	if (r < 0)
 		return r;
-	if (!(patch_url = upload_url(c, location, NULL, rq.what, err)))
+	if (!(patch_url = registry_url(c, "upload location", location, NULL,
+				       rq.what, err)))
 		return -EPROTO;
 
 	/* the bytes, in one PATCH, hashed as they go; sent again after a
@@ -783,7 +802,8 @@ int blobs_push(struct blobs_client *c, int fd,
 	what = wr_asprintf("push blob %s: commit", dg);
 	if (!query || !what)
 		return wr_error_set(err, ENOMEM, "registry");
-	if (!(put_url = upload_url(c, location, query, rq.what, err)))
+	if (!(put_url = registry_url(c, "upload location", location, query,
+				     rq.what, err)))
 		return -EPROTO;
 
 	rq = request_of("PUT", put_url, SCOPE_PUSH, what);
@@ -902,12 +922,11 @@ void blobs_tags_free(char **tags, size_t n)
 	free(tags);
 }
 
-int blobs_tags(struct blobs_client *c, char ***tags, size_t *n,
-	       struct wr_error **err)
+/* One page of tags appended to *tags (*n of them, BLOBS_TAGS_MAX at
+ * most), its next page's URL, if any, into *next. */
+static int tags_page(struct blobs_client *c, const char *url, char ***tags,
+		     size_t *n, char **next, struct wr_error **err)
 {
-	_cleanup_free_ char *url = api_url(c, "tags/list");
-	if (!url)
-		return wr_error_set(err, ENOMEM, "registry");
 	struct request rq = request_of("GET", url, SCOPE_PULL, "list tags");
 	rq.accept = "application/json";
 	rq.body_max = BLOBS_MANIFEST_MAX;
@@ -918,26 +937,25 @@ int blobs_tags(struct blobs_client *c, char ***tags, size_t *n,
 	json_error_t jerr;
 	json_t *doc = json_loadb(resp.body.data ? resp.body.data : "",
 				 resp.body.len, 0, &jerr);
-	response_clear(&resp);
 	json_t *list = json_object_get(doc, "tags");
 	size_t count = json_array_size(list);
-	char **out = NULL;
 	/* a repository without tags: "tags": null, or none */
 	if (!json_is_object(doc) ||
 	    (list && !json_is_null(list) && !json_is_array(list)) ||
-	    count > BLOBS_TAGS_MAX) {
+	    count > BLOBS_TAGS_MAX - *n) {
 		wr_error_set(err, 0,
-			     "registry %s: list tags: not a tag list of at "
-			     "most %d tags",
+			     "registry %s: list tags: not a tag list, or more "
+			     "than %d tags",
 			     c->cfg.registry, BLOBS_TAGS_MAX);
 		r = -EPROTO;
 		goto out;
 	}
-	out = wr_calloc(count ? count : 1, sizeof(*out));
-	if (!out) {
+	char **grown = wr_realloc(*tags, (*n + count + 1) * sizeof(*grown));
+	if (!grown) {
 		r = wr_error_set(err, ENOMEM, "registry");
 		goto out;
 	}
+	*tags = grown;
 	for (size_t i = 0; i < count; i++) {
 		const char *t = json_string_value(json_array_get(list, i));
 		if (!t || !blobs_tag_valid(t)) {
@@ -948,17 +966,47 @@ int blobs_tags(struct blobs_client *c, char ***tags, size_t *n,
 			r = -EPROTO;
 			goto out;
 		}
-		if (!(out[i] = wr_strdup(t))) {
+		if (!(grown[*n] = wr_strdup(t))) {
 			r = wr_error_set(err, ENOMEM, "registry");
 			goto out;
 		}
+		(*n)++;
 	}
-	*tags = TAKE_PTR(out);
-	*n = count;
+	if (resp.next && count &&
+	    !(*next = registry_url(c, "next page", resp.next, NULL, rq.what,
+				   err)))
+		r = -EPROTO;
 out:
-	blobs_tags_free(out, count);
+	response_clear(&resp);
 	json_decref(doc);
 	return r;
+}
+
+int blobs_tags(struct blobs_client *c, char ***tags, size_t *n,
+	       struct wr_error **err)
+{
+	char *url = api_url(c, "tags/list");
+	if (!url)
+		return wr_error_set(err, ENOMEM, "registry");
+	char **out = NULL;
+	size_t count = 0;
+	int r = 0;
+	/* pages as the registry gives them (Link: <...>; rel="next"), each
+	 * with at least one tag, until BLOBS_TAGS_MAX */
+	while (url && r == 0) {
+		char *next = NULL;
+		r = tags_page(c, url, &out, &count, &next, err);
+		free(url);
+		url = next;
+	}
+	free(url);
+	if (r < 0) {
+		blobs_tags_free(out, count);
+		return r;
+	}
+	*tags = out;
+	*n = count;
+	return 0;
 }
 
 int blobs_manifest_delete(struct blobs_client *c, const char *digest,

@@ -10,7 +10,7 @@
 # bearer token flow against tests/tools/registry_standin.py (a stand-in
 # registry and token server): one token per scope, cached, not used
 # once expired; an upload refused once sent again from its start (from a
-# pipe: not, the 401 said); a token server refusing the credentials; an
+# pipe: not, the 401 said); tags in pages; a token server refusing the credentials; an
 # upload location off the registry refused; a blob whose bytes do not match its
 # digest refused and its output removed. A bad "blobs" configuration
 # stops warren serve naming the key. Nothing is left running.
@@ -222,6 +222,17 @@ out="$(B exists "$swant" 2>&1)"
 	pass "bearer: the token server refusing the credentials, said once" ||
 	fail "bearer: the token server refusing the credentials, said once" "$out"
 printf 'tok-pw\n' >"$TEST_TMP/tokpw"
+
+# tags in pages of one (Link: <...>; rel="next")
+start_standin paged --tags-page 1
+write_config "$TEST_TMP/paged.json" "http://127.0.0.1:$PORT_paged" warren/tok "$TEST_TMP/tokpw" tok-user
+pd="$("$TOOL" "$TEST_TMP/paged.json" push "$TEST_TMP/config.json")"
+for t in c a b; do
+	"$TOOL" "$TEST_TMP/paged.json" manifest-put "$t" "${pd% *}:${pd#* }" "${pd% *}:${pd#* }" >/dev/null 2>&1
+done
+out="$("$TOOL" "$TEST_TMP/paged.json" tags 2>&1)"
+[ "$out" = "$(printf 'a\nb\nc')" ] && grep -q 'tags/list?n=1&last=b' "$TEST_TMP/paged.log" &&
+	pass "tags: every page, through the Link headers" || fail "tags: every page, through the Link headers" "$out"
 
 # from a pipe: streamed, nothing to seek, the token cached from the POST
 out="$(cat "$TEST_TMP/small" | B push /dev/stdin 2>&1)"

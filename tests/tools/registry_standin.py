@@ -10,10 +10,11 @@ GET /token (HTTP basic, --user/--password) gives a token for the scope
 asked, said valid --expires seconds (honoured --grace more). With --corrupt, a blob's GET serves its
 bytes with the first one changed (the client must refuse them); with
 --foreign-location, upload locations point at another host (the client
-must not follow them with its credentials).
+must not follow them with its credentials); with --tags-page N, tag lists
+come N tags a page, each pointing to the next with a Link header.
 
   python3 registry_standin.py --user U --password P [--expires S] [--grace S]
-      [--corrupt] [--foreign-location] --log FILE
+      [--corrupt] [--foreign-location] [--tags-page N] --log FILE
 
 Prints its port on stdout's first line (standin.serve). Each request is one
 JSON line in the log: {"method", "path", "status"}. Python 3 stdlib only.
@@ -177,8 +178,16 @@ class Handler(standin.Handler):
             return self.answer(200, blob, {"Docker-Content-Digest": digest},
                                "application/octet-stream")
         if rest == "tags/list":
+            # pages of --tags-page tags, the next one in a Link header
+            last = query.get("last", [""])[0]
+            tags = [t for t in sorted(st.tags) if t > last]
+            page = st.args.tags_page or len(tags)
+            headers = {}
+            if len(tags) > page:
+                headers["Link"] = '</v2/%s/tags/list?n=%d&last=%s>; ' \
+                    'rel="next"' % (name, page, tags[page - 1])
             return self.answer(200, json.dumps(
-                {"name": name, "tags": sorted(st.tags)}).encode())
+                {"name": name, "tags": tags[:page]}).encode(), headers)
         ref = rest[10:]
         if self.command == "PUT":
             digest = "sha256:" + hashlib.sha256(data).hexdigest()
@@ -212,6 +221,7 @@ def main():
     p.add_argument("--grace", type=int, default=0)
     p.add_argument("--corrupt", action="store_true")
     p.add_argument("--foreign-location", action="store_true")
+    p.add_argument("--tags-page", type=int, default=0)
     p.add_argument("--log")
     p.add_argument("--port", type=int, default=0)
     args = p.parse_args()
