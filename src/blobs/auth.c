@@ -93,8 +93,8 @@ int blobs_challenge_parse(const char *value, size_t len,
 	memset(&ch, 0, sizeof(ch));
 	size_t i = 0;
 	/* the #rule allows empty list elements before the first */
-	while (i < len && (value[i] == ',' || value[i] == ' ' ||
-			   value[i] == '\t'))
+	while (i < len &&
+	       (value[i] == ',' || value[i] == ' ' || value[i] == '\t'))
 		i++;
 	size_t end = skip_token(value, len, i);
 	if (end == i)
@@ -215,8 +215,7 @@ static void entry_clear(struct blobs_token_entry *e)
 	memset(e, 0, sizeof(*e));
 }
 
-const char *blobs_token_lookup(struct blobs_token_cache *tc,
-			       const char *scope)
+const char *blobs_token_lookup(struct blobs_token_cache *tc, const char *scope)
 {
 	int64_t now = now_s();
 	for (size_t i = 0; i < BLOBS_TOKEN_CACHE; i++) {

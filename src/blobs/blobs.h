@@ -130,8 +130,8 @@ struct blobs_client;
 
 /* A client of cfg's registry and repository (cfg is copied). One client
  * is for one thread at a time. */
-int blobs_client_new(const struct blobs_config *cfg,
-		     struct blobs_client **out, struct wr_error **err);
+int blobs_client_new(const struct blobs_config *cfg, struct blobs_client **out,
+		     struct wr_error **err);
 void blobs_client_free(struct blobs_client *c);
 
 /* 1 with *size when the repository holds the blob, 0 when it does not. */
@@ -140,16 +140,15 @@ int blobs_exists(struct blobs_client *c, const char *digest, uint64_t *size,
 /* Uploads what fd holds from its offset to its end, streamed (POST, one
  * PATCH, PUT ?digest=), its sha256 computed while reading; the digest and
  * size written. */
-int blobs_push(struct blobs_client *c, int fd,
-	       char digest[BLOBS_DIGEST_MAX], uint64_t *size,
-	       struct wr_error **err);
+int blobs_push(struct blobs_client *c, int fd, char digest[BLOBS_DIGEST_MAX],
+	       uint64_t *size, struct wr_error **err);
 /* Downloads the blob into fd, streamed, at most max bytes (0: no cap),
  * its sha256 checked against digest. *written says how many bytes went to
  * fd whatever happened, so the caller can discard a partial or a wrong
  * output: -EBADMSG when the bytes do not match the digest, -EFBIG past
  * max, -ENOENT when the registry does not hold it. */
-int blobs_pull(struct blobs_client *c, const char *digest, int fd,
-	       uint64_t max, uint64_t *written, struct wr_error **err);
+int blobs_pull(struct blobs_client *c, const char *digest, int fd, uint64_t max,
+	       uint64_t *written, struct wr_error **err);
 /* Puts a manifest (json, len bytes: sent as given) under ref, a tag or
  * its digest; the digest the registry gives it written. */
 int blobs_manifest_put(struct blobs_client *c, const char *ref,

@@ -33,8 +33,8 @@
 #include <unistd.h>
 
 #define CONNECT_TIMEOUT_MS 15000L
-#define REQUEST_TIMEOUT_MS (60L * 1000)      /* a request without a blob */
-#define LOW_SPEED_TIME_S 60L		     /* a blob: below 1 KiB/s for it */
+#define REQUEST_TIMEOUT_MS (60L * 1000) /* a request without a blob */
+#define LOW_SPEED_TIME_S 60L		/* a blob: below 1 KiB/s for it */
 #define TOKEN_BODY_MAX (64u << 10)
 
 struct blobs_client {
@@ -82,7 +82,7 @@ struct request {
 	uint64_t out_count;
 	bool out_too_big;
 	int out_errno;
-	bool follow; /* redirects (a blob's GET, to where it is stored) */
+	bool follow;	 /* redirects (a blob's GET, to where it is stored) */
 	size_t body_max; /* the answer's in-memory cap */
 };
 
@@ -90,7 +90,7 @@ struct response {
 	long status;
 	struct capbuf body;
 	char *location;
-	char *next; /* a Link header's rel="next" URL */
+	char *next;		       /* a Link header's rel="next" URL */
 	char digest[BLOBS_DIGEST_MAX]; /* Docker-Content-Digest, if valid */
 	curl_off_t length;	       /* -1: unknown */
 	struct blobs_challenge challenge;
@@ -191,8 +191,7 @@ static void headers_free(struct curl_slist *h)
 static const char *header_value(CURL *curl, const char *name)
 {
 	struct curl_header *h = NULL;
-	if (curl_easy_header(curl, name, 0, CURLH_HEADER, -1, &h) !=
-	    CURLHE_OK)
+	if (curl_easy_header(curl, name, 0, CURLH_HEADER, -1, &h) != CURLHE_OK)
 		return NULL;
 	return h->value;
 }
@@ -247,8 +246,7 @@ static int transport_error(const struct blobs_client *c,
 		return -rq->out_errno;
 	}
 	if (rq->out_too_big) {
-		wr_error_set(err, 0,
-			     "registry %s: %s: larger than %llu bytes",
+		wr_error_set(err, 0, "registry %s: %s: larger than %llu bytes",
 			     c->cfg.registry, rq->what,
 			     (unsigned long long)rq->out_max);
 		return -EFBIG;
@@ -278,8 +276,8 @@ static int attempt(struct blobs_client *c, struct request *rq,
 	struct curl_slist *headers = NULL;
 	char errbuf[CURL_ERROR_SIZE] = "";
 	int r = 0;
-	*resp = (struct response){.body = CAPBUF_INIT(rq->body_max),
-				  .length = -1};
+	*resp =
+	    (struct response){.body = CAPBUF_INIT(rq->body_max), .length = -1};
 	crypto_hash_sha256_init(&rq->body_hash);
 	crypto_hash_sha256_init(&rq->out_hash);
 	rq->body_count = rq->out_count = 0;
@@ -312,7 +310,8 @@ static int attempt(struct blobs_client *c, struct request *rq,
 	if (rq->body_fd >= 0 || rq->out_fd >= 0) {
 		/* a blob takes as long as it takes while it moves */
 		curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-		curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, LOW_SPEED_TIME_S);
+		curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME,
+				 LOW_SPEED_TIME_S);
 	} else {
 		curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, REQUEST_TIMEOUT_MS);
 	}
@@ -333,8 +332,7 @@ static int attempt(struct blobs_client *c, struct request *rq,
 			curl_easy_setopt(curl, CURLOPT_READDATA, rq);
 			/* streamed: chunked; in memory: its length */
 			if (rq->body_fd < 0)
-				curl_easy_setopt(curl,
-						 CURLOPT_INFILESIZE_LARGE,
+				curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE,
 						 (curl_off_t)rq->body_len);
 		} else if (strcmp(rq->method, "DELETE")) {
 			/* an empty body, said with Content-Length: 0 */
@@ -393,9 +391,9 @@ static int status_error(const struct blobs_client *c, const char *what,
 		: resp->status == 405 ? -EOPNOTSUPP
 		: resp->status >= 500 ? -EIO
 				      : -EPROTO;
-	wr_error_set(err, 0, "registry %s: %s: HTTP %ld%s%s%s",
-		     c->cfg.registry, what, resp->status, text ? " (" : "",
-		     text ? text : "", text ? ")" : "");
+	wr_error_set(err, 0, "registry %s: %s: HTTP %ld%s%s%s", c->cfg.registry,
+		     what, resp->status, text ? " (" : "", text ? text : "",
+		     text ? ")" : "");
 	return r;
 }
 
@@ -450,9 +448,8 @@ static int fetch_token(struct blobs_client *c, const struct request *rq,
 		r = status_error(c, what, &resp, err);
 	char *tok = NULL;
 	int64_t expires_in = 0;
-	if (r == 0 &&
-	    blobs_token_parse(resp.body.data, resp.body.len, &tok,
-			      &expires_in) < 0) {
+	if (r == 0 && blobs_token_parse(resp.body.data, resp.body.len, &tok,
+					&expires_in) < 0) {
 		wr_error_set(err, 0,
 			     "registry %s: %s: the answer holds no token",
 			     c->cfg.registry, what);
@@ -484,7 +481,8 @@ static int call(struct blobs_client *c, struct request *rq,
 	    (r = blobs_config_password(&c->cfg, &password, err)) < 0)
 		return wr_error_wrap(err, "registry %s: %s", c->cfg.registry,
 				     rq->what);
-	const char *token = blobs_token_lookup(&c->tokens, scope_of(c, rq->scope));
+	const char *token =
+	    blobs_token_lookup(&c->tokens, scope_of(c, rq->scope));
 	for (int tries = 0;; tries++) {
 		r = attempt(c, rq, token, password, resp, err);
 		if (r < 0)
@@ -534,12 +532,13 @@ static char *registry_url(const struct blobs_client *c, const char *kind,
 	char *bs = NULL, *bh = NULL, *bp = NULL, *us = NULL, *uh = NULL,
 	     *up = NULL, *url = NULL, *out = NULL;
 	if (!base || !u ||
-	    curl_url_set(base, CURLUPART_URL, c->cfg.registry, 0) != CURLUE_OK ||
+	    curl_url_set(base, CURLUPART_URL, c->cfg.registry, 0) !=
+		CURLUE_OK ||
 	    curl_url_set(u, CURLUPART_URL, c->cfg.registry, 0) != CURLUE_OK ||
 	    curl_url_set(u, CURLUPART_URL, location, 0) != CURLUE_OK ||
-	    (query && curl_url_set(u, CURLUPART_QUERY, query,
-				   CURLU_APPENDQUERY | CURLU_URLENCODE) !=
-			  CURLUE_OK) ||
+	    (query &&
+	     curl_url_set(u, CURLUPART_QUERY, query,
+			  CURLU_APPENDQUERY | CURLU_URLENCODE) != CURLUE_OK) ||
 	    curl_url_get(base, CURLUPART_SCHEME, &bs, 0) != CURLUE_OK ||
 	    curl_url_get(base, CURLUPART_HOST, &bh, 0) != CURLUE_OK ||
 	    curl_url_get(base, CURLUPART_PORT, &bp, CURLU_DEFAULT_PORT) !=
@@ -586,8 +585,7 @@ static void digest_format(const crypto_hash_sha256_state *st,
 	sodium_bin2hex(out + 7, BLOBS_DIGEST_MAX - 7, h, sizeof(h));
 }
 
-static void digest_of(const char *data, size_t len,
-		      char out[BLOBS_DIGEST_MAX])
+static void digest_of(const char *data, size_t len, char out[BLOBS_DIGEST_MAX])
 {
 	crypto_hash_sha256_state st;
 	crypto_hash_sha256_init(&st);
@@ -668,8 +666,8 @@ static int ref_url(struct blobs_client *c, const char *op, const char *kind,
 
 /* ---- the operations ---------------------------------------------------- */
 
-int blobs_client_new(const struct blobs_config *cfg,
-		     struct blobs_client **out, struct wr_error **err)
+int blobs_client_new(const struct blobs_config *cfg, struct blobs_client **out,
+		     struct wr_error **err)
 {
 	pthread_once(&curl_once, curl_init);
 	if (curl_init_code != CURLE_OK)
@@ -725,8 +723,8 @@ int blobs_exists(struct blobs_client *c, const char *digest, uint64_t *size,
 		 struct wr_error **err)
 {
 	_cleanup_free_ char *url = NULL, *what = NULL;
-	int r = ref_url(c, "blob exists", "blobs", digest, false, &url, &what,
-			err);
+	int r =
+	    ref_url(c, "blob exists", "blobs", digest, false, &url, &what, err);
 	if (r < 0)
 		return r;
 	struct request rq = request_of("HEAD", url, SCOPE_PULL, what);
@@ -768,9 +766,8 @@ static int upload_step(struct blobs_client *c, struct request *rq,
 	return r;
 }
 
-int blobs_push(struct blobs_client *c, int fd,
-	       char digest[BLOBS_DIGEST_MAX], uint64_t *size,
-	       struct wr_error **err)
+int blobs_push(struct blobs_client *c, int fd, char digest[BLOBS_DIGEST_MAX],
+	       uint64_t *size, struct wr_error **err)
 {
 	_cleanup_free_ char *start_url = api_url(c, "blobs/uploads/");
 	_cleanup_free_ char *location = NULL, *patch_url = NULL,
@@ -815,13 +812,13 @@ int blobs_push(struct blobs_client *c, int fd,
 	return 0;
 }
 
-int blobs_pull(struct blobs_client *c, const char *digest, int fd,
-	       uint64_t max, uint64_t *written, struct wr_error **err)
+int blobs_pull(struct blobs_client *c, const char *digest, int fd, uint64_t max,
+	       uint64_t *written, struct wr_error **err)
 {
 	*written = 0;
 	_cleanup_free_ char *url = NULL, *what = NULL;
-	int r = ref_url(c, "pull blob", "blobs", digest, false, &url, &what,
-			err);
+	int r =
+	    ref_url(c, "pull blob", "blobs", digest, false, &url, &what, err);
 	if (r < 0)
 		return r;
 	struct request rq = request_of("GET", url, SCOPE_PULL, what);
@@ -852,8 +849,8 @@ int blobs_manifest_put(struct blobs_client *c, const char *ref,
 		       char digest[BLOBS_DIGEST_MAX], struct wr_error **err)
 {
 	_cleanup_free_ char *url = NULL, *what = NULL;
-	int r = ref_url(c, "put manifest", "manifests", ref, true, &url,
-			&what, err);
+	int r = ref_url(c, "put manifest", "manifests", ref, true, &url, &what,
+			err);
 	if (r < 0)
 		return r;
 	char dg[BLOBS_DIGEST_MAX];
@@ -883,8 +880,8 @@ int blobs_manifest_get(struct blobs_client *c, const char *ref, char **json,
 		       struct wr_error **err)
 {
 	_cleanup_free_ char *url = NULL, *what = NULL;
-	int r = ref_url(c, "get manifest", "manifests", ref, true, &url,
-			&what, err);
+	int r = ref_url(c, "get manifest", "manifests", ref, true, &url, &what,
+			err);
 	if (r < 0)
 		return r;
 	struct request rq = request_of("GET", url, SCOPE_PULL, what);
@@ -973,8 +970,8 @@ static int tags_page(struct blobs_client *c, const char *url, char ***tags,
 		(*n)++;
 	}
 	if (resp.next && count &&
-	    !(*next = registry_url(c, "next page", resp.next, NULL, rq.what,
-				   err)))
+	    !(*next =
+		  registry_url(c, "next page", resp.next, NULL, rq.what, err)))
 		r = -EPROTO;
 out:
 	response_clear(&resp);
@@ -1013,8 +1010,8 @@ int blobs_manifest_delete(struct blobs_client *c, const char *digest,
 			  struct wr_error **err)
 {
 	_cleanup_free_ char *url = NULL, *what = NULL;
-	int r = ref_url(c, "delete manifest", "manifests", digest, false,
-			&url, &what, err);
+	int r = ref_url(c, "delete manifest", "manifests", digest, false, &url,
+			&what, err);
 	if (r < 0)
 		return r;
 	struct request rq = request_of("DELETE", url, SCOPE_DELETE, what);

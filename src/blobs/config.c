@@ -54,7 +54,8 @@ bool blobs_repository_valid(const char *name)
 	const char *p = name;
 	for (;;) {
 		const char *slash = memchr(p, '/', len - (size_t)(p - name));
-		size_t n = slash ? (size_t)(slash - p) : len - (size_t)(p - name);
+		size_t n =
+		    slash ? (size_t)(slash - p) : len - (size_t)(p - name);
 		if (!component_valid(p, n))
 			return false;
 		if (!slash)
@@ -101,9 +102,8 @@ static int password_read(const char *file, char **out, struct wr_error **err)
 		return wr_error_input(err, errno, "blobs.password_file %s",
 				      file);
 	if (!S_ISREG(st.st_mode)) {
-		wr_error_input(err, 0,
-			       "blobs.password_file %s: not a regular file",
-			       file);
+		wr_error_input(
+		    err, 0, "blobs.password_file %s: not a regular file", file);
 		return -EINVAL;
 	}
 	if (st.st_mode & 077) {
@@ -202,8 +202,8 @@ static int registry_check(const char *url, struct wr_error **err)
 int blobs_config_parse(const json_t *v, struct blobs_config *out,
 		       struct wr_error **err)
 {
-	static const char *const keys[] = {"registry", "repository",
-					   "username", "password_file"};
+	static const char *const keys[] = {"registry", "repository", "username",
+					   "password_file"};
 	if (!json_is_object(v)) {
 		wr_error_input(err, 0,
 			       "blobs: expected {\"registry\": URL, "

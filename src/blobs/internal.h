@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#define BLOBS_TOKEN_CACHE 8     /* scopes held at once */
+#define BLOBS_TOKEN_CACHE 8	    /* scopes held at once */
 #define BLOBS_TOKEN_MAX (16u << 10) /* bytes of one token */
 
 struct blobs_token_entry {
@@ -26,8 +26,7 @@ struct blobs_token_cache {
 int blobs_token_parse(const char *body, size_t len, char **token,
 		      int64_t *expires_in);
 /* The token cached for scope, NULL when none is or it expired. */
-const char *blobs_token_lookup(struct blobs_token_cache *tc,
-			       const char *scope);
+const char *blobs_token_lookup(struct blobs_token_cache *tc, const char *scope);
 /* Caches token (taken over) for scope until a little before expires_in
  * seconds from now, in the slot of that scope, a free one or the one
  * that expires first; the token, or NULL (token freed) without memory. */

@@ -19,8 +19,8 @@ static bool media_type_valid(const char *s)
 {
 	size_t len = strlen(s);
 	const char *slash = strchr(s, '/');
-	if (!len || len > MEDIA_TYPE_MAX || !slash || slash == s ||
-	    !slash[1] || strchr(slash + 1, '/'))
+	if (!len || len > MEDIA_TYPE_MAX || !slash || slash == s || !slash[1] ||
+	    strchr(slash + 1, '/'))
 		return false;
 	for (const char *p = s; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
@@ -29,8 +29,8 @@ static bool media_type_valid(const char *s)
 	return true;
 }
 
-static int descriptor_check(const struct blobs_descriptor *d,
-			    const char *where, struct wr_error **err)
+static int descriptor_check(const struct blobs_descriptor *d, const char *where,
+			    struct wr_error **err)
 {
 	if (!d->media_type || !media_type_valid(d->media_type)) {
 		wr_error_input(err, 0, "manifest: %s: bad mediaType", where);
@@ -95,8 +95,7 @@ int blobs_manifest_build(const struct blobs_manifest *m, char **json,
 }
 
 static int descriptor_parse(const json_t *v, const char *where,
-			    struct blobs_descriptor *out,
-			    struct wr_error **err)
+			    struct blobs_descriptor *out, struct wr_error **err)
 {
 	if (!json_is_object(v)) {
 		wr_error_input(err, 0, "manifest: %s: expected an object",
@@ -218,9 +217,8 @@ static void append_clean(char *dst, size_t cap, const char *src)
 {
 	size_t n = strlen(dst);
 	for (; *src && n + 1 < cap; src++)
-		dst[n++] = ((unsigned char)*src < 0x20 || *src == 0x7f)
-			       ? ' '
-			       : *src;
+		dst[n++] =
+		    ((unsigned char)*src < 0x20 || *src == 0x7f) ? ' ' : *src;
 	dst[n] = '\0';
 }
 
@@ -236,7 +234,8 @@ char *blobs_error_body_text(const char *body, size_t len)
 	{
 		if (i == ERROR_ENTRIES_MAX)
 			break;
-		const char *code = json_string_value(json_object_get(e, "code"));
+		const char *code =
+		    json_string_value(json_object_get(e, "code"));
 		const char *msg =
 		    json_string_value(json_object_get(e, "message"));
 		if (!code && !msg)

@@ -61,12 +61,12 @@ static void fuzz_challenge(const char *buf, size_t size)
 	      "challenge: NUL-terminated");
 	if (ch.scheme == BLOBS_AUTH_OTHER)
 		return;
-	static char text[2 * (BLOBS_REALM_MAX + BLOBS_SERVICE_MAX +
-			      BLOBS_SCOPE_MAX) +
-			 64];
-	size_t n = (size_t)sprintf(text, "%s realm=",
-				   ch.scheme == BLOBS_AUTH_BASIC ? "Basic"
-								 : "Bearer");
+	static char
+	    text[2 * (BLOBS_REALM_MAX + BLOBS_SERVICE_MAX + BLOBS_SCOPE_MAX) +
+		 64];
+	size_t n = (size_t)sprintf(
+	    text,
+	    "%s realm=", ch.scheme == BLOBS_AUTH_BASIC ? "Basic" : "Bearer");
 	n += quote(text + n, ch.realm);
 	n += (size_t)sprintf(text + n, ", service=");
 	n += quote(text + n, ch.service);
@@ -102,7 +102,8 @@ static void fuzz_manifest(const char *buf, size_t size)
 	struct blobs_manifest m;
 	struct wr_error *err = NULL;
 	int r = blobs_manifest_parse(buf, size, &m, &err);
-	check(r < 0 ? err != NULL : err == NULL, "manifest: an error iff r < 0");
+	check(r < 0 ? err != NULL : err == NULL,
+	      "manifest: an error iff r < 0");
 	wr_error_free(err);
 	err = NULL;
 	if (r < 0)

@@ -49,8 +49,8 @@ static void write_file(const char *path, const char *text, mode_t mode)
 }
 
 /* parses text as JSON into a config: the return, *msg the error's text */
-static int parse_config(const char *text, struct blobs_config *cfg,
-			char *msg, size_t cap)
+static int parse_config(const char *text, struct blobs_config *cfg, char *msg,
+			size_t cap)
 {
 	json_error_t jerr;
 	json_t *v = json_loads(text, 0, &jerr);
@@ -117,10 +117,11 @@ static void test_config(void **state)
 	blobs_config_clear(&cfg);
 
 	/* no credentials at all is fine */
-	assert_int_equal(parse_config("{\"registry\": \"http://127.0.0.1:5000\","
-				      " \"repository\": \"a\"}",
-				      &cfg, msg, sizeof(msg)),
-			 0);
+	assert_int_equal(
+	    parse_config("{\"registry\": \"http://127.0.0.1:5000\","
+			 " \"repository\": \"a\"}",
+			 &cfg, msg, sizeof(msg)),
+	    0);
 	assert_null(cfg.username);
 	blobs_config_clear(&cfg);
 }
@@ -130,13 +131,15 @@ static void test_config_errors(void **state)
 	(void)state;
 	char text[512];
 	expect_config_error("[]", "blobs: expected {");
-	expect_config_error("{\"repository\": \"a\"}", "blobs.registry: required");
+	expect_config_error("{\"repository\": \"a\"}",
+			    "blobs.registry: required");
 	expect_config_error("{\"registry\": \"http://r\"}",
 			    "blobs.repository: required");
 	expect_config_error("{\"registry\": 5, \"repository\": \"a\"}",
 			    "blobs.registry: expected a non-empty string");
-	expect_config_error("{\"registry\": \"ftp://r\", \"repository\": \"a\"}",
-			    "blobs.registry: 'ftp://r'");
+	expect_config_error(
+	    "{\"registry\": \"ftp://r\", \"repository\": \"a\"}",
+	    "blobs.registry: 'ftp://r'");
 	expect_config_error("{\"registry\": \"http://r/v2\", \"repository\": "
 			    "\"a\"}",
 			    "without a path");
@@ -183,12 +186,12 @@ static void test_config_errors(void **state)
 static void test_names(void **state)
 {
 	(void)state;
-	const char *good[] = {"a",	   "warren/blobs", "a.b",   "a_b",
-			      "a__b",	   "a-b",	   "a---b", "0/1/2",
-			      "ab-c.d_e/f"};
-	const char *bad[] = {"",    "A",   "a/",  "/a",	 "a//b", "a.",
-			     "a..b", "a___b", "-a",  "a_-b", "a b", "a:b",
-			     "a/_b"};
+	const char *good[] = {"a",     "warren/blobs", "a.b",
+			      "a_b",   "a__b",	       "a-b",
+			      "a---b", "0/1/2",	       "ab-c.d_e/f"};
+	const char *bad[] = {"",    "A",    "a/",    "/a", "a//b",
+			     "a.",  "a..b", "a___b", "-a", "a_-b",
+			     "a b", "a:b",  "a/_b"};
 	for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++)
 		if (!blobs_repository_valid(good[i]))
 			fail_msg("'%s' refused", good[i]);
@@ -230,12 +233,11 @@ static void test_challenge(void **state)
 {
 	(void)state;
 	struct blobs_challenge ch;
-	assert_int_equal(
-	    parse_ch("Bearer realm=\"https://auth.example/token\","
-		     "service=\"registry.example\","
-		     "scope=\"repository:warren/blobs:pull,push\"",
-		     &ch),
-	    0);
+	assert_int_equal(parse_ch("Bearer realm=\"https://auth.example/token\","
+				  "service=\"registry.example\","
+				  "scope=\"repository:warren/blobs:pull,push\"",
+				  &ch),
+			 0);
 	assert_int_equal(ch.scheme, BLOBS_AUTH_BEARER);
 	assert_string_equal(ch.realm, "https://auth.example/token");
 	assert_string_equal(ch.service, "registry.example");
@@ -288,8 +290,8 @@ static void test_challenge(void **state)
 	}
 	assert_string_equal(ch.realm, "kept");
 	/* a NUL inside the value's length */
-	assert_int_equal(blobs_challenge_parse("Bearer realm=\"a\0b\"", 18, &ch),
-			 -EINVAL);
+	assert_int_equal(
+	    blobs_challenge_parse("Bearer realm=\"a\0b\"", 18, &ch), -EINVAL);
 	/* a realm past its field */
 	char big[BLOBS_REALM_MAX + 64];
 	int n = snprintf(big, sizeof(big), "Bearer realm=\"");
@@ -376,22 +378,29 @@ static void test_error_body(void **state)
 	assert_null(blobs_error_body_text(NULL, 0));
 }
 
-#define D1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"
-#define D2 "sha256:2222222222222222222222222222222222222222222222222222222222222222"
-#define D3 "sha256:3333333333333333333333333333333333333333333333333333333333333333"
+#define D1        \
+	"sha256:" \
+	"1111111111111111111111111111111111111111111111111111111111111111"
+#define D2        \
+	"sha256:" \
+	"2222222222222222222222222222222222222222222222222222222222222222"
+#define D3        \
+	"sha256:" \
+	"3333333333333333333333333333333333333333333333333333333333333333"
 
 static void test_manifest_round_trip(void **state)
 {
 	(void)state;
 	struct blobs_descriptor layers[2] = {
 	    {.media_type = BLOBS_MEDIA_LAYER_GZIP, .digest = D2, .size = 10},
-	    {.media_type = "application/vnd.warren.bundle", .digest = D3,
+	    {.media_type = "application/vnd.warren.bundle",
+	     .digest = D3,
 	     .size = 0}};
-	struct blobs_manifest m = {
-	    .config = {.media_type = BLOBS_MEDIA_CONFIG, .digest = D1,
-		       .size = 2},
-	    .layers = layers,
-	    .n_layers = 2};
+	struct blobs_manifest m = {.config = {.media_type = BLOBS_MEDIA_CONFIG,
+					      .digest = D1,
+					      .size = 2},
+				   .layers = layers,
+				   .n_layers = 2};
 	struct wr_error *err = NULL;
 	char *json = NULL;
 	assert_int_equal(blobs_manifest_build(&m, &json, &err), 0);
@@ -448,15 +457,17 @@ static void expect_manifest_error(const char *json, const char *needle)
 	wr_error_free(err);
 }
 
-#define CFG "\"config\": {\"mediaType\": \"a/b\", \"digest\": \"" D1 "\", \"size\": 1}"
+#define CFG                                                      \
+	"\"config\": {\"mediaType\": \"a/b\", \"digest\": \"" D1 \
+	"\", \"size\": 1}"
 #define LAYER "{\"mediaType\": \"a/b\", \"digest\": \"" D2 "\", \"size\": 3}"
 
 static void test_manifest_rejects(void **state)
 {
 	(void)state;
 	/* a minimal good one, without the optional mediaType */
-	const char *ok = "{\"schemaVersion\": 2, " CFG ", \"layers\": [" LAYER
-			 "]}";
+	const char *ok =
+	    "{\"schemaVersion\": 2, " CFG ", \"layers\": [" LAYER "]}";
 	struct blobs_manifest m;
 	struct wr_error *err = NULL;
 	assert_int_equal(blobs_manifest_parse(ok, strlen(ok), &m, &err), 0);
@@ -469,8 +480,8 @@ static void test_manifest_rejects(void **state)
 			      "schemaVersion: expected 2");
 	expect_manifest_error("{\"schemaVersion\": 2, \"mediaType\": "
 			      "\"application/vnd.docker.distribution."
-			      "manifest.v2+json\", " CFG
-			      ", \"layers\": [" LAYER "]}",
+			      "manifest.v2+json\", " CFG ", \"layers\": [" LAYER
+			      "]}",
 			      "mediaType: expected");
 	expect_manifest_error("{\"schemaVersion\": 2, " CFG ", \"layers\": []}",
 			      "layers: expected an array of 1");
@@ -493,13 +504,14 @@ static void test_manifest_rejects(void **state)
 	    "{\"schemaVersion\": 2, " CFG ", \"layers\": [{\"mediaType\": "
 	    "\"not a type\", \"digest\": \"" D2 "\", \"size\": 1}]}",
 	    "layers[0]: bad mediaType");
+	expect_manifest_error("{\"schemaVersion\": 2, " CFG
+			      ", \"layers\": [{\"digest\": \"" D2
+			      "\", \"size\": 1}]}",
+			      "layers[0]: expected");
 	expect_manifest_error(
-	    "{\"schemaVersion\": 2, " CFG ", \"layers\": [{\"digest\": \"" D2
-	    "\", \"size\": 1}]}",
-	    "layers[0]: expected");
-	expect_manifest_error("{\"schemaVersion\": 2, \"schemaVersion\": 2, " CFG
-			      ", \"layers\": [" LAYER "]}",
-			      "duplicate");
+	    "{\"schemaVersion\": 2, \"schemaVersion\": 2, " CFG
+	    ", \"layers\": [" LAYER "]}",
+	    "duplicate");
 	/* past the cap, before it is even read */
 	size_t big = BLOBS_MANIFEST_MAX + 1;
 	char *huge = malloc(big);
