@@ -23,7 +23,7 @@ DEBIAN_PACKAGES := gcc make pkg-config libseccomp-dev libjansson-dev \
 # what the tests use besides the build (script, setpriv, pgrep, PostgreSQL
 # for the service fixture and the store's tests against its second backend)
 TEST_PACKAGES := bsdutils util-linux procps git postgresql postgresql-15 curl wrk sqlite3 python3 jq chromium nodejs cmake \
-                 docker-registry apache2-utils
+                 docker-registry apache2-utils openssl
 
 # where scripts/fetch-agent-packages.sh keeps the agent presets' tarballs
 # for the tests (tests/integration/agents_layer.sh reads the same default)

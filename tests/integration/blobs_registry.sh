@@ -6,9 +6,11 @@
 # a free port - not the package's own service: a ~20 MB blob pushed and
 # pulled back byte-identical with its digest; HEAD of an absent blob; a
 # size cap; manifests put and got by tag and digest, tags listed; a wrong
-# password is a 401 naming the registry; a manifest deleted. Then the
-# bearer token flow against tests/tools/registry_standin.py (a stand-in
-# registry and token server): one token per scope, cached, not used
+# password is a 401 naming the registry; a manifest deleted. The same
+# registry with token auth, its tokens from tests/tools/token_server.py (a
+# stand-in token server): push, pull, manifests, tags, delete, one token
+# per scope, refused credentials. Then the bearer flow's corners against
+# tests/tools/registry_standin.py (a stand-in registry and token server): one token per scope, cached, not used
 # once expired; an upload refused once sent again from its start (from a
 # pipe: not, the 401 said); tags in pages; a token server refusing the credentials; an
 # upload location off the registry refused; a blob whose bytes do not match its
@@ -18,8 +20,8 @@
 
 TOOL="$ROOT_DIR/$BUILD/tests/blobs_tool"
 REGISTRY_BIN="$(command -v docker-registry || true)"
-if [ -z "$REGISTRY_BIN" ] || ! command -v htpasswd >/dev/null; then
-	echo "SKIP blobs_registry: docker-registry or htpasswd is not installed (apt-get install docker-registry apache2-utils)" >&2
+if [ -z "$REGISTRY_BIN" ] || ! command -v htpasswd >/dev/null || ! command -v openssl >/dev/null; then
+	echo "SKIP blobs_registry: docker-registry, htpasswd or openssl is not installed (apt-get install docker-registry apache2-utils openssl)" >&2
 	exit 0
 fi
 if [ ! -x "$TOOL" ]; then
@@ -176,7 +178,81 @@ out="$("$WARREN" serve --data "$TEST_TMP/bad-data" --listen 127.0.0.1:1 --config
 	pass "warren serve refuses a bad blobs configuration, naming the key" ||
 	fail "warren serve refuses a bad blobs configuration, naming the key" "$out"
 
-# ---- the bearer flow, against the stand-in -----------------------------------
+# ---- the real registry's token auth ------------------------------------------------
+# docker-registry with `auth: token`, its tokens from tests/tools/token_server.py (a
+# stand-in token server: JWTs signed with a key made here, its certificate the
+# registry's rootcertbundle)
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TEST_TMP/token.key" -out "$TEST_TMP/token.crt" \
+	-days 1 -subj /CN=warren-test-token >/dev/null 2>&1
+python3 "$ROOT_DIR/tests/tools/token_server.py" --key "$TEST_TMP/token.key" --cert "$TEST_TMP/token.crt" \
+	--issuer warren-test-issuer --user tok-user --password tok-pw --log "$TEST_TMP/tokens.log" \
+	>"$TEST_TMP/tokens.port" 2>"$TEST_TMP/tokens.err" &
+PIDS="$PIDS $!"
+for _ in $(seq 1 100); do [ -s "$TEST_TMP/tokens.port" ] && break; sleep 0.1; done
+TPORT="$(head -1 "$TEST_TMP/tokens.port")"
+touch "$TEST_TMP/tokens.log"
+PORT2="$(free_port)"
+REG2="http://127.0.0.1:$PORT2"
+cat >"$TEST_TMP/registry2.yml" <<EOF
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: $TEST_TMP/storage2
+  delete:
+    enabled: true
+http:
+  addr: 127.0.0.1:$PORT2
+auth:
+  token:
+    realm: http://127.0.0.1:$TPORT/token
+    service: warren-test
+    issuer: warren-test-issuer
+    rootcertbundle: $TEST_TMP/token.crt
+EOF
+"$REGISTRY_BIN" serve "$TEST_TMP/registry2.yml" >"$TEST_TMP/registry2.log" 2>&1 &
+PIDS="$PIDS $!"
+up=0
+for _ in $(seq 1 100); do
+	code="$(curl -s -o /dev/null -w '%{http_code}' "$REG2/v2/" 2>/dev/null)"
+	[ "$code" = 401 ] && { up=1; break; }
+	sleep 0.1
+done
+[ $up = 1 ] && pass "docker-registry starts with token auth" ||
+	fail "docker-registry starts with token auth" "$(tail -5 "$TEST_TMP/registry2.log")"
+printf 'tok-pw\n' >"$TEST_TMP/tokpw"
+chmod 600 "$TEST_TMP/tokpw"
+write_config "$TEST_TMP/real-tok.json" "$REG2" warren/tok "$TEST_TMP/tokpw" tok-user
+R() { "$TOOL" "$TEST_TMP/real-tok.json" "$@"; }
+head -c 300000 /dev/urandom >"$TEST_TMP/small"
+swant="sha256:$(sha256sum "$TEST_TMP/small" | cut -d' ' -f1)"
+out="$(R push "$TEST_TMP/small" 2>&1)"
+ntok="$(grep -c '"path": "/token' "$TEST_TMP/tokens.log")"
+[ "$out" = "$swant 300000" ] && [ "$ntok" = 1 ] &&
+	pass "token auth: push, with one token for its scope" ||
+	fail "token auth: push, with one token for its scope" "$out; $ntok token requests"
+out="$(R pull "$swant" "$TEST_TMP/small.real" 2>&1)"
+[ $? = 0 ] && cmp -s "$TEST_TMP/small" "$TEST_TMP/small.real" &&
+	pass "token auth: pull" || fail "token auth: pull" "$out"
+rc="$(R push "$TEST_TMP/config.json")"
+rmd="$(R manifest-put v1 "${rc% *}:${rc#* }" "$swant:300000" 2>&1)"
+out="$(R manifest-get v1 2>&1)"
+echo "$out" | grep -q "^digest $rmd\$" && pass "token auth: manifest put and get" ||
+	fail "token auth: manifest put and get" "$rmd / $out"
+expect_output "token auth: tags" '^v1$' R tags
+out="$(R delete "$rmd" 2>&1)"
+[ $? = 0 ] && grep -qi 'scope=repository%3Awarren%2Ftok%3Adelete' "$TEST_TMP/tokens.log" &&
+	pass "token auth: delete, with a token for the delete scope" ||
+	fail "token auth: delete, with a token for the delete scope" "$out"
+printf 'not-it\n' >"$TEST_TMP/tokpw"
+out="$(R exists "$swant" 2>&1)"
+[ "$out" = "blobs_tool: registry $REG2: blob exists $swant: token from http://127.0.0.1:$TPORT/token: HTTP 401 (UNAUTHORIZED: bad credentials)" ] &&
+	pass "token auth: the token server refusing the credentials, said once" ||
+	fail "token auth: the token server refusing the credentials, said once" "$out"
+printf 'tok-pw\n' >"$TEST_TMP/tokpw"
+
+# ---- the bearer flow's corners, against the stand-in registry ---------------------
 # start_standin NAME ARGS...: sets PORT_NAME; its requests in $TEST_TMP/NAME.log
 start_standin() {
 	local name="$1"
@@ -189,13 +265,9 @@ start_standin() {
 	touch "$TEST_TMP/$name.log"
 }
 start_standin bearer
-printf 'tok-pw\n' >"$TEST_TMP/tokpw"
-chmod 600 "$TEST_TMP/tokpw"
 SREG="http://127.0.0.1:$PORT_bearer"
 write_config "$TEST_TMP/tok.json" "$SREG" warren/tok "$TEST_TMP/tokpw" tok-user
 B() { "$TOOL" "$TEST_TMP/tok.json" "$@"; }
-head -c 300000 /dev/urandom >"$TEST_TMP/small"
-swant="sha256:$(sha256sum "$TEST_TMP/small" | cut -d' ' -f1)"
 out="$(B push "$TEST_TMP/small" 2>&1)"
 [ "$out" = "$swant 300000" ] && pass "bearer: push" || fail "bearer: push" "$out"
 # POST (401), GET /token, POST, PATCH, PUT: one token for the push scope
