@@ -43,39 +43,46 @@ free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# ---- the real registry ---------------------------------------------------------
-PORT="$(free_port)"
-REG="http://127.0.0.1:$PORT"
-mkdir -p "$TEST_TMP/storage"
-htpasswd -Bbn warren 's3cret-pw' >"$TEST_TMP/htpasswd"
-cat >"$TEST_TMP/registry.yml" <<EOF
+# start_registry NAME AUTH: docker-registry on a free loopback port, its
+# storage in $TEST_TMP/NAME, AUTH its configuration's "auth:" section
+# (indented); sets REG_NAME to its URL; 0 once it answers /v2/ with 401
+start_registry() {
+	local name="$1" auth="$2" port
+	port="$(free_port)"
+	cat >"$TEST_TMP/$name.yml" <<EOF
 version: 0.1
 log:
   level: warn
 storage:
   filesystem:
-    rootdirectory: $TEST_TMP/storage
+    rootdirectory: $TEST_TMP/$name
   delete:
     enabled: true
 http:
-  addr: 127.0.0.1:$PORT
+  addr: 127.0.0.1:$port
 auth:
-  htpasswd:
-    realm: warren-test
-    path: $TEST_TMP/htpasswd
+$auth
 EOF
-"$REGISTRY_BIN" serve "$TEST_TMP/registry.yml" >"$TEST_TMP/registry.log" 2>&1 &
-PIDS="$PIDS $!"
-up=0
-for _ in $(seq 1 100); do
-	code="$(curl -s -o /dev/null -w '%{http_code}' "$REG/v2/" 2>/dev/null)"
-	[ "$code" = 401 ] && { up=1; break; }
-	sleep 0.1
-done
-if [ $up = 0 ]; then
-	fail "docker-registry starts on 127.0.0.1:$PORT" "$(tail -5 "$TEST_TMP/registry.log")"
+	"$REGISTRY_BIN" serve "$TEST_TMP/$name.yml" >"$TEST_TMP/$name.log" 2>&1 &
+	PIDS="$PIDS $!"
+	eval "REG_$name=http://127.0.0.1:$port"
+	for _ in $(seq 1 100); do
+		[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/" 2>/dev/null)" = 401 ] &&
+			return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# ---- the real registry ---------------------------------------------------------
+htpasswd -Bbn warren 's3cret-pw' >"$TEST_TMP/htpasswd"
+if ! start_registry basic "  htpasswd:
+    realm: warren-test
+    path: $TEST_TMP/htpasswd"; then
+	fail "docker-registry starts on its own port, with htpasswd" "$(tail -5 "$TEST_TMP/basic.log")"
 	exit 0
 fi
+REG="$REG_basic"
 pass "docker-registry starts on its own port, with htpasswd"
 
 printf 's3cret-pw\n' >"$TEST_TMP/pw"
@@ -191,36 +198,14 @@ PIDS="$PIDS $!"
 for _ in $(seq 1 100); do [ -s "$TEST_TMP/tokens.port" ] && break; sleep 0.1; done
 TPORT="$(head -1 "$TEST_TMP/tokens.port")"
 touch "$TEST_TMP/tokens.log"
-PORT2="$(free_port)"
-REG2="http://127.0.0.1:$PORT2"
-cat >"$TEST_TMP/registry2.yml" <<EOF
-version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: $TEST_TMP/storage2
-  delete:
-    enabled: true
-http:
-  addr: 127.0.0.1:$PORT2
-auth:
-  token:
+start_registry tokens_registry "  token:
     realm: http://127.0.0.1:$TPORT/token
     service: warren-test
     issuer: warren-test-issuer
-    rootcertbundle: $TEST_TMP/token.crt
-EOF
-"$REGISTRY_BIN" serve "$TEST_TMP/registry2.yml" >"$TEST_TMP/registry2.log" 2>&1 &
-PIDS="$PIDS $!"
-up=0
-for _ in $(seq 1 100); do
-	code="$(curl -s -o /dev/null -w '%{http_code}' "$REG2/v2/" 2>/dev/null)"
-	[ "$code" = 401 ] && { up=1; break; }
-	sleep 0.1
-done
-[ $up = 1 ] && pass "docker-registry starts with token auth" ||
-	fail "docker-registry starts with token auth" "$(tail -5 "$TEST_TMP/registry2.log")"
+    rootcertbundle: $TEST_TMP/token.crt" &&
+	pass "docker-registry starts with token auth" ||
+	fail "docker-registry starts with token auth" "$(tail -5 "$TEST_TMP/tokens_registry.log")"
+REG2="$REG_tokens_registry"
 printf 'tok-pw\n' >"$TEST_TMP/tokpw"
 chmod 600 "$TEST_TMP/tokpw"
 write_config "$TEST_TMP/real-tok.json" "$REG2" warren/tok "$TEST_TMP/tokpw" tok-user

@@ -21,7 +21,6 @@ JSON line in the log: {"method", "path", "status"}. Python 3 stdlib only.
 """
 
 import argparse
-import base64
 import hashlib
 import json
 import re
@@ -88,9 +87,7 @@ class Handler(standin.Handler):
 
     def token(self, query):
         st = self.server.state
-        want = "Basic " + base64.b64encode(
-            ("%s:%s" % (st.args.user, st.args.password)).encode()).decode()
-        if self.headers.get("Authorization") != want:
+        if not self.basic_auth_ok(st.args.user, st.args.password):
             return self.error(401, "UNAUTHORIZED", "bad credentials",
                               {"WWW-Authenticate": 'Basic realm="standin"'})
         scope = query.get("scope", [""])[0]

@@ -54,11 +54,9 @@ class Handler(standin.Handler):
         st = self.server.state
         url = urllib.parse.urlsplit(self.path)
         query = urllib.parse.parse_qs(url.query)
-        want = "Basic " + base64.b64encode(
-            ("%s:%s" % (st.args.user, st.args.password)).encode()).decode()
         if url.path != "/token":
             return self.answer(404, {"errors": [{"code": "NOT_FOUND"}]})
-        if self.headers.get("Authorization") != want:
+        if not self.basic_auth_ok(st.args.user, st.args.password):
             return self.answer(401, {"errors": [{
                 "code": "UNAUTHORIZED", "message": "bad credentials"}]})
         access = []
