@@ -22,7 +22,8 @@ DEBIAN_PACKAGES := gcc make pkg-config libseccomp-dev libjansson-dev \
 
 # what the tests use besides the build (script, setpriv, pgrep, PostgreSQL
 # for the service fixture and the store's tests against its second backend)
-TEST_PACKAGES := bsdutils util-linux procps git postgresql postgresql-15 curl wrk sqlite3 python3 jq chromium nodejs cmake
+TEST_PACKAGES := bsdutils util-linux procps git postgresql postgresql-15 curl wrk sqlite3 python3 jq chromium nodejs cmake \
+                 docker-registry apache2-utils openssl
 
 # where scripts/fetch-agent-packages.sh keeps the agent presets' tarballs
 # for the tests (tests/integration/agents_layer.sh reads the same default)
@@ -68,7 +69,7 @@ CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 # The control plane is its own executable (`warren serve` execs it): it
 # links the heavy libraries the lean sandbox path must not carry.
 SERVER_SRC  := $(wildcard src/store/*.c src/session/*.c src/sched/*.c src/perimeter/*.c src/api/*.c src/agent/*.c src/notify/*.c \
-                             src/review/*.c src/meter/*.c src/gateway/*.c src/agents/*.c) $(EGRESS_SRC)
+                             src/review/*.c src/meter/*.c src/gateway/*.c src/agents/*.c src/blobs/*.c) $(EGRESS_SRC)
 SERVER_OBJ  := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 SERVE_SRC   := $(wildcard src/cli/serve/*.c)
 SERVE_OBJ   := $(SERVE_SRC:%.c=$(BUILD)/obj/%.o)
@@ -97,7 +98,7 @@ INIT_CFLAGS := -std=c17 -D_GNU_SOURCE -Isrc -Os -Wall -Wextra -static \
 UNIT_TESTS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 PROBE       := $(BUILD)/tests/probe
 # test hooks the integration tests run (tests/tools/*.c)
-TEST_TOOLS  := $(BUILD)/tests/agents_layer_build
+TEST_TOOLS  := $(BUILD)/tests/agents_layer_build $(BUILD)/tests/blobs_tool
 
 BINARIES    := $(BUILD)/warren $(BUILD)/warren-init $(BUILD)/warren-serve \
                $(BUILD)/warren-client $(BUILD)/warren-relay \
@@ -187,6 +188,11 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(SERVER_OBJ) $(LIB_OBJ)
 
 # agents_layer_ensure from the command line (tests/integration/agents_layer.sh)
 $(BUILD)/tests/agents_layer_build: tests/tools/agents_layer_build.c $(SERVER_OBJ) $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS)
+
+# the registry client from the command line (tests/integration/blobs_registry.sh)
+$(BUILD)/tests/blobs_tool: tests/tools/blobs_tool.c $(SERVER_OBJ) $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS)
 

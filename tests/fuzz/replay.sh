@@ -27,6 +27,8 @@ target_sources() {
 	gateway) echo src/util/*.c src/gateway/config.c src/gateway/usage.c src/meter/meter.c \
 		      src/security/secrets.c -ljansson -lsodium ;;
 	broker) echo src/util/*.c src/security/broker_policy.c -ljansson -lsodium ;;
+	blobs) echo src/util/*.c src/blobs/auth.c src/blobs/manifest.c src/blobs/config.c \
+		    -ljansson -lsodium ;;
 	gitpath) echo src/util/*.c src/snapshot/git.c -ljansson -lsodium ;;
 	eval) echo src/util/*.c src/cli/client/eval_suite.c src/cli/client/eval_report.c \
 		   src/cli/client/format.c -ljansson -lsodium -lm ;;

@@ -9,6 +9,7 @@ request handler's plumbing, the --log file, the per-route script of entries
 Python 3 standard library only.
 """
 
+import base64
 import json
 import socket
 import sys
@@ -60,6 +61,11 @@ class Handler(BaseHTTPRequestHandler):
         when no token is required)."""
         return token is None or \
             self.headers.get("Authorization") == "Bearer " + token
+
+    def basic_auth_ok(self, user, password):
+        """Whether the request carries HTTP basic credentials user:password."""
+        want = base64.b64encode(("%s:%s" % (user, password)).encode())
+        return self.headers.get("Authorization") == "Basic " + want.decode()
 
     def send_body(self, status, data, content_type, headers=None):
         """An answer of data (bytes), with extra headers {NAME: VALUE}."""

@@ -2,6 +2,7 @@
 #include "cli/serve/config.h"
 
 #include "agents/preset.h"
+#include "blobs/blobs.h"
 #include "gateway/gateway.h"
 
 #include "security/egress.h"
@@ -45,6 +46,7 @@ void serve_config_clear(struct serve_config *cfg)
 	free(cfg->agent_json);
 	free(cfg->egress_json);
 	free(cfg->gateway_json);
+	blobs_config_clear(&cfg->blobs);
 	free(cfg->agents_registry);
 	free(cfg->web_dir);
 	if (cfg->store)
@@ -932,6 +934,18 @@ int serve_config_load(const char *path, struct serve_config *cfg,
 			if (!cfg->gateway_json)
 				r = wr_error_set(err, ENOMEM, "config");
 			cfg->control.gateway_json = cfg->gateway_json;
+		} else if (!strcmp(key, "blobs")) {
+			/* the registry of blobs (blobs/blobs.h): checked here,
+			 * the password file included */
+			struct blobs_config bc;
+			r = blobs_config_parse(v, &bc, err);
+			if (r < 0) {
+				wr_error_wrap(err, "%s", path);
+				goto out;
+			}
+			blobs_config_clear(&cfg->blobs);
+			cfg->blobs = bc;
+			cfg->has_blobs = true;
 		} else if (!strcmp(key, "staleness")) {
 			r = load_staleness(path, key, v, &cfg->has_staleness,
 					   &cfg->stale_max_age_ms,

@@ -25,6 +25,9 @@
  *                "models": [...]}}, "prices": {MODEL: {...}},
  *                "budget": {"tokens", "cost", "model_calls"}}
  *              (gateway/gateway.h, docs/agents.md),
+ *    "blobs": {"registry": "https://registry.example", "repository":
+ *              "warren/blobs", "username": NAME, "password_file": PATH
+ *              (0600)} (blobs/blobs.h, docs/configuration.md),
  *    "agents": {"registry": "https://registry.npmjs.org/"}
  *              (where agent presets are installed from),
  *    "egress": {"deny": ["203.0.113.0/24"], "allow_addresses": [...],
@@ -54,6 +57,7 @@
 #ifndef WR_CLI_SERVE_CONFIG_H
 #define WR_CLI_SERVE_CONFIG_H
 
+#include "blobs/blobs.h"
 #include "notify/slack.h"
 #include "sched/control.h"
 #include "util/error.h"
@@ -111,6 +115,9 @@ struct serve_config {
 	/* "slack": the slash command, mentions and outcome posts */
 	bool has_slack;
 	struct slack_config slack;
+	/* "blobs": the OCI registry of blobs (nothing uses it yet) */
+	bool has_blobs;
+	struct blobs_config blobs;
 	/* "api": what one client may hold (0: the API's defaults) */
 	unsigned api_max_per_client;
 	uint64_t api_header_timeout_ms, api_body_timeout_ms;
