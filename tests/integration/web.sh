@@ -123,7 +123,7 @@ fi
 profiles="$(find "$TEST_TMP" -maxdepth 1 -name 'playwright*' 2>/dev/null)"
 [ -z "$profiles" ] && pass "the browser's profile is removed" || fail "the browser's profile is removed" "$profiles"
 stale=""
-for s in $ids; do "$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$s" && stale="$stale $s"; done
+for s in $ids; do "$WARREN" sandbox ls --all 2>/dev/null | grep -q "ws-$s" && stale="$stale $s"; done
 [ -z "$stale" ] && pass "no sandbox left" || fail "no sandbox left" "$stale"
 shots="$(find "$OUT" -name '*.png' | wc -l)"
 [ "$shots" -ge 10 ] && pass "screenshots saved in $BUILD/test-artifacts/web ($shots)" || fail "screenshots saved in $BUILD/test-artifacts/web" "$shots found"
