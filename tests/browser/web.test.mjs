@@ -628,9 +628,8 @@ T`;
         await waitState(BOB, redId, ['review'], RUN_MS);
         const v = (await api(BOB, 'GET', `/sessions/${redId}`)).json.outcome.verify;
         assert(v && v.passed === false && v.attempts === 3, `verify: ${JSON.stringify(v).slice(0, 200)}`);
-        await page.goto(`${BASE}/#/sessions/${redId}`);
-        await page.locator('.session-meta').waitFor({ timeout: STEP_MS });
-        await page.locator('#tab-verify').click();
+        // the address of the tab (a click could race the page's first layout)
+        await page.goto(`${BASE}/#/sessions/${redId}?tab=verify`);
         await page.locator('.verify-banner.is-fail').waitFor({ timeout: STEP_MS });
         const runs = page.locator('#panel-verify details.verify-run');
         await page.waitForFunction(() => document.querySelectorAll('#panel-verify details.verify-run').length === 3, null, {
@@ -657,7 +656,9 @@ T`;
           null,
           { timeout: STEP_MS },
         );
-        assert(await out.evaluate((p) => p.scrollHeight > p.clientHeight), 'the output is too short to scroll: the check proves nothing');
+        assert(await page.locator('#panel-verify').isVisible(), 'the verification panel is hidden');
+        const dims = await out.evaluate((p) => `${p.scrollHeight}/${p.clientHeight}/${p.scrollTop}`);
+        assert(await out.evaluate((p) => p.scrollHeight > p.clientHeight), `the output does not scroll (${dims}): the check proves nothing`);
         await shot(page, '09d-verify-failure');
       });
     } else {
