@@ -67,6 +67,16 @@ export function buildError(error) {
   ];
 }
 
+// The button under a list cut at SHOWN: draw(all) draws it again.
+function showAll(n, what, all, draw) {
+  if (n <= SHOWN) return null;
+  return h(
+    'button',
+    { type: 'button', class: 'btn btn-small btn-quiet', onclick: () => draw(!all) },
+    all ? 'Show fewer' : `Show all ${num(n)} ${what}`,
+  );
+}
+
 export function buildTook(b) {
   if (!b.started_ms) return null;
   return (b.finished_ms || Date.now()) - b.started_ms;
@@ -302,13 +312,7 @@ export function mount(root, ctx) {
       replace(
         box,
         h('div', { class: 'table-wrap' }, buildTable(repo, builds, all)),
-        builds.length > SHOWN
-          ? h(
-              'button',
-              { type: 'button', class: 'btn btn-small btn-quiet', onclick: () => draw(!all) },
-              all ? 'Show fewer' : `Show all ${num(builds.length)} builds`,
-            )
-          : null,
+        showAll(builds.length, 'builds', all, draw),
       );
     };
     draw(false);
@@ -341,13 +345,7 @@ export function mount(root, ctx) {
         snapBox,
         h('div', { class: 'table-wrap' }, snapshotTable(snaps, all)),
         legend([...allPhases.values()].map((p) => ({ ...p, value: '' }))),
-        snaps.length > SHOWN
-          ? h(
-              'button',
-              { type: 'button', class: 'btn btn-small btn-quiet', onclick: () => drawSnaps(!all) },
-              all ? 'Show fewer' : `Show all ${num(snaps.length)} snapshots`,
-            )
-          : null,
+        showAll(snaps.length, 'snapshots', all, drawSnaps),
       );
     };
     drawSnaps(false);
