@@ -130,8 +130,8 @@ stale="$(ls -d "$DATA"/agents/.build-* 2>/dev/null | wc -l)"
 	&& pass "a killed build leaves no layer (only its stage)" \
 	|| fail "a killed build leaves no layer (only its stage)" "layers $n_layers, stages $stale: $(ls -a "$DATA/agents")"
 # its sandbox gets SIGTERM (--die-with-parent) and init's grace
-for _ in $(seq 1 100); do "$WARREN" sandbox ls --all | grep -q "^run-" || break; sleep 0.1; done
-expect_no_output "a killed build's sandbox goes with it (within init's grace)" "^run-" "$WARREN" sandbox ls --all
+for _ in $(seq 1 100); do "$WARREN" sandbox ls --data "$DATA" | grep -q "^run-" || break; sleep 0.1; done
+expect_no_output "a killed build's sandbox goes with it (within init's grace)" "^run-" "$WARREN" sandbox ls --data "$DATA"
 # and its npm with it: until then it may still write into the stage
 for _ in $(seq 1 150); do pgrep -f -- "--prefix /opt/warren-agents/out" >/dev/null || break; sleep 0.1; done
 p_x64="$(layer "$PORT_real" @openai/codex@0.171.0-linux-x64 2>"$TEST_TMP/x64.err")"
@@ -208,4 +208,4 @@ ls -d "$DATA"/build-egress.* >/dev/null 2>&1 && fail "no proxy socket directory 
 	|| pass "no proxy socket directory is left"
 pgrep -f "warren-egress --dir $DATA" >/dev/null && fail "no build proxy is left running" "$(pgrep -af warren-egress)" \
 	|| pass "no build proxy is left running"
-expect_no_output "no build sandbox is left" "^run-" "$WARREN" sandbox ls --all
+expect_no_output "no build sandbox is left" "^run-" "$WARREN" sandbox ls --data "$DATA"

@@ -22,6 +22,12 @@ expect_output "ls --all shows each one's data directory" "^$O .* $TEST_TMP/other
 expect_output "ls --json says the data directory" "\"data_dir\": \"$TEST_TMP/other\"" "$WARREN" sandbox ls --data "$TEST_TMP/other" --json
 expect_status "ls: --all and --data exclude each other" 2 "$WARREN" sandbox ls --all --data "$TEST_TMP/other"
 "$WARREN" sandbox rm "$O"
+"$WARREN" sandbox run --data "$TEST_TMP/other" -- sleep 3 &
+rp=$!
+for _ in $(seq 1 50); do "$WARREN" sandbox ls --data "$TEST_TMP/other" | grep -q "^run-$rp-" && break; sleep 0.1; done
+expect_output "a one-off sandbox is listed under its --data" "^run-$rp-" "$WARREN" sandbox ls --data "$TEST_TMP/other"
+expect_no_output "and not under another data directory" "^run-$rp-" "$WARREN" sandbox ls
+wait "$rp"
 expect_status "exec returns the exit status" 9 "$WARREN" sandbox exec "$N" -- sh -c 'exit 9'
 expect_status "exec: killed by signal N is 128+N" 137 "$WARREN" sandbox exec "$N" -- sh -c 'kill -9 $$'
 expect_status "exec: command not found is 127" 127 "$WARREN" sandbox exec "$N" -- /nope
