@@ -173,7 +173,7 @@ rc=$?
 [ $rc = 0 ] && pass "SIGTERM: the server exits cleanly" || fail "SIGTERM: the server exits cleanly" "rc=$rc"
 st="$(sqlite3 "$D/warren.db" "select state from sessions where id='$S9'" 2>&1)"
 [ "$st" = interrupted ] && pass "SIGTERM: the running session is interrupted, not lost" || fail "SIGTERM: the running session is interrupted, not lost" "$st"
-"$WARREN" sandbox ls --all 2>/dev/null | grep -q "ws-$S9" && fail "SIGTERM: no sandbox left running" "$("$WARREN" sandbox ls)" || pass "SIGTERM: no sandbox left running"
+"$WARREN" sandbox ls --all 2>/dev/null | grep -q "ws-$S9" && fail "SIGTERM: no sandbox left running" "$("$WARREN" sandbox ls --all)" || pass "SIGTERM: no sandbox left running"
 server_start "$D"
 wait_state "$S9" review 60
 session_log "$S9" | grep -q 'stdout second-attempt' && pass "the interrupted session resumes at the next start" || fail "the interrupted session resumes at the next start" "$(session_log "$S9" | tail -3)"
