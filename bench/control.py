@@ -282,7 +282,7 @@ def wait_no_sandboxes(warren, ids_file, timeout_s):
 
 def our_sandboxes(warren, ids_file):
     ours = {"ws-" + l.strip() for l in open(ids_file) if l.strip()}
-    out = subprocess.run([warren, "sandbox", "ls", "--json"], capture_output=True,
+    out = subprocess.run([warren, "sandbox", "ls", "--all", "--json"], capture_output=True,
                          text=True).stdout
     try:
         j = json.loads(out or "[]")

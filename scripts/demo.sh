@@ -289,9 +289,9 @@ show "$W" show "$S_EXCITED" | cut -c1-100
 note "(lines cut at 100 columns)"
 note "sessions in review keep their sandbox (ws-ID) for a follow-up until idle (15 min by"
 note "default); the failed one has none:"
-ours_only() { awk -v ids="$SESSIONS" 'BEGIN { n = split(ids, a, " "); for (i = 1; i <= n; i++) w["ws-" a[i]] = 1 } NR == 1 || ($1 in w)'; }
-echo '$ warren sandbox ls'
-"$W" sandbox ls | ours_only
+note "(sandbox ls lists the sandboxes of its data directory, \$WARREN_HOME: this"
+note "server's; --all, every Warren sandbox on the host)"
+show "$W" sandbox ls
 
 step "12. A follow-up: a new turn in the same workspace"
 show "$W" send "$S_EXCITED" "show me the diff and run the tests again"
@@ -323,8 +323,7 @@ echo "\$ kill -TERM $SERVER_PID"
 stop_server
 sed 's/^/    /' "$work/serve.log" | tail -1
 note "the resting sandboxes were stopped with it:"
-echo '$ warren sandbox ls'
-"$W" sandbox ls | ours_only
+show "$W" sandbox ls
 note "the sessions stay in warren.db, their workspaces on disk (a restarted server"
 note "picks them up; a follow-up gets a new sandbox on the same workspace):"
 show grep -h snprintf "$D/sessions/$S_EXCITED/upper/workspace/src/greet.c"

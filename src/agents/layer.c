@@ -436,6 +436,7 @@ static int install(const struct agents_layer_req *req, const char *id,
 	sreq.argv = (char *const *)argv;
 	sreq.json = true;
 	sreq.timeout_ms = timeout_ms;
+	sreq.data_dir = req->data_dir; /* listed under it by `sandbox ls` */
 	/* a builder killed with its server takes the sandbox down */
 	sreq.die_with_parent = true;
 	struct sandbox_cmdline cl;

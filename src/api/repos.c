@@ -11,14 +11,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The repository's last build ({"state", …, "error"}; null: none yet):
- * a failed build is seen where the repository is, with its cause. */
-static void repo_add_build(struct api_ctx *c, json_t *obj, const char *id)
+/* What the repository's record leaves to the server: its last build
+ * ({"state", …, "error"}; null: none yet), so a failed build is seen where
+ * the repository is, with its cause; and the refresh interval in effect
+ * with where it comes from. */
+static void repo_add_state(struct api_ctx *c, json_t *obj,
+			   const struct store_repo *repo)
 {
 	if (!obj)
 		return;
-	json_t *b = control_build_state(c->a->ctl, id);
+	json_t *b = control_build_state(c->a->ctl, repo->id);
 	json_object_set_new(obj, "build", b ? b : json_null());
+	const char *source = NULL;
+	uint64_t every = control_repo_refresh_every(c->a->ctl, repo, &source);
+	json_object_set_new(obj, "refresh_every_ms",
+			    json_integer((json_int_t)every));
+	json_object_set_new(obj, "refresh_source", json_string(source));
 }
 
 int api_repos_list(struct api_ctx *c)
@@ -37,7 +45,7 @@ int api_repos_list(struct api_ctx *c)
 	int bad = !list;
 	for (size_t i = 0; i < n && !bad; i++) {
 		json_t *o = api_repo_json(&v[i]);
-		repo_add_build(c, o, v[i].id);
+		repo_add_state(c, o, &v[i]);
 		bad = json_array_append_new(list, o);
 	}
 	store_repos_free(v, n);
@@ -87,7 +95,7 @@ int api_repos_add(struct api_ctx *c)
 		return 0;
 	}
 	json_t *obj = api_repo_json(&repo);
-	repo_add_build(c, obj, repo.id);
+	repo_add_state(c, obj, &repo);
 	store_repo_clear(&repo);
 	return api_reply_render(c, 201, obj, "render the repository");
 }
@@ -137,7 +145,7 @@ int api_repo_update(struct api_ctx *c)
 		return 0;
 	}
 	json_t *obj = api_repo_json(&repo);
-	repo_add_build(c, obj, repo.id);
+	repo_add_state(c, obj, &repo);
 	store_repo_clear(&repo);
 	return api_reply_render(c, 200, obj, "render the repository");
 }

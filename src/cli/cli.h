@@ -24,7 +24,10 @@ struct cli_sandbox_opts {
 	size_t n_owned;
 };
 
-/* Resolves --snapshot into lower layers (below any --layer). Returns 0,
+/* The data directory of --data DIR (NULL: $WARREN_HOME, else ./.warren),
+ * absolute and resolved where it exists. NULL only without memory. */
+char *cli_data_dir(const char *data);
+/* Resolves the data directory, and --snapshot into lower layers (below any --layer). Returns 0,
  * or an exit code after printing the error. */
 int cli_resolve_snapshot(const char *verb, struct cli_sandbox_opts *o);
 void cli_sandbox_opts_clear(struct cli_sandbox_opts *o);

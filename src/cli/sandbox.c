@@ -8,24 +8,27 @@
 #include "snapshot/session.h"
 #include "snapshot/store.h"
 #include "util/alloc.h"
+#include "util/cleanup.h"
 #include "util/parse.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 static const char sandbox_usage[] =
     "usage: warren sandbox run [options] -- CMD [ARGS...]\n"
     "       warren sandbox create --name NAME [options]\n"
     "       warren sandbox exec NAME [--cwd DIR] [--env K=V]... [--tty] -- CMD "
     "[ARGS...]\n"
-    "       warren sandbox ls [--json]\n"
+    "       warren sandbox ls [--all | --data DIR] [--json]\n"
     "       warren sandbox rm NAME...\n"
     "\n"
     "options for run and create:\n"
@@ -53,11 +56,15 @@ static const char sandbox_usage[] =
     "--layer)\n"
     "  --ref REF             with --snapshot: bring the workspace to REF\n"
     "                        (fetch + checkout from the repository's mirror)\n"
-    "  --data DIR            data directory holding snapshots (default\n"
+    "  --data DIR            data directory holding snapshots, and the one\n"
+    "                        the sandbox is listed under by ls (default\n"
     "                        $WARREN_HOME, else ./.warren)\n"
     "  --json                print a machine-readable result\n"
     "  --die-with-parent     SIGTERM (the sandbox torn down) when the process\n"
-    "                        that started this warren dies\n";
+    "                        that started this warren dies\n"
+    "\n"
+    "ls lists the sandboxes of its data directory (--data, else the default\n"
+    "above); --all lists every Warren sandbox on the host.\n";
 
 void cli_error(const char *verb, struct wr_error *err)
 {
@@ -433,8 +440,31 @@ static int apply_snapshot(struct cli_sandbox_opts *o, struct snap_store *store,
 	return 0;
 }
 
+char *cli_data_dir(const char *data)
+{
+	_cleanup_free_ char *dir =
+	    data ? wr_strdup(data) : snap_default_data_dir();
+	char real[PATH_MAX];
+	if (!dir)
+		return NULL;
+	if (realpath(dir, real))
+		return wr_strdup(real);
+	/* not made yet: absolute all the same, as `ls` compares it */
+	if (dir[0] != '/' && getcwd(real, sizeof(real)))
+		return wr_asprintf("%s/%s", real, dir);
+	return TAKE_PTR(dir);
+}
+
 int cli_resolve_snapshot(const char *verb, struct cli_sandbox_opts *o)
 {
+	/* every sandbox records the data directory it belongs to, so that
+	 * `sandbox ls` shows its own warren's only */
+	o->data_dir = cli_data_dir(o->data);
+	if (!o->data_dir) {
+		fprintf(stderr, "warren sandbox %s: out of memory\n", verb);
+		return WR_EXIT_FAILURE;
+	}
+	o->cfg.data_dir = o->data_dir;
 	if (!o->snapshot) {
 		if (o->ref) {
 			cli_usage_error(verb, "--ref needs --snapshot");
@@ -447,17 +477,9 @@ int cli_resolve_snapshot(const char *verb, struct cli_sandbox_opts *o)
 				"--snapshot and --rootfs exclude each other");
 		return WR_EXIT_USAGE;
 	}
-	if (o->data) {
-		char real[4096];
-		o->data_dir =
-		    wr_strdup(realpath(o->data, real) ? real : o->data);
-	} else {
-		o->data_dir = snap_default_data_dir();
-	}
 	struct wr_error *err = NULL;
 	struct snap_store *store = NULL;
-	int r =
-	    o->data_dir ? snap_store_open(o->data_dir, &store, &err) : -ENOMEM;
+	int r = snap_store_open(o->data_dir, &store, &err);
 	if (r == 0)
 		r = snap_store_get(store, o->snapshot, &o->manifest, &err);
 	if (r == 0)

@@ -467,6 +467,7 @@ int sandbox_record_init(const struct sandbox *sb,
 	    .deadline_ms =
 		cfg->timeout_ms ? wr_now_ms() + (int64_t)cfg->timeout_ms : 0,
 	    .owner_bound = cfg->owner_bound,
+	    .data_dir = (char *)cfg->data_dir,
 	};
 	*env_out = NULL;
 	*layers_out = NULL;

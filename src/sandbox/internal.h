@@ -160,6 +160,7 @@ struct sandbox_record {
 	char **env;	/* serve mode: create's --env, defaults for exec */
 	char *cwd;	/* serve mode: create's --cwd, default for exec */
 	char **layers;	/* lower layers (paths), so gc keeps them */
+	char *data_dir; /* the creator's data directory (sandbox ls) */
 	bool owner_bound; /* dies with its owner, like a one-off sandbox */
 };
 

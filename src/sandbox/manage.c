@@ -244,6 +244,7 @@ int sandbox_list(struct sandbox_info **out, size_t *n_out,
 		    .backend = rec.backend,
 		    .upper = TAKE_PTR(rec.upper),
 		    .layers = TAKE_PTR(rec.layers),
+		    .data_dir = TAKE_PTR(rec.data_dir),
 		};
 		runtime_record_clear(&rec);
 	}
@@ -262,6 +263,7 @@ void sandbox_info_free_array(struct sandbox_info *infos, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		free(infos[i].name);
 		free(infos[i].upper);
+		free(infos[i].data_dir);
 		for (size_t k = 0; infos[i].layers && infos[i].layers[k]; k++)
 			free(infos[i].layers[k]);
 		free(infos[i].layers);

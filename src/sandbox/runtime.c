@@ -215,6 +215,8 @@ int runtime_record_write(const struct sandbox_record *rec,
 		json_object_set_new(o, "work_dir", json_string(rec->work_dir));
 	if (rec->cwd)
 		json_object_set_new(o, "cwd", json_string(rec->cwd));
+	if (rec->data_dir)
+		json_object_set_new(o, "data_dir", json_string(rec->data_dir));
 	if (rec->layers) {
 		json_t *layers = json_array();
 		for (size_t i = 0; rec->layers[i]; i++)
@@ -304,6 +306,7 @@ int runtime_record_read(const char *name, struct sandbox_record *rec)
 	rec->upper = dup_json_string(o, "upper");
 	rec->work_dir = dup_json_string(o, "work_dir");
 	rec->cwd = dup_json_string(o, "cwd");
+	rec->data_dir = dup_json_string(o, "data_dir");
 	rec->owner_bound = json_is_true(json_object_get(o, "owner_bound"));
 	rec->layers = dup_string_array(json_object_get(o, "layers"));
 	json_t *env = json_object_get(o, "env");
@@ -334,6 +337,7 @@ void runtime_record_clear(struct sandbox_record *rec)
 		free(rec->layers[i]);
 	free(rec->layers);
 	free(rec->cwd);
+	free(rec->data_dir);
 	free(rec->name);
 	free(rec->upper);
 	free(rec->work_dir);

@@ -75,6 +75,9 @@ struct sandbox_config {
 	size_t n_env;
 	const char *cwd;      /* default /workspace */
 	const char *hostname; /* default: "warren" */
+	const char *data_dir; /* the data directory (absolute) whose warren
+			       * made it, recorded for `sandbox ls`; NULL:
+			       * none */
 	uint64_t memory_bytes;
 	uint64_t millicpus; /* 0: unlimited */
 	uint64_t pids;
@@ -154,6 +157,7 @@ struct sandbox_info {
 	enum sandbox_backend backend;
 	char *upper;   /* NULL: scratch */
 	char **layers; /* lower layers, NULL-terminated (may be NULL) */
+	char *data_dir; /* the creator's data directory; NULL: not recorded */
 };
 int sandbox_list(struct sandbox_info **out, size_t *n_out,
 		 struct wr_error **err);

@@ -8,6 +8,7 @@
 
 #include "sandbox/sandbox.h"
 #include "sched/sched.h"
+#include "snapshot/spec.h"
 #include "security/broker.h"
 #include "snapshot/git.h"
 #include "util/alloc.h"
@@ -990,6 +991,33 @@ static void refresh_requeue(struct control *c)
 	store_repos_free(repos, n);
 }
 
+uint64_t control_repo_refresh_every(struct control *c,
+				    const struct store_repo *repo,
+				    const char **source)
+{
+	const char *unused_source;
+	if (!source)
+		source = &unused_source;
+	if (repo->refresh_ms > 0) {
+		*source = "repository";
+		return (uint64_t)repo->refresh_ms;
+	}
+	uint64_t spec_every = 0;
+	struct store_snapshot snap;
+	if (c->st->ops->snapshot_latest(c->st, repo->id, &snap, NULL) == 0) {
+		struct control_limits unused;
+		control_spec_info(c, snap.id, &unused, &spec_every, NULL, NULL);
+		store_snapshot_clear(&snap);
+	}
+	/* a spec that says none has the default */
+	if (spec_every && spec_every != SPEC_DEFAULT_REFRESH_MS) {
+		*source = "spec";
+		return spec_every;
+	}
+	*source = "default";
+	return SPEC_DEFAULT_REFRESH_MS;
+}
+
 /* Repositories whose refresh interval has passed go to the queue. */
 static void refresh_due(struct control *c)
 {
@@ -999,20 +1027,8 @@ static void refresh_due(struct control *c)
 		return;
 	int64_t now = store_now_ms();
 	for (size_t i = 0; i < n; i++) {
-		/* the repository's own interval, else its spec's */
-		int64_t every = repos[i].refresh_ms;
-		struct store_snapshot snap;
-		if (!every && c->st->ops->snapshot_latest(c->st, repos[i].id,
-							  &snap, NULL) == 0) {
-			struct control_limits unused;
-			uint64_t spec_every;
-			control_spec_info(c, snap.id, &unused, &spec_every,
-					  NULL, NULL);
-			every = (int64_t)spec_every;
-			store_snapshot_clear(&snap);
-		}
-		if (!every)
-			every = 30 * 60 * 1000;
+		int64_t every =
+		    (int64_t)control_repo_refresh_every(c, &repos[i], NULL);
 		int64_t last = repos[i].last_refresh_ms
 				   ? repos[i].last_refresh_ms
 				   : repos[i].created_ms;

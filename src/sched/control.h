@@ -221,6 +221,13 @@ int control_repo_update(struct control *c, const char *id_or_name,
  * gc`. */
 int control_repo_remove(struct control *c, const char *id_or_name,
 			struct wr_error **err);
+/* How often the repository's snapshot is rebuilt, as the scheduler does
+ * it: its own interval, else its spec's (customizations.warren.refresh),
+ * else every 30 minutes; source (may be NULL) says which: "repository",
+ * "spec" or "default". */
+uint64_t control_repo_refresh_every(struct control *c,
+				    const struct store_repo *repo,
+				    const char **source);
 /* Queues a snapshot refresh of the repository (id or name). */
 int control_repo_refresh(struct control *c, const char *id_or_name,
 			 struct wr_error **err);

@@ -210,8 +210,27 @@ static void json_save(const char *path, json_t *j)
 	free(text);
 }
 
-/* The times, error and snapshot that go with a state (snapshot_key: the
- * name the record gives the snapshot's id). */
+/* The hook a failed build's error names (snapshot/build.c's step_error:
+ * "hook NAME failed with status N", "hook NAME printed nothing …"), into
+ * out; "" when it names none. */
+static void failed_hook(const char *error, char *out, size_t size)
+{
+	out[0] = '\0';
+	const char *p = error ? strstr(error, "hook ") : NULL;
+	if (!p)
+		return;
+	p += strlen("hook ");
+	size_t n = strcspn(p, " \n");
+	if (n == 0 || n >= size || p[n] != ' ' ||
+	    (strncmp(p + n, " failed with status ", 20) &&
+	     strncmp(p + n, " printed nothing", 16)))
+		return;
+	memcpy(out, p, n);
+	out[n] = '\0';
+}
+
+/* The times, error (and the hook it names) and snapshot that go with a
+ * state (snapshot_key: the name the record gives the snapshot's id). */
 static void state_apply(json_t *j, const char *state, const char *error,
 			const char *snapshot_id, const char *snapshot_key,
 			int64_t now)
@@ -225,10 +244,16 @@ static void state_apply(json_t *j, const char *state, const char *error,
 	} else {
 		json_object_set_new(j, "finished_ms", json_integer(now));
 	}
+	char hook[128];
+	failed_hook(error, hook, sizeof(hook));
 	if (error)
 		json_object_set_new(j, "error", json_string(error));
 	else if (strcmp(state, "queued"))
 		json_object_del(j, "error");
+	if (hook[0])
+		json_object_set_new(j, "hook", json_string(hook));
+	else if (error || strcmp(state, "queued"))
+		json_object_del(j, "hook");
 	if (snapshot_id)
 		json_object_set_new(j, snapshot_key, json_string(snapshot_id));
 }

@@ -433,6 +433,8 @@ static int run_step(const struct snap_build_opts *o, const char *label,
 	char *cmd[] = {"sh", "-c", (char *)script, NULL};
 	req->argv = cmd;
 	req->json = true;
+	/* listed under the data directory whose build it is */
+	req->data_dir = o->data_dir;
 	/* a builder killed (with the server that ran it) takes its step's
 	 * sandbox down with it */
 	req->die_with_parent = true;

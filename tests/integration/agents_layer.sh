@@ -142,7 +142,7 @@ rc=$?
 	&& [ -z "$(ls -d "$DATA"/agents/.build-* 2>/dev/null)" ] \
 	&& pass "the next call builds it and removes the stale stage" \
 	|| fail "the next call builds it and removes the stale stage" "rc=$rc $(tail -5 "$TEST_TMP/x64.err" | tr '\n' ' ') $(ls -a "$DATA/agents" | tr '\n' ' '); stage: $(find "$DATA"/agents/.build-* -maxdepth 3 2>/dev/null | head -20 | tr '\n' ' ')"
-expect_no_output "the killed build's sandbox is gone" "^run-" "$WARREN" sandbox ls
+expect_no_output "the killed build's sandbox is gone" "^run-" "$WARREN" sandbox ls --data "$DATA"
 
 # ---- two at once: one build ----
 layer "$PORT_tiny" wr-tiny-a@1.0.0 wr-tiny-b@2.0.0 >"$TEST_TMP/c1.out" 2>"$TEST_TMP/c1.err" &
@@ -211,4 +211,4 @@ ls -d "$DATA"/build-egress.* >/dev/null 2>&1 && fail "no proxy socket directory 
 	|| pass "no proxy socket directory is left"
 pgrep -f "warren-egress --dir $DATA" >/dev/null && fail "no build proxy is left running" "$(pgrep -af warren-egress)" \
 	|| pass "no build proxy is left running"
-expect_no_output "no build sandbox is left" "^run-" "$WARREN" sandbox ls
+expect_no_output "no build sandbox is left" "^run-" "$WARREN" sandbox ls --data "$DATA"

@@ -108,7 +108,7 @@ sandbox_exec_in() {
 }
 
 sandbox_init_pid() {
-	"$WARREN" sandbox ls --json 2>/dev/null | jq -r --arg n "$1" '(if type == "array" then . else .sandboxes end)[] | select(.name == $n) | .init_pid' 2>/dev/null
+	"$WARREN" sandbox ls --all --json 2>/dev/null | jq -r --arg n "$1" '(if type == "array" then . else .sandboxes end)[] | select(.name == $n) | .init_pid' 2>/dev/null
 }
 
 # submit_builtin REPO PROMPT: a session with no agent (the server's model,

@@ -87,14 +87,14 @@ out="$(sandbox_exec_in "$S1" cat /workspace/notes.txt)"
 
 api POST "/api/v1/sessions/$S1/cancel"
 [ "$CODE" = 200 ] && [ "$(jget .state)" = cancelled ] && pass "cancel of a session in review drops it" || fail "cancel of a session in review drops it" "$CODE $BODY"
-"$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$S1" && fail "cancel in review stops the resting sandbox" "still there" || pass "cancel in review stops the resting sandbox"
+"$WARREN" sandbox ls --all 2>/dev/null | grep -q "ws-$S1" && fail "cancel in review stops the resting sandbox" "still there" || pass "cancel in review stops the resting sandbox"
 
 # --- cancel --------------------------------------------------------------------
 S2="$(submit proj "wait" 'echo waiting; sleep 600')"
 wait_output "$S2" waiting 60
 api POST "/api/v1/sessions/$S2/cancel"
 [ "$CODE" = 200 ] && [ "$(jget .state)" = cancelled ] && pass "cancel: 200, state cancelled" || fail "cancel: 200, state cancelled" "$CODE $BODY"
-"$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$S2" && fail "cancel stops the sandbox" "ws-$S2 still listed" || pass "cancel stops the sandbox"
+"$WARREN" sandbox ls --all 2>/dev/null | grep -q "ws-$S2" && fail "cancel stops the sandbox" "ws-$S2 still listed" || pass "cancel stops the sandbox"
 api POST "/api/v1/sessions/$S2/cancel"
 [ "$CODE" = 409 ] || [ "$CODE" = 400 ] && pass "cancel of a finished session: 4xx" || fail "cancel of a finished session: 4xx" "$CODE $BODY"
 
@@ -129,10 +129,10 @@ echo "$log" | grep -q 'checkpoint' && pass "expiry checkpoints the workspace fir
 S6="$(submit proj "idle" 'echo quick' '{"idle": "1s"}')"
 wait_state "$S6" review 60
 for _ in $(seq 1 50); do
-	"$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$S6" || break
+	"$WARREN" sandbox ls --all 2>/dev/null | grep -q "ws-$S6" || break
 	sleep 0.2
 done
-"$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$S6" && fail "an idle sandbox is stopped" "still there" || pass "an idle sandbox is stopped"
+"$WARREN" sandbox ls --all 2>/dev/null | grep -q "ws-$S6" && fail "an idle sandbox is stopped" "still there" || pass "an idle sandbox is stopped"
 api POST "/api/v1/sessions/$S6/messages" '{"text": "again"}'
 wait_turns "$S6" 2 60
 wait_state "$S6" review 60
@@ -141,7 +141,7 @@ wait_state "$S6" review 60
 S7="$(submit proj "busy" 'nohup sh -c "sleep 30" >/dev/null 2>&1 & echo started-bg' '{"idle": "1s"}')"
 wait_state "$S7" review 60
 sleep 3
-"$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$S7" && pass "a process still running in the sandbox: not idle" || fail "a process still running in the sandbox: not idle" "stopped"
+"$WARREN" sandbox ls --data "$D" 2>/dev/null | grep -q "ws-$S7" && pass "a process still running in the sandbox: not idle" || fail "a process still running in the sandbox: not idle" "stopped"
 
 # --- kill -9 of the server mid-run: reconcile, resume, nothing lost -------------
 S8="$(submit proj "survive" "$RETRY_AGENT")"
@@ -161,7 +161,7 @@ assert seqs == list(range(1, len(a) + 1)), seqs
 assert [json.dumps(e, sort_keys=True) for e in a[:len(b)]] == [json.dumps(e, sort_keys=True) for e in b]
 assert any(e["kind"] == "state" and e["data"].get("state") == "interrupted" and "server" in (e["data"].get("reason") or "") for e in a)
 EOF
-"$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$S7" && fail "sandboxes of the old server are stopped" "ws-$S7 left" || pass "sandboxes of the old server are stopped"
+"$WARREN" sandbox ls --all 2>/dev/null | grep -q "ws-$S7" && fail "sandboxes of the old server are stopped" "ws-$S7 left" || pass "sandboxes of the old server are stopped"
 
 # --- SIGTERM: sessions checkpointed to interrupted, resumed at the next start --
 S9="$(submit proj "graceful" "$RETRY_AGENT")"
@@ -173,7 +173,7 @@ rc=$?
 [ $rc = 0 ] && pass "SIGTERM: the server exits cleanly" || fail "SIGTERM: the server exits cleanly" "rc=$rc"
 st="$(sqlite3 "$D/warren.db" "select state from sessions where id='$S9'" 2>&1)"
 [ "$st" = interrupted ] && pass "SIGTERM: the running session is interrupted, not lost" || fail "SIGTERM: the running session is interrupted, not lost" "$st"
-"$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$S9" && fail "SIGTERM: no sandbox left running" "$("$WARREN" sandbox ls)" || pass "SIGTERM: no sandbox left running"
+"$WARREN" sandbox ls --all 2>/dev/null | grep -q "ws-$S9" && fail "SIGTERM: no sandbox left running" "$("$WARREN" sandbox ls --all)" || pass "SIGTERM: no sandbox left running"
 server_start "$D"
 wait_state "$S9" review 60
 session_log "$S9" | grep -q 'stdout second-attempt' && pass "the interrupted session resumes at the next start" || fail "the interrupted session resumes at the next start" "$(session_log "$S9" | tail -3)"
@@ -257,7 +257,7 @@ server_stop
 # --- nothing left behind --------------------------------------------------------
 left=""
 for s in "$ST" "$S1" "$S2" "$S3" "$S4" "$S5" "$S6" "$S7" "$S8" "$S9" "$L1" "$DK" "$SN" "$OOM" "$A1" "$A2" "$A3" "$B1"; do
-	"$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$s" && left="$left ws-$s"
+	"$WARREN" sandbox ls --all 2>/dev/null | grep -q "ws-$s" && left="$left ws-$s"
 	pgrep -f "sandbox exec ws-$s" >/dev/null && left="$left exec:$s"
 done
 [ -z "$left" ] && pass "no session sandbox or exec client left after stop" || fail "no session sandbox or exec client left after stop" "$left"

@@ -129,5 +129,5 @@ else
 fi
 
 server_stop
-left_sb="$("$WARREN" sandbox ls 2>/dev/null | grep -c 'w[sv]-s-')"
-[ "$left_sb" = 0 ] && pass "no sandbox left" || fail "no sandbox left" "$("$WARREN" sandbox ls)"
+left_sb="$("$WARREN" sandbox ls --data "$D" 2>/dev/null | grep -c 'w[sv]-s-')"
+[ "$left_sb" = 0 ] && pass "no sandbox left" || fail "no sandbox left" "$("$WARREN" sandbox ls --all)"

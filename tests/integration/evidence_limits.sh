@@ -73,5 +73,5 @@ reason="$(jget .reason)"
 [ "$STATE" = failed ] && echo "$reason" | grep -Eq 'over the limit|disk limit' &&
 	pass "the session's disk limit caps the change, saying so" || fail "the session's disk limit caps the change, saying so" "$STATE $reason"
 server_stop
-left_sb="$("$WARREN" sandbox ls 2>/dev/null | grep -c 'w[sv]-s-')"
-[ "$left_sb" = 0 ] && pass "no sandbox left" || fail "no sandbox left" "$("$WARREN" sandbox ls)"
+left_sb="$( { "$WARREN" sandbox ls --data "$D"; "$WARREN" sandbox ls --data "$TEST_TMP/data2"; } 2>/dev/null | grep -c 'w[sv]-s-')"
+[ "$left_sb" = 0 ] && pass "no sandbox left" || fail "no sandbox left" "$("$WARREN" sandbox ls --all)"

@@ -96,6 +96,6 @@ rc=$?
 
 server_stop
 left="$(pgrep -af 'runsc-(sandbox|gofer)' | grep -c "s-" || true)"
-[ "$left" = 0 ] && [ -z "$("$WARREN" sandbox ls 2>/dev/null | grep -E 'w[sv]-s-')" ] &&
+[ "$left" = 0 ] && [ -z "$("$WARREN" sandbox ls --data "$D" 2>/dev/null | grep -E 'w[sv]-s-')" ] &&
 	pass "nothing of either backend is left (sandboxes, Sentries, gofers)" ||
 	fail "nothing of either backend is left (sandboxes, Sentries, gofers)" "$(pgrep -af 'runsc-(sandbox|gofer)' | cut -c1-100)"

@@ -8,6 +8,26 @@ expect_output "create prints the name" "^$N$" "$WARREN" sandbox create --name "$
 expect_status "a second create with the same name is refused" 2 "$WARREN" sandbox create --name "$N"
 expect_output "ls shows it running" "^$N +running" "$WARREN" sandbox ls
 expect_output "ls --json shows it" "\"name\": \"$N\"" "$WARREN" sandbox ls --json
+# ls shows its own data directory's sandboxes; --all the host's
+O="lc-other-$$"
+mkdir "$TEST_TMP/other"
+trap '"$WARREN" sandbox rm "$O" >/dev/null 2>&1; rm -rf "$TEST_TMP"' EXIT
+"$WARREN" sandbox create --name "$O" --data "$TEST_TMP/other" >/dev/null
+expect_no_output "ls leaves out another data directory's sandbox" "^$O " "$WARREN" sandbox ls
+expect_no_output "ls --data leaves out the default directory's" "^$N " "$WARREN" sandbox ls --data "$TEST_TMP/other"
+expect_output "ls --data lists that directory's" "^$O +running" "$WARREN" sandbox ls --data "$TEST_TMP/other"
+expect_output "WARREN_HOME is the default data directory of ls" "^$O +running" env WARREN_HOME="$TEST_TMP/other" "$WARREN" sandbox ls
+expect_output "ls --all lists both" "^$N .*$(pwd -P)/.warren$" "$WARREN" sandbox ls --all
+expect_output "ls --all shows each one's data directory" "^$O .* $TEST_TMP/other$" "$WARREN" sandbox ls --all
+expect_output "ls --json says the data directory" "\"data_dir\": \"$TEST_TMP/other\"" "$WARREN" sandbox ls --data "$TEST_TMP/other" --json
+expect_status "ls: --all and --data exclude each other" 2 "$WARREN" sandbox ls --all --data "$TEST_TMP/other"
+"$WARREN" sandbox rm "$O"
+"$WARREN" sandbox run --data "$TEST_TMP/other" -- sleep 3 &
+rp=$!
+for _ in $(seq 1 50); do "$WARREN" sandbox ls --data "$TEST_TMP/other" | grep -q "^run-$rp-" && break; sleep 0.1; done
+expect_output "a one-off sandbox is listed under its --data" "^run-$rp-" "$WARREN" sandbox ls --data "$TEST_TMP/other"
+expect_no_output "and not under another data directory" "^run-$rp-" "$WARREN" sandbox ls
+wait "$rp"
 expect_status "exec returns the exit status" 9 "$WARREN" sandbox exec "$N" -- sh -c 'exit 9'
 expect_status "exec: killed by signal N is 128+N" 137 "$WARREN" sandbox exec "$N" -- sh -c 'kill -9 $$'
 expect_status "exec: command not found is 127" 127 "$WARREN" sandbox exec "$N" -- /nope

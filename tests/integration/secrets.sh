@@ -289,5 +289,5 @@ chmod 0400 "$D/secrets.key"
 api POST "/api/v1/sessions/$S1/cancel"
 server_stop
 left=""
-for s in "$S1" "$S2" "$S5"; do "$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$s" && left="$left $s"; done
+for s in "$S1" "$S2" "$S5"; do "$WARREN" sandbox ls --all 2>/dev/null | grep -q "ws-$s" && left="$left $s"; done
 [ -z "$left" ] && pass "no sandbox left" || fail "no sandbox left" "$left"

@@ -245,5 +245,5 @@ kill "$SLACK_PID" 2>/dev/null
 wait "$SLACK_PID" 2>/dev/null
 
 left=""
-for s in "$S1" "$S2" "$S3"; do "$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$s" && left="$left $s"; done
+for s in "$S1" "$S2" "$S3"; do "$WARREN" sandbox ls --all 2>/dev/null | grep -q "ws-$s" && left="$left $s"; done
 [ -z "$left" ] && pass "no sandbox left" || fail "no sandbox left" "$left"

@@ -45,11 +45,21 @@ have="$(jq -r .version "$BROWSER_DIR/node_modules/playwright-core/package.json" 
 # --- a project whose remote is a bare repository --------------------------------
 greeter_remote
 
+# and one whose snapshot build fails: its hook prints in colour, then exits 3
+BROKEN="$TEST_TMP/broken"
+mkdir -p "$BROKEN"
+cat >"$BROKEN/warren.json" <<'JSON'
+{"onCreateCommand": "printf 'step one\\n\\033[0;31mBUILD-BOOM\\033[0m at the end\\n'; exit 3"}
+JSON
+g -C "$BROKEN" init -q -b main
+g -C "$BROKEN" add -A
+g -C "$BROKEN" commit -q -m initial
+
 D="$TEST_TMP/data"
 cat >"$TEST_TMP/config.json" <<EOF
 {"model": {"provider": "replay", "replay": "$BROWSER_DIR/replay.json", "prices": {"prompt": 1.0, "completion": 2.0}},
  "verify": {"retries": 2},
- "repositories": [{"name": "greeter", "url": "$REMOTE"}]}
+ "repositories": [{"name": "greeter", "url": "$REMOTE"}, {"name": "broken", "url": "$BROKEN"}]}
 EOF
 export WARREN_WEB_DIR="$ROOT_DIR/web"
 server_start "$D" "$TEST_TMP/config.json"
@@ -90,13 +100,23 @@ for _ in $(seq 1 300); do
 	sleep 0.1
 done
 
+# and the broken repository's build has failed
+for _ in $(seq 1 300); do
+	api GET /api/v1/repositories
+	[ "$(jget '.repositories[] | select(.name == "broken") | .build.state')" = failed ] && break
+	sleep 0.1
+done
+[ "$(jget '.repositories[] | select(.name == "broken") | .build.hook')" = onCreateCommand ] &&
+	pass "set-up: the broken repository's build failed in its hook" ||
+	fail "set-up: the broken repository's build failed in its hook" "$(jget '.repositories[] | select(.name == "broken") | .build')"
+
 # --- the browser ------------------------------------------------------------------
 # TMPDIR and HOME in the scratch directory: Chromium's profile and anything it
 # writes go there, and go with it
 mkdir -p "$TEST_TMP/home"
 (cd "$BROWSER_DIR" && HOME="$TEST_TMP/home" TMPDIR="$TEST_TMP" WARREN_URL="$URL" ADMIN_TOKEN="$TOKEN" \
 	ALICE_TOKEN="$ALICE_TOKEN" CAROL_TOKEN="$CAROL_TOKEN" BOB_TOKEN="$BOB_TOKEN" \
-	REMOTE="$REMOTE" REPO=greeter OUT_DIR="$OUT" CHROMIUM="$CHROMIUM" \
+	REMOTE="$REMOTE" REPO=greeter BROKEN_REPO=broken OUT_DIR="$OUT" CHROMIUM="$CHROMIUM" \
 	timeout -k 10 280 node web.test.mjs) >"$TEST_TMP/browser.out" 2>"$TEST_TMP/browser.err"
 rc=$?
 sed -n -E 's/^(PASS|FAIL) /\1 web: /p' "$TEST_TMP/browser.out" >>"$WARREN_RESULTS"
@@ -123,7 +143,7 @@ fi
 profiles="$(find "$TEST_TMP" -maxdepth 1 -name 'playwright*' 2>/dev/null)"
 [ -z "$profiles" ] && pass "the browser's profile is removed" || fail "the browser's profile is removed" "$profiles"
 stale=""
-for s in $ids; do "$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$s" && stale="$stale $s"; done
+for s in $ids; do "$WARREN" sandbox ls --all 2>/dev/null | grep -q "ws-$s" && stale="$stale $s"; done
 [ -z "$stale" ] && pass "no sandbox left" || fail "no sandbox left" "$stale"
 shots="$(find "$OUT" -name '*.png' | wc -l)"
 [ "$shots" -ge 10 ] && pass "screenshots saved in $BUILD/test-artifacts/web ($shots)" || fail "screenshots saved in $BUILD/test-artifacts/web" "$shots found"

@@ -367,7 +367,7 @@ echo "$out" | grep -Eiq 'hasDot|gitmodules|fullPathname|error|warning' &&
 server_stop
 left=""
 for s in $ALL; do
-	if "$WARREN" sandbox ls 2>/dev/null | grep -q "ws-$s"; then
+	if "$WARREN" sandbox ls --all 2>/dev/null | grep -q "ws-$s"; then
 		left="$left $s"
 		"$WARREN" sandbox rm "ws-$s" >/dev/null 2>&1
 	fi

@@ -5,7 +5,8 @@
 //   #/sessions[?state=&user=&repo=]   the list, live
 //   #/sessions/<id>[?tab=]            one session
 //   #/new[?repo=]                     start a session
-//   #/repositories                    repositories and snapshots
+//   #/repositories                    repositories, builds and snapshots
+//   #/repositories/<id>/builds/<b>    one snapshot build and its log
 //   #/stats                           the pilot's numbers, as charts
 //   #/tokens                          API tokens (admin)
 // Without a token every route shows the sign-in form, and the page asked
@@ -20,6 +21,7 @@ import * as sessions from './views/sessions.js';
 import * as session from './views/session.js';
 import * as newSession from './views/new-session.js';
 import * as repositories from './views/repositories.js';
+import * as buildLog from './views/build-log.js';
 import * as stats from './views/stats.js';
 import * as tokens from './views/tokens.js';
 import * as notFound from './views/not-found.js';
@@ -29,6 +31,7 @@ const ROUTES = [
   { re: /^\/sessions\/([^/]+)$/, view: session, nav: 'sessions' },
   { re: /^\/new$/, view: newSession, nav: 'new' },
   { re: /^\/repositories$/, view: repositories, nav: 'repositories' },
+  { re: /^\/repositories\/([^/]+)\/builds\/([^/]+)$/, view: buildLog, nav: 'repositories' },
   { re: /^\/stats$/, view: stats, nav: 'stats' },
   { re: /^\/tokens$/, view: tokens, nav: 'tokens', admin: true },
 ];

@@ -24,6 +24,18 @@ export const FINISHED = new Set(['approved', 'pushed', 'rejected', 'failed', 'ca
 // A session rests in review or a terminal state: its event stream ends.
 export const RESTING = new Set(['review', 'pushed', 'rejected', 'failed', 'cancelled', 'expired']);
 
+// How long a session worked: from its creation to review (once decided, the
+// decision's review time is its own, not part of it); one that never came
+// to review, to its end. null while it works. {took, reviewMs} (reviewMs
+// null before a decision).
+export function sessionTook(s) {
+  if (!s || !s.finished_ms || ACTIVE.has(s.state)) return null;
+  const d = s.outcome && s.outcome.decision;
+  const decided = d && typeof d.at_ms === 'number' && typeof d.review_ms === 'number';
+  const reviewAt = decided ? d.at_ms - d.review_ms : s.finished_ms;
+  return { took: reviewAt - s.created_ms, reviewMs: decided ? d.review_ms : null };
+}
+
 // The start-up phases of a session (outcome.start_ms), in order.
 export const START_PARTS = [
   { key: 'queue', label: 'Queue', tone: 'queue' },

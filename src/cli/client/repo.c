@@ -200,7 +200,11 @@ static int print_repos(const json_t *list)
 	json_array_foreach(list, i, repo)
 	{
 		char every[32] = "-", refreshed[40] = "never";
-		int64_t refresh_ms = client_json_int(repo, "refresh_ms", 0);
+		/* the interval in effect (the spec's or the default when
+		 * the repository has none); an older server's own only */
+		int64_t refresh_ms = client_json_int(
+		    repo, "refresh_every_ms",
+		    client_json_int(repo, "refresh_ms", 0));
 		int64_t last = client_json_int(repo, "last_refresh_ms", 0);
 		if (refresh_ms > 0)
 			client_format_duration(refresh_ms, every,

@@ -6,6 +6,7 @@
 import { h } from '../dom.js';
 import { cost, dateTime, duration, num, plural, shortSha } from '../format.js';
 import { stateBadge } from '../ui.js';
+import { terminal, terminalNodes } from '../terminal.js';
 
 const LONG_LINES = 10;
 
@@ -13,8 +14,9 @@ function lineCount(text) {
   return text ? String(text).split('\n').length - (String(text).endsWith('\n') ? 1 : 0) : 0;
 }
 
+// output and results as a terminal shows them, escapes harmless
 function pre(text, cls = '') {
-  return h('pre', { class: ['block', cls] }, String(text ?? ''));
+  return terminal(text, { class: ['block', cls] });
 }
 
 // Long text folded behind a summary; short text shown as it is.
@@ -256,8 +258,8 @@ export class Timeline {
       this.item('ev-output', ev, this.output);
     }
     const text = `${d.line ?? ''}\n`;
-    if (d.stream === 'stderr') this.output.append(h('span', { class: 'stderr' }, text));
-    else this.output.append(text);
+    if (d.stream === 'stderr') this.output.append(h('span', { class: 'stderr' }, terminalNodes(text)));
+    else this.output.append(...terminalNodes(text));
   }
 
   transcript(ev, d) {

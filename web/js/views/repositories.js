@@ -1,12 +1,15 @@
-// Repositories and their snapshots: what each session starts from (the
-// commit, how old it is, what its build cost, phase by phase). An admin
-// adds repositories and asks for a refresh here.
+// Repositories, their builds and their snapshots: what each session starts
+// from (the commit, how old it is, what its build cost, phase by phase), and
+// the recent builds (state, when, how long, the error and the failing hook,
+// a link to the log for those who may read it). An admin adds repositories
+// and asks for a refresh here.
 
 import { get, post } from '../api.js';
 import { chart, legend, stackedBar } from '../charts.js';
 import { h, replace } from '../dom.js';
 import { duration, num, shortSha } from '../format.js';
-import { announce, errorBox, facts, isAdmin, loading, pageHeader, timeEl } from '../ui.js';
+import { terminal, terminalPlain } from '../terminal.js';
+import { announce, errorBox, facts, isAdmin, loading, mayReview, pageHeader, timeEl } from '../ui.js';
 
 const SHOWN = 5;
 const PHASE_TONES = {
@@ -18,21 +21,69 @@ const PHASE_TONES = {
   publish: 'b-publish',
 };
 
-function phases(snap) {
+// The build's phases, without what sums them up ('total', the build's own;
+// 'refresh', the whole `warren snapshot refresh` around it): those are the
+// total shown beside the bar, never a part of it.
+const SUMS = new Set(['total', 'refresh']);
+
+export function phases(snap) {
   // timings: [{phase, ms}] (an object in older records: {phase: ms})
   let t = snap.timings || [];
   if (!Array.isArray(t)) t = Object.entries(t).map(([phase, ms]) => ({ phase, ms }));
   const parts = t
-    .filter((p) => p && p.phase !== 'total' && typeof p.ms === 'number')
+    .filter((p) => p && !SUMS.has(p.phase) && typeof p.ms === 'number')
     .map((p) => ({ label: p.phase, value: p.ms, tone: PHASE_TONES[p.phase] || 'b-other' }));
-  const tot = t.find((p) => p && p.phase === 'total');
-  const total = tot ? tot.ms : parts.reduce((n, p) => n + p.value, 0);
+  const sum = (name) => {
+    const x = t.find((p) => p && p.phase === name && typeof p.ms === 'number');
+    return x ? x.ms : null;
+  };
+  const total = sum('total') ?? sum('refresh') ?? parts.reduce((n, p) => n + p.value, 0);
   return { parts, total };
 }
 
-function every(ms) {
+// The interval in effect (the server says it, and whence: the repository's
+// own, its spec's, or the default).
+function every(repo) {
+  const ms = repo.refresh_every_ms ?? repo.refresh_ms;
   if (!ms) return 'only when asked';
-  return `every ${duration(ms)}`;
+  const from = { spec: ' (its spec’s)', default: ' (the default)' }[repo.refresh_source] || '';
+  return `every ${duration(ms)}${from}`;
+}
+
+const BUILD_TONES = { ready: 'pill-good', failed: 'pill-bad', building: 'pill-accent', queued: 'pill-muted' };
+
+// A build's error: its first line as text, and the tail of output that may
+// follow it (a hook's last lines, which may hold colour codes) as output
+function errorHead(error) {
+  return terminalPlain(String(error || '').split('\n')[0]);
+}
+
+export function buildError(error) {
+  const lines = String(error || '').split('\n');
+  const tail = lines.slice(1).map((l) => l.replace(/^ {4}/, ''));
+  return [
+    h('span', { class: 'break' }, errorHead(error) || 'no message'),
+    tail.some((l) => l.trim()) ? terminal(tail.join('\n'), { class: 'block terminal' }) : null,
+  ];
+}
+
+// The button under a list cut at SHOWN: draw(all) draws it again.
+function showAll(n, what, all, draw) {
+  if (n <= SHOWN) return null;
+  return h(
+    'button',
+    { type: 'button', class: 'btn btn-small btn-quiet', onclick: () => draw(!all) },
+    all ? 'Show fewer' : `Show all ${num(n)} ${what}`,
+  );
+}
+
+export function buildTook(b) {
+  if (!b.started_ms) return null;
+  return (b.finished_ms || Date.now()) - b.started_ms;
+}
+
+export function buildLogHref(repo, b) {
+  return `#/repositories/${encodeURIComponent(repo.id)}/builds/${encodeURIComponent(b.id)}`;
 }
 
 export function mount(root, ctx) {
@@ -196,7 +247,79 @@ export function mount(root, ctx) {
     );
   }
 
-  function repoCard(repo, snaps) {
+  function buildTable(repo, builds, all) {
+    const reader = mayReview(ctx.me);
+    const rows = (all ? builds : builds.slice(0, SHOWN)).map((b) =>
+      h(
+        'tr',
+        { dataset: { build: b.id, state: b.state } },
+        h('td', { dataset: { label: 'Build' } }, h('span', { class: ['pill', BUILD_TONES[b.state] || 'pill-muted'] }, b.state)),
+        h('td', { dataset: { label: 'Started' } }, b.started_ms ? timeEl(b.started_ms) : timeEl(b.queued_ms)),
+        h(
+          'td',
+          { class: 'num', dataset: { label: 'Took' } },
+          buildTook(b) === null ? '—' : duration(buildTook(b)),
+          b.state === 'building' ? h('span', { class: 'muted' }, ' so far') : null,
+        ),
+        h(
+          'td',
+          { class: 'build-error', dataset: { label: 'Error' } },
+          b.error ? h('span', { class: 'break' }, errorHead(b.error)) : h('span', { class: 'muted' }, '—'),
+        ),
+        h('td', { dataset: { label: 'Hook' } }, b.hook ? h('code', null, b.hook) : h('span', { class: 'muted' }, '—')),
+        reader
+          ? h(
+              'td',
+              { dataset: { label: 'Log' } },
+              h('a', { href: buildLogHref(repo, b), class: 'build-log-link' }, 'Log'),
+            )
+          : null,
+      ),
+    );
+    return h(
+      'table',
+      { class: 'table build-table' },
+      h('caption', { class: 'sr-only' }, `Builds of ${repo.name}, newest first`),
+      h(
+        'thead',
+        null,
+        h(
+          'tr',
+          null,
+          h('th', { scope: 'col' }, 'Build'),
+          h('th', { scope: 'col' }, 'Started'),
+          h('th', { scope: 'col', class: 'num' }, 'Took'),
+          h('th', { scope: 'col' }, 'Error'),
+          h('th', { scope: 'col' }, 'Failing hook'),
+          reader ? h('th', { scope: 'col' }, 'Log') : null,
+        ),
+      ),
+      h('tbody', null, rows),
+    );
+  }
+
+  function buildsBox(repo, builds) {
+    const box = h('div', { class: 'builds' });
+    const draw = (all) => {
+      if (builds === null) {
+        replace(box, h('p', { class: 'muted' }, 'The builds could not be loaded.'));
+        return;
+      }
+      if (!builds.length) {
+        replace(box, h('p', { class: 'muted' }, 'No build yet.'));
+        return;
+      }
+      replace(
+        box,
+        h('div', { class: 'table-wrap' }, buildTable(repo, builds, all)),
+        showAll(builds.length, 'builds', all, draw),
+      );
+    };
+    draw(false);
+    return box;
+  }
+
+  function repoCard(repo, snaps, builds) {
     const snapBox = h('div');
     const drawSnaps = (all) => {
       const b = repo.build;
@@ -222,13 +345,7 @@ export function mount(root, ctx) {
         snapBox,
         h('div', { class: 'table-wrap' }, snapshotTable(snaps, all)),
         legend([...allPhases.values()].map((p) => ({ ...p, value: '' }))),
-        snaps.length > SHOWN
-          ? h(
-              'button',
-              { type: 'button', class: 'btn btn-small btn-quiet', onclick: () => drawSnaps(!all) },
-              all ? 'Show fewer' : `Show all ${num(snaps.length)} snapshots`,
-            )
-          : null,
+        showAll(snaps.length, 'snapshots', all, drawSnaps),
       );
     };
     drawSnaps(false);
@@ -256,18 +373,24 @@ export function mount(root, ctx) {
             'div',
             { class: 'callout callout-error', dataset: { build: 'failed' } },
             h('strong', null, 'Build failed: '),
-            repo.build.error || 'no message',
+            buildError(repo.build.error),
             repo.build.finished_ms ? h('span', { class: 'muted' }, ' (', timeEl(repo.build.finished_ms), ')') : null,
+            repo.build.hook ? h('p', { class: 'small' }, 'Failing hook: ', h('code', null, repo.build.hook)) : null,
+            mayReview(ctx.me) && repo.build.id
+              ? h('p', { class: 'small' }, h('a', { href: buildLogHref(repo, repo.build), class: 'build-log-link' }, 'Read the build’s log'))
+              : null,
           )
         : null,
       facts([
         ['URL', h('span', { class: 'mono break' }, repo.url)],
         ['Build', repo.build ? repo.build.state : 'none yet'],
         ['Default ref', repo.default_ref ? h('code', null, repo.default_ref) : 'the remote’s default branch'],
-        ['Refresh', every(repo.refresh_ms)],
+        ['Refresh', every(repo)],
         ['Last refresh', repo.last_refresh_ms ? timeEl(repo.last_refresh_ms) : 'never'],
         ['Id', h('code', null, repo.id)],
       ]),
+      h('h3', { class: 'sub-title' }, 'Builds'),
+      buildsBox(repo, builds),
       h('h3', { class: 'sub-title' }, 'Snapshots'),
       snapBox,
     );
@@ -354,12 +477,21 @@ export function mount(root, ctx) {
       );
       return;
     }
+    // each repository's recent builds (null: could not be read)
+    const builds = await Promise.all(
+      repos.map((r) =>
+        get(`/repositories/${encodeURIComponent(r.id)}/builds`, { signal: ac.signal })
+          .then((x) => x.builds)
+          .catch(() => null),
+      ),
+    );
+    if (ac.signal.aborted) return;
     const byRepo = new Map(repos.map((r) => [r.id, []]));
     for (const sn of snaps) if (byRepo.has(sn.repo_id)) byRepo.get(sn.repo_id).push(sn);
     for (const list of byRepo.values()) list.sort((a, b) => b.created_ms - a.created_ms);
     replace(
       body,
-      repos.map((r) => repoCard(r, byRepo.get(r.id))),
+      repos.map((r, i) => repoCard(r, byRepo.get(r.id), builds[i])),
     );
   }
   load();

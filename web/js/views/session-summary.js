@@ -5,7 +5,7 @@
 import { chart, stackedBar } from '../charts.js';
 import { h } from '../dom.js';
 import { bytes, cost, dateTime, duration, num, plural, shortSha } from '../format.js';
-import { ACTIVE, START_PARTS, card, facts, timeEl } from '../ui.js';
+import { ACTIVE, START_PARTS, card, facts, sessionTook, timeEl } from '../ui.js';
 
 // "7200000ms" (as the runner records it), or seconds as a number
 function limitTime(v) {
@@ -157,12 +157,22 @@ export function summaryCards(s, artifacts, onDownload) {
     );
     requestAnimationFrame(() => chart(box, bar.draw));
   }
+  const took = sessionTook(s);
   tim.push(
     facts([
       ['Created', h('span', { title: dateTime(s.created_ms) }, dateTime(s.created_ms))],
       ['Started', s.started_ms ? duration(s.started_ms - s.created_ms) + ' after' : null],
       ['Finished', s.finished_ms ? dateTime(s.finished_ms) : null],
-      ['Took', s.finished_ms ? duration(s.finished_ms - s.created_ms) : null],
+      // created to review; the review's own time apart
+      ['Took', took ? `${duration(took.took)}${s.state === 'review' || took.reviewMs !== null ? ' to review' : ''}` : null],
+      [
+        'Review',
+        took && took.reviewMs !== null
+          ? `${duration(took.reviewMs)} to the decision`
+          : s.state === 'review' && took
+            ? h('span', null, 'in review since ', timeEl(s.finished_ms, 'at'))
+            : null,
+      ],
       ['Turns', num(s.turns)],
       ['Sandboxes', s.attempts > 1 ? `${num(s.attempts)} (a sandbox died and was replaced)` : num(s.attempts)],
     ]),

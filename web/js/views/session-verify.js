@@ -1,8 +1,12 @@
 // The verification tab: Warren's runs of the project's verify commands,
-// each attempt with every command's status, time and output.
+// each attempt with every command's status, time and output (colours
+// rendered, escapes made harmless: terminal.js). It opens at the failure:
+// the last attempt expanded, its first failing command in view with its
+// output scrolled to the end, where a test runner says what failed.
 
 import { h } from '../dom.js';
 import { duration } from '../format.js';
+import { terminal } from '../terminal.js';
 
 // v: the session's outcome.verify (or undefined); runs0: the verify events'
 // data, in order. Returns the panel's content.
@@ -44,7 +48,7 @@ export function verifyPanel(v, runs0) {
         (vv.results || []).map((r) =>
           h(
             'li',
-            null,
+            { class: r.status === 0 ? null : 'is-failure', dataset: r.status === 0 ? null : { failure: '' } },
             h(
               'div',
               { class: 'verify-cmd' },
@@ -53,7 +57,7 @@ export function verifyPanel(v, runs0) {
               h('span', { class: 'muted' }, duration(r.ms)),
             ),
             r.output
-              ? h('pre', { class: 'block terminal' }, r.output)
+              ? terminal(r.output, { class: 'block terminal' })
               : h('p', { class: 'muted small' }, '(no output)'),
           ),
         ),
@@ -63,4 +67,15 @@ export function verifyPanel(v, runs0) {
     parts.push(d);
   });
   return parts;
+}
+
+// Brings the open attempt's first failing command into view, its output
+// scrolled to the end; false when the open attempt has none.
+export function scrollToFailure(panel) {
+  const failed = panel.querySelector('.verify-run[open] [data-failure]');
+  if (!failed) return false;
+  failed.scrollIntoView({ block: 'start' });
+  const out = failed.querySelector('pre');
+  if (out) out.scrollTop = out.scrollHeight;
+  return true;
 }

@@ -24,7 +24,7 @@ import {
 import { Timeline } from './activity.js';
 import { decisionForm } from './session-actions.js';
 import { summaryCards } from './session-summary.js';
-import { verifyPanel } from './session-verify.js';
+import { scrollToFailure, verifyPanel } from './session-verify.js';
 
 const TABS = [
   { id: 'activity', label: 'Activity' },
@@ -54,6 +54,7 @@ export function mount(root, ctx) {
   let tab = null;
   let panelFor = null; // which action panel is open
   let tail = false; // keep the activity scrolled to its newest event
+  let verifyAtFailure = false; // keep the verification at its failure
 
   ctx.setTitle(id);
   root.append(loading('Loading the session…'));
@@ -77,6 +78,11 @@ export function mount(root, ctx) {
     tabs: new Map(),
     panels: new Map(),
   };
+  // the reader took over: the panel stays where they put it
+  for (const t of ['wheel', 'pointerdown', 'keydown', 'touchstart'])
+    el.verify.addEventListener(t, () => {
+      verifyAtFailure = false;
+    });
 
   function tabList() {
     const list = h('div', { class: 'tabs', role: 'tablist', 'aria-label': 'Session details' });
@@ -145,7 +151,12 @@ export function mount(root, ctx) {
     }
     if (tid === 'changes') loadDiff();
     if (tid === 'screenshots') loadShots();
-    if (tid === 'verify') drawVerify();
+    // opened: at the failure (and kept there as runs arrive, until the
+    // reader moves)
+    if (tid === 'verify') {
+      verifyAtFailure = true;
+      drawVerify();
+    }
   }
 
   function layout() {
@@ -550,6 +561,7 @@ export function mount(root, ctx) {
       return;
     }
     replace(el.verify, verifyPanel(v, verifyRuns));
+    if (verifyAtFailure) requestAnimationFrame(() => verifyAtFailure && scrollToFailure(el.verify));
   }
 
   async function loadArtifacts() {

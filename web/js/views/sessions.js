@@ -5,7 +5,18 @@
 import { get } from '../api.js';
 import { h, replace } from '../dom.js';
 import { cost, duration, firstLine, num } from '../format.js';
-import { ACTIVE, FINISHED, STATES, errorBox, loading, pageHeader, stateBadge, stateLabel, timeEl } from '../ui.js';
+import {
+  ACTIVE,
+  FINISHED,
+  STATES,
+  errorBox,
+  loading,
+  pageHeader,
+  sessionTook,
+  stateBadge,
+  stateLabel,
+  timeEl,
+} from '../ui.js';
 
 const PAGE = 100;
 const LIVE_WINDOW = 200; // GET /events follows the newest 200
@@ -37,9 +48,13 @@ function changeCell(s) {
   );
 }
 
+// created to review; the review's own time in the title
 function tookCell(s) {
-  if (!s.finished_ms || ACTIVE.has(s.state)) return h('span', { class: 'muted' }, '—');
-  return duration(s.finished_ms - s.created_ms);
+  const t = sessionTook(s);
+  if (!t) return h('span', { class: 'muted' }, '—');
+  return t.reviewMs === null
+    ? duration(t.took)
+    : h('span', { title: `to review; then ${duration(t.reviewMs)} in review` }, duration(t.took));
 }
 
 function row(s) {
