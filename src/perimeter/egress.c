@@ -265,19 +265,11 @@ int perimeter_egress_prepare(struct perimeter *p,
 	json_decref(hosts);
 	if (n == 0)
 		return 0; /* network none, no proxy */
-	_cleanup_free_ char *bin = wr_strdup(p->cfg.warren_bin);
-	_cleanup_free_ char *relay =
-	    bin ? wr_asprintf("%s/warren-relay", dirname(bin)) : NULL;
-	_cleanup_free_ char *dir =
-	    wr_asprintf("%s/sessions/%s.egress", p->cfg.data_dir, s->id);
-	if (!relay || !dir)
-		return wr_error_set(err, ENOMEM, "egress");
-	if (access(relay, X_OK) < 0)
-		return wr_error_set(err, errno,
-				    "egress: %s (the relay the sandbox needs; "
-				    "`make` builds it)",
-				    relay);
-	int r = egress_session_open(p->egress, s->id, dir, NULL, err);
+	_cleanup_free_ char *dir = NULL, *relay = NULL;
+	int r = perimeter_relay_paths(p, s->id, "egress", &dir, &relay, err);
+	if (r < 0)
+		return r;
+	r = egress_session_open(p->egress, s->id, dir, NULL, err);
 	if (r < 0)
 		return wr_error_wrap(err, "egress");
 	out->egress.dir = TAKE_PTR(dir);

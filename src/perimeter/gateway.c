@@ -159,18 +159,10 @@ int perimeter_gateway_prepare(struct perimeter *p,
 {
 	if (!p->gateway)
 		return 0;
-	_cleanup_free_ char *bin = wr_strdup(p->cfg.warren_bin);
-	_cleanup_free_ char *relay =
-	    bin ? wr_asprintf("%s/warren-relay", dirname(bin)) : NULL;
-	_cleanup_free_ char *dir =
-	    wr_asprintf("%s/sessions/%s.gateway", p->cfg.data_dir, s->id);
-	if (!relay || !dir)
-		return wr_error_set(err, ENOMEM, "gateway");
-	if (access(relay, X_OK) < 0)
-		return wr_error_set(err, errno,
-				    "gateway: %s (the relay the sandbox needs; "
-				    "`make` builds it)",
-				    relay);
+	_cleanup_free_ char *dir = NULL, *relay = NULL;
+	int r = perimeter_relay_paths(p, s->id, "gateway", &dir, &relay, err);
+	if (r < 0)
+		return r;
 	/* the totals go on from what the session used before (a restart,
 	 * a new sandbox after a death) */
 	struct agent_usage *u = run->usage;
@@ -183,7 +175,7 @@ int perimeter_gateway_prepare(struct perimeter *p,
 	    .cost = u->cost,
 	    .model_calls = u->model_calls,
 	};
-	int r = gateway_session_open(p->gateway, s->id, dir, &used, err);
+	r = gateway_session_open(p->gateway, s->id, dir, &used, err);
 	if (r < 0)
 		return wr_error_wrap(err, "gateway");
 	out->gateway.dir = TAKE_PTR(dir);

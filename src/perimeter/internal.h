@@ -39,6 +39,11 @@ static inline int64_t perimeter_event(struct perimeter *p,
 	return p->host.event(p->host.ctx, session_id, kind, data);
 }
 
+/* perimeter.c: DATA/sessions/<id>.<what> (the session's socket
+ * directory) and warren-relay beside warren, which must be there. */
+int perimeter_relay_paths(const struct perimeter *p, const char *session_id,
+			  const char *what, char **dir, char **relay,
+			  struct wr_error **err);
 /* egress.c */
 int perimeter_egress_start(struct perimeter *p, struct wr_error **err);
 void perimeter_egress_stop(struct perimeter *p);

@@ -6,6 +6,8 @@
 #include "util/cleanup.h"
 
 #include <errno.h>
+#include <libgen.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +62,27 @@ void perimeter_free(struct perimeter *p)
 const char *perimeter_build_egress_config(const struct perimeter *p)
 {
 	return p ? p->build_egress_config : NULL;
+}
+
+int perimeter_relay_paths(const struct perimeter *p, const char *session_id,
+			  const char *what, char **dir, char **relay,
+			  struct wr_error **err)
+{
+	_cleanup_free_ char *bin = wr_strdup(p->cfg.warren_bin);
+	_cleanup_free_ char *r =
+	    bin ? wr_asprintf("%s/warren-relay", dirname(bin)) : NULL;
+	_cleanup_free_ char *d = wr_asprintf("%s/sessions/%s.%s",
+					     p->cfg.data_dir, session_id, what);
+	if (!r || !d)
+		return wr_error_set(err, ENOMEM, "%s", what);
+	if (access(r, X_OK) < 0)
+		return wr_error_set(err, errno,
+				    "%s: %s (the relay the sandbox needs; "
+				    "`make` builds it)",
+				    what, r);
+	*dir = TAKE_PTR(d);
+	*relay = TAKE_PTR(r);
+	return 0;
 }
 
 void perimeter_sandbox_clear(struct perimeter_sandbox *ps)
