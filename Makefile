@@ -153,7 +153,10 @@ $(BUILD)/warren-egress: $(PROXY_OBJ)
 
 $(BUILD)/warren-client: $(CLIENT_OBJ) $(BUILD)/obj/src/util/alloc.o \
                         $(BUILD)/obj/src/util/error.o $(BUILD)/obj/src/util/parse.o \
-                        $(BUILD)/obj/src/util/json_alloc.o $(BUILD)/obj/src/util/capbuf.o
+                        $(BUILD)/obj/src/util/json_alloc.o $(BUILD)/obj/src/util/capbuf.o \
+                        $(BUILD)/obj/src/util/fs.o $(BUILD)/obj/src/util/spawn.o \
+                        $(BUILD)/obj/src/util/proc.o $(BUILD)/obj/src/util/gitenv.o \
+                        $(BUILD)/obj/src/snapshot/jsonc.o
 	$(CC) $(LDFLAGS) -o $@ $^ $(CLIENT_LIBS)
 
 $(BUILD)/warren-init: $(INIT_SRC) src/sandbox/proto.h src/util/alloc.h \

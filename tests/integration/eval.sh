@@ -43,6 +43,16 @@ api GET "/api/v1/sessions/$s"
 [ -z "$(ls "$TEST_TMP/data/sessions/$s/evidence" | grep -E 'check-(tests|upper)')" ] &&
 	pass "the hidden tests and the check's upper are gone after the check" || fail "the hidden tests and the check's upper are gone after the check" "$(ls "$TEST_TMP/data/sessions/$s/evidence")"
 
+# --- export: a registered repository's URL from the server -------------------
+"$WARREN" eval export "$SUITE" --harbor "$TEST_TMP/harbor" --server "$URL" --token "$TOKEN" >"$TEST_TMP/export.out" 2>&1
+rc=$?
+python3 - "$TEST_TMP/harbor/c-help/task.toml" "$TEST_TMP/repos/c-hello" <<'PY' && [ $rc = 0 ] && [ -s "$TEST_TMP/harbor/c-help/environment/repo.tar" ] &&
+import sys, tomllib
+assert tomllib.load(open(sys.argv[1], "rb"))["metadata"]["repository"] == sys.argv[2]
+PY
+	pass "eval export asks the server where a registered repository is" ||
+	fail "eval export asks the server where a registered repository is" "rc=$rc $(cat "$TEST_TMP/export.out")"
+
 # --- a no-op agent: none resolves ----------------------------------------------
 out="$(ev run "$SUITE" --agent true --repeat 1 --parallel 4 --wait --json 2>"$TEST_TMP/noop.err")"
 NOOP="$(echo "$out" | jq -r .id)"

@@ -35,6 +35,8 @@ static const char eval_usage[] =
     "usage: warren eval run SUITE [options]\n"
     "       warren eval run --resume RUN [--wait] [--json]\n"
     "       warren eval report RUN [--compare RUN2] [--json]\n"
+    "       warren eval export SUITE --harbor OUT [--repo NAME=URL]...\n"
+    "                          [--base-image IMAGE] [--apt PKGS]\n"
     "\n"
     "Runs a suite of frozen tasks (docs/eval.md): each task is submitted as\n"
     "a session on its repository at its base commit, and once the session\n"
@@ -58,6 +60,15 @@ static const char eval_usage[] =
     "  --dir DIR           where runs are kept (default $WARREN_EVAL_DIR,\n"
     "                      else $WARREN_HOME/eval, else ./.warren-eval)\n"
     "  --json              the run (--wait: the report) as JSON\n"
+    "  --harbor OUT        export: one directory per task in Harbor's layout\n"
+    "                      (instruction.md, task.toml, environment/, tests/,\n"
+    "                      solution/) for other harnesses\n"
+    "  --repo NAME=URL     export: where the task repository NAME comes\n"
+    "                      from (default: a path or URL as written, else the\n"
+    "                      server's record of the registered name)\n"
+    "  --base-image IMAGE  export: the Dockerfiles' FROM (default debian:12)\n"
+    "  --apt PKGS          export: Debian packages the environment installs\n"
+    "                      besides git (\"make gcc cmake\")\n"
     "  --server URL        Warren server (default $WARREN_SERVER, else\n"
     "                      " CLIENT_DEFAULT_SERVER ")\n"
     "  --token T           API token, a reviewer's or an admin's (default\n"
@@ -76,6 +87,10 @@ enum {
 	OPT_DIR,
 	OPT_KEEP,
 	OPT_COMPARE,
+	OPT_HARBOR,
+	OPT_REPO,
+	OPT_BASE_IMAGE,
+	OPT_APT,
 };
 
 static const struct option eval_options[] = {
@@ -88,12 +103,17 @@ static const struct option eval_options[] = {
     {"dir", required_argument, NULL, OPT_DIR},
     {"keep-review", no_argument, NULL, OPT_KEEP},
     {"compare", required_argument, NULL, OPT_COMPARE},
+    {"harbor", required_argument, NULL, OPT_HARBOR},
+    {"repo", required_argument, NULL, OPT_REPO},
+    {"base-image", required_argument, NULL, OPT_BASE_IMAGE},
+    {"apt", required_argument, NULL, OPT_APT},
     {"wait", no_argument, NULL, 'w'},
     {NULL, 0, NULL, 0},
 };
 
 struct eval_opts {
 	const char *agent, *preset, *resume, *dir, *compare;
+	struct eval_export_opts export;
 	bool oracle, wait, keep, repeat_set, parallel_set;
 	uint64_t repeat, parallel;
 };
@@ -130,6 +150,29 @@ static int on_option(struct client *c, void *ctx, int opt, const char *arg)
 	case OPT_DIR: o->dir = arg; return 0;
 	case OPT_KEEP: o->keep = true; return 0;
 	case OPT_COMPARE: o->compare = arg; return 0;
+	case OPT_HARBOR: o->export.out = arg; return 0;
+	case OPT_BASE_IMAGE: o->export.base_image = arg; return 0;
+	case OPT_APT:
+		for (const char *q = arg; *q; q++)
+			if (!strchr("abcdefghijklmnopqrstuvwxyz0123456789+-.:, ",
+				    *q)) {
+				client_usage_error(c, "--apt '%s': Debian "
+						      "package names",
+						   arg);
+				return -1;
+			}
+		o->export.apt = arg;
+		return 0;
+	case OPT_REPO:
+		if (!strchr(arg, '=') || arg[0] == '=' ||
+		    o->export.n_repos >= EVAL_EXPORT_REPOS_MAX) {
+			client_usage_error(c, "--repo '%s': NAME=URL (at most "
+					      "%d)",
+					   arg, EVAL_EXPORT_REPOS_MAX);
+			return -1;
+		}
+		o->export.repos[o->export.n_repos++] = arg;
+		return 0;
 	case 'w': o->wait = true; return 0;
 	}
 	return -1;
@@ -785,12 +828,48 @@ int client_cmd_eval(struct client *c, int argc, char **argv)
 	if (code != CLIENT_CONTINUE)
 		return code;
 	if (c->n_args == 0) {
-		client_usage_error(c, "missing sub-command: run or report");
+		client_usage_error(c, "missing sub-command: run, report or "
+				      "export");
 		return CLIENT_EXIT_USAGE;
 	}
 	const char *sub = c->args[0];
 	c->args++;
 	c->n_args--;
+	bool exporting = o.export.out || o.export.n_repos ||
+			 o.export.base_image || o.export.apt;
+	if (exporting && strcmp(sub, "export")) {
+		client_usage_error(c, "--harbor, --repo, --base-image and "
+				      "--apt go with 'eval export'");
+		return CLIENT_EXIT_USAGE;
+	}
+	if (!strcmp(sub, "export")) {
+		c->verb = "eval export";
+		if (o.agent || o.preset || o.oracle || o.resume ||
+		    o.repeat_set || o.parallel_set || o.wait || o.keep ||
+		    o.compare || o.dir) {
+			client_usage_error(c, "'eval export' takes SUITE, "
+					      "--harbor, --repo and "
+					      "--base-image");
+			return CLIENT_EXIT_USAGE;
+		}
+		if (!o.export.out) {
+			client_usage_error(c, "eval export: --harbor OUT is "
+					      "needed (the only format)");
+			return CLIENT_EXIT_USAGE;
+		}
+		code = client_check_args(c, 1, 1, "SUITE");
+		if (code != CLIENT_CONTINUE)
+			return code;
+		struct wr_error *err = NULL;
+		int r = eval_export(c, &o.export, c->args[0], &err);
+		if (r == -EINVAL || r == -EEXIST) {
+			fprintf(stderr, "warren eval export: %s\n",
+				err && err->msg ? err->msg : "bad input");
+			wr_error_free(err);
+			return CLIENT_EXIT_USAGE;
+		}
+		return r < 0 ? client_exit(c, r, err) : CLIENT_EXIT_OK;
+	}
 	if (!strcmp(sub, "run")) {
 		c->verb = "eval run";
 		if (o.compare) {
@@ -839,6 +918,7 @@ int client_cmd_eval(struct client *c, int argc, char **argv)
 		json_decref(att2);
 		return r < 0 ? client_exit(c, r, err) : CLIENT_EXIT_OK;
 	}
-	client_usage_error(c, "unknown sub-command '%s' (run, report)", sub);
+	client_usage_error(c, "unknown sub-command '%s' (run, report, export)",
+			   sub);
 	return CLIENT_EXIT_USAGE;
 }

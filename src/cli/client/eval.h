@@ -7,7 +7,8 @@
  * hidden test files) and an optional solution.patch (docs/eval.md). A
  * run is a directory of its own on this side: run.json and one JSON file
  * per attempt under attempts/, written as the run goes, so that a run
- * stopped anywhere is resumed (`eval run --resume ID`). */
+ * stopped anywhere is resumed (`eval run --resume ID`). eval_export.c:
+ * `eval export`, a suite in Harbor's task layout. */
 #ifndef WR_CLI_CLIENT_EVAL_H
 #define WR_CLI_CLIENT_EVAL_H
 
@@ -67,5 +68,17 @@ int eval_report_print(const json_t *report, const json_t *other);
 json_t *eval_report_compare(const json_t *a, const json_t *b);
 
 int client_eval_report(struct client *c, int argc, char **argv);
+
+/* eval_export.c: `eval export SUITE --harbor OUT`. */
+#define EVAL_EXPORT_REPOS_MAX 64
+struct eval_export_opts {
+	const char *out;	/* OUT: one directory per task in it */
+	const char *base_image; /* the Dockerfiles' FROM (default debian:12) */
+	const char *apt;	/* Debian packages the tasks' builds need */
+	const char *repos[EVAL_EXPORT_REPOS_MAX]; /* "NAME=URL|PATH" */
+	size_t n_repos;
+};
+int eval_export(struct client *c, const struct eval_export_opts *o,
+		const char *suite_dir, struct wr_error **err);
 
 #endif
