@@ -63,6 +63,9 @@ struct run {
 	int64_t life_start_ms;	/* lifetime counts from here */
 	int64_t last_active_ms; /* idle counts from here */
 	int64_t sandbox_start_ms;
+	/* sandbox time of the session's sandboxes gone (earlier lives'
+	 * included, from outcome.sandbox_seconds), under mu */
+	double sandbox_seconds;
 	unsigned baseline_procs; /* processes once services were ready */
 	uint64_t last_cpu_ticks;
 	struct control_limits limits;

@@ -178,14 +178,27 @@ static void sandbox_stop(struct run *run)
 	perimeter_sandbox_close(c->perimeter, run->id);
 	pthread_mutex_lock(&c->mu);
 	if (run->sandbox_start_ms) {
+		double used = (store_now_ms() - run->sandbox_start_ms) / 1000.0;
+		run->sandbox_seconds += used;
 		pthread_mutex_lock(&c->metrics_mu);
-		c->m.sandbox_seconds +=
-		    (store_now_ms() - run->sandbox_start_ms) / 1000.0;
+		c->m.sandbox_seconds += used;
 		pthread_mutex_unlock(&c->metrics_mu);
 	}
 	run->sandbox_start_ms = 0;
 	run->init_pid = 0;
 	pthread_mutex_unlock(&c->mu);
+}
+
+/* outcome.sandbox_seconds: the time of the session's sandboxes so far,
+ * the one running included. */
+static void outcome_sandbox_seconds(struct run *run, json_t *outcome)
+{
+	pthread_mutex_lock(&run->ctl->mu);
+	double s = run->sandbox_seconds;
+	if (run->sandbox_start_ms)
+		s += (store_now_ms() - run->sandbox_start_ms) / 1000.0;
+	pthread_mutex_unlock(&run->ctl->mu);
+	json_object_set_new(outcome, "sandbox_seconds", json_real(s));
 }
 
 /* Is pid running (a zombie is not: the sandbox's init is reaped by the
@@ -995,6 +1008,7 @@ static bool op_to_running(void *ctx)
 	upd.reason = "";
 	if (!x->s.started_ms)
 		upd.started_ms = x->s.started_ms = store_now_ms();
+	outcome_sandbox_seconds(x->run, x->outcome);
 	char *oc = json_dumps(x->outcome, JSON_COMPACT);
 	upd.outcome_json = oc;
 	int64_t tr = control_transition(c, x->run->id, SESSION_PROVISIONING,
@@ -1222,6 +1236,7 @@ static void op_review(void *ctx, int exit_code)
 {
 	struct runner_ctx *x = ctx;
 	struct wr_error *err = NULL;
+	outcome_sandbox_seconds(x->run, x->outcome);
 	struct store_session_update u = STORE_SESSION_UPDATE_INIT;
 	u.finished_ms = store_now_ms();
 	u.exit_code = exit_code == INT_MIN ? INT32_MIN : exit_code;
@@ -1363,6 +1378,10 @@ void *runner_main(void *arg)
 	    json_object_get(x.outcome, "output_bytes"));
 	run->output_capped =
 	    json_is_true(json_object_get(x.outcome, "output_truncated"));
+	pthread_mutex_lock(&c->mu);
+	run->sandbox_seconds = json_number_value(
+	    json_object_get(x.outcome, "sandbox_seconds"));
+	pthread_mutex_unlock(&c->mu);
 	if (x.s.limits_json) {
 		json_t *lj = json_loads(x.s.limits_json, 0, NULL);
 		/* the session's egress list rides along; not a limit */

@@ -34,9 +34,10 @@ echo "$out" | jq -e '.tasks | length == '"$ntasks"' and all(.runs == 1 and .reso
 	fail "the report's JSON: runs, resolved, resolve_rate, cost, tasks[].name/runs/resolved" "$(echo "$out" | head -c 600)"
 a="$(ls "$RUNS/$ORACLE/attempts" | head -1)"
 jq -e '.state == "done" and .resolved == true and (.session | startswith("s-")) and .check.passed == true and
-	(.check.results | map(.kind) | index("fail_to_pass") != null) and .diff.changed == true and has("tokens") and has("wall_ms")' \
+	(.check.results | map(.kind) | index("fail_to_pass") != null) and .diff.changed == true and has("tokens") and has("wall_ms") and
+	(.sandbox_seconds | type == "number" and . > 0 and . < 600)' \
 	"$RUNS/$ORACLE/attempts/$a" >/dev/null &&
-	pass "each attempt is a file: session, check results, diff, tokens, time" || fail "each attempt is a file: session, check results, diff, tokens, time" "$(head -c 600 "$RUNS/$ORACLE/attempts/$a")"
+	pass "each attempt is a file: session, check results, diff, tokens, time, sandbox seconds" || fail "each attempt is a file: session, check results, diff, tokens, time" "$(head -c 600 "$RUNS/$ORACLE/attempts/$a")"
 s="$(jq -r .session "$RUNS/$ORACLE/attempts/$a")"
 api GET "/api/v1/sessions/$s"
 [ "$(jget .state)" = rejected ] && pass "a checked session is rejected (its sandbox freed)" || fail "a checked session is rejected (its sandbox freed)" "$(jget .state)"

@@ -406,8 +406,12 @@ static void attempt_measure(json_t *rec, const json_t *s)
 			    json_integer(finished > started && started
 					     ? finished - started
 					     : 0));
-	/* the server keeps sandbox time in its totals only (GET /stats) */
-	json_object_set_new(rec, "sandbox_seconds", json_null());
+	/* the session's sandboxes until it rested, as the server counted */
+	const json_t *sbs = json_object_get(outcome, "sandbox_seconds");
+	json_object_set_new(rec, "sandbox_seconds",
+			    json_is_number(sbs)
+				? json_real(json_number_value(sbs))
+				: json_null());
 	json_object_set_new(
 	    rec, "verify",
 	    verify ? json_pack("{s:O, s:I}", "passed",
