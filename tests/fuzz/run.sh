@@ -36,8 +36,8 @@ fi
 target_sources() {
 	case "$1" in
 	api) echo src/util/*.c src/sandbox/*.c src/snapshot/*.c src/store/*.c \
-		  src/session/*.c src/sched/*.c src/api/*.c src/agent/*.c src/review/*.c \
-		  src/security/*.c src/notify/*.c src/meter/*.c src/gateway/*.c src/agents/*.c \
+		  src/session/*.c src/sched/*.c src/perimeter/*.c src/api/*.c src/agent/*.c src/review/*.c \
+		  src/security/*.c src/notify/*.c src/meter/*.c src/gateway/*.c src/agents/*.c src/blobs/*.c \
 		  -lmicrohttpd -lsqlite3 -lpq -lcurl -ljansson -lsodium -lseccomp -lpthread -lpsl ;;
 	egress) echo src/util/*.c src/security/egress_policy.c -ljansson -lsodium -lpsl ;;
 	gateway) echo src/util/*.c src/gateway/config.c src/gateway/usage.c src/meter/meter.c \
