@@ -262,6 +262,7 @@ int api_repo_builds(struct api_ctx *c);
 int api_repo_build_log(struct api_ctx *c);
 int api_repo_build_cancel(struct api_ctx *c);
 bool api_build_id_valid(const char *s);
+int api_repo_get(struct api_ctx *c);
 int api_repo_update(struct api_ctx *c);
 int api_repo_remove(struct api_ctx *c);
 int api_snapshots_list(struct api_ctx *c);

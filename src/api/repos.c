@@ -226,6 +226,28 @@ static int repo_known(struct api_ctx *c, char id[STORE_ID_MAX])
 	return 0;
 }
 
+/* GET /repositories/{id}: one repository (by id or name), as listed. */
+int api_repo_get(struct api_ctx *c)
+{
+	struct store_repo repo;
+	struct wr_error *err = NULL;
+	int r = c->a->st->ops->repo_get(c->a->st, c->id, &repo, &err);
+	if (r == -ENOENT) {
+		wr_error_free(err);
+		return api_reply_error(c->out, 404, "repository %s not found",
+				       c->id);
+	}
+	if (r < 0) {
+		api_reply_failure(c, r, err, "look up the repository");
+		wr_error_free(err);
+		return 0;
+	}
+	json_t *o = api_repo_json(&repo);
+	repo_add_state(c, o, &repo);
+	store_repo_clear(&repo);
+	return api_reply_render(c, 200, o, "render the repository");
+}
+
 /* GET /repositories/{id}/builds: the last builds, newest first. */
 int api_repo_builds(struct api_ctx *c)
 {

@@ -305,6 +305,8 @@ static const struct route routes[] = {
     {"repositories/*/builds/+/log", "GET", 'r', BODY_NONE, NULL,
      api_repo_build_log, REVIEWERS, "reading a build's log",
      api_build_id_valid},
+    {"repositories/*", "GET", 'r', BODY_NONE, NULL, api_repo_get, ANY_ROLE,
+     NULL, NULL},
     {"repositories/*", "PATCH", 'r', BODY_REQUIRED, NULL, api_repo_update,
      ADMINS, "changing a repository", NULL},
     {"repositories/*", "DELETE", 'r', BODY_NONE, NULL, api_repo_remove,

@@ -45,6 +45,11 @@ expect_status "repo set with nothing to change is a usage error (2)" 2 repo set 
 api PATCH "/api/v1/repositories/$id" '{"name": "other"}'
 [ "$CODE" = 400 ] && pass "PATCH refuses an unknown key (name does not change)" ||
 	fail "PATCH refuses an unknown key (name does not change)" "$CODE $BODY"
+api GET "/api/v1/repositories/$id"
+[ "$CODE" = 200 ] && [ "$(jget .name)" = greeter ] && [ "$(jget .url)" = "$R" ] && [ -n "$(jget .refresh_source)" ] &&
+	pass "GET /repositories/{id}: the repository, as listed" || fail "GET /repositories/{id}: the repository, as listed" "$CODE $BODY"
+api GET /api/v1/repositories/r-nosuch
+[ "$CODE" = 404 ] && pass "GET of an unknown repository is 404" || fail "GET of an unknown repository is 404" "$CODE $BODY"
 api PATCH "/api/v1/repositories/r-nosuch" '{"refresh": "1h"}'
 [ "$CODE" = 404 ] && pass "PATCH of an unknown repository is 404" || fail "PATCH of an unknown repository is 404" "$CODE $BODY"
 

@@ -23,7 +23,7 @@
  *   solution/solve.sh       applies solution/solution.patch (if any)
  *
  * A repository given by its registered name is looked up on the server
- * (GET /repositories/{name}) for its URL; `--repo NAME=URL` says it
+ * (GET /repositories) for its URL; `--repo NAME=URL` says it
  * instead. Nothing is written outside OUT, and OUT/<task> must not exist
  * yet (a half export is removed). */
 #include "cli/client/eval.h"
@@ -123,25 +123,31 @@ static int repo_source(struct client *c, const struct eval_export_opts *o,
 		       !strncmp(repo, "./", 2) || !strncmp(repo, "../", 3)))
 		given = repo;
 	if (!given) {
-		_cleanup_free_ char *esc = client_escape(repo);
-		_cleanup_free_ char *path =
-		    esc ? wr_asprintf("/repositories/%s", esc) : NULL;
-		json_t *r = NULL;
-		int e = path ? client_get(c, path, &r, err)
-			     : wr_error_set(err, ENOMEM, "export");
+		json_t *list = NULL;
+		int e = client_get(c, "/repositories", &list, err);
 		if (e < 0)
 			return wr_error_wrap(err,
 					     "repository %s (or say it with "
 					     "--repo %s=URL)",
 					     repo, repo);
-		const char *url = json_string_value(json_object_get(r, "url"));
-		fetched = url ? wr_strdup(url) : NULL;
-		json_decref(r);
+		size_t i;
+		json_t *r;
+		json_array_foreach(json_object_get(list, "repositories"), i, r)
+		{
+			const char *name =
+			    json_string_value(json_object_get(r, "name"));
+			const char *url =
+			    json_string_value(json_object_get(r, "url"));
+			if (name && url && !strcmp(name, repo) && !fetched)
+				fetched = wr_strdup(url);
+		}
+		json_decref(list);
 		if (!fetched)
-			return wr_error_set(err, EPROTO,
-					    "repository %s: no url in the "
-					    "server's answer",
-					    repo);
+			return wr_error_input(err, ENOENT,
+					      "repository %s: not registered on "
+					      "the server (say where it is with "
+					      "--repo %s=URL)",
+					      repo, repo);
 		given = fetched;
 	}
 	const char *path = given;
