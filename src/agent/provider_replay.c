@@ -13,7 +13,15 @@
  *     {"status": 400, "error": {"message": "..."}},
  *     ...]}
  *
- * Each complete() plays the next entry. A replay is a script: it does not
+ * or, for sessions of several tasks under one server (an eval's suite),
+ * several scripts, each chosen by a text its session's first user message
+ * holds:
+ *
+ *   {"scripts": [{"when": "TEXT", "responses": [ENTRY, ...]}, ...]}
+ *
+ * The first call picks the first script whose "when" is in the first user
+ * message (none: that call fails, naming the file). Each complete() plays
+ * the next entry. A replay is a script: beyond that choice it does not
  * look at the messages or tools it is given. The faults play as the openai
  * backend would meet them: 429, 408 and 5xx are retried (the next entry
  * is played, with no wait) up to max_retries and counted in
@@ -40,7 +48,10 @@
 struct replay_provider {
 	struct provider base;
 	char *path;
-	json_t *responses; /* checked entries, messages normalized */
+	json_t *responses; /* checked entries, messages normalized; NULL
+			      until a script is chosen */
+	json_t *scripts;   /* or NULL: the file had one script */
+	unsigned start;	   /* replies already played (a resumed session) */
 	size_t next;
 	unsigned max_retries;
 };
@@ -118,6 +129,25 @@ static int check_entry(json_t *entry, size_t i, struct wr_error **err)
 	return 0;
 }
 
+/* A "responses" array: there, not empty, every entry checked. */
+static int check_responses(json_t *responses, struct wr_error **err)
+{
+	if (!json_is_array(responses))
+		return wr_error_input(err, 0, "no \"responses\" array");
+	if (json_array_size(responses) == 0)
+		return wr_error_input(err, 0, "\"responses\" is empty");
+	size_t i;
+	json_t *entry;
+	json_array_foreach(responses, i, entry)
+	{
+		int r = check_entry(entry, i, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* *out: the file's "responses", or its "scripts". */
 static int load(const char *path, json_t **out, struct wr_error **err)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -136,22 +166,37 @@ static int load(const char *path, json_t **out, struct wr_error **err)
 	if (!doc)
 		return wr_error_input(err, 0, "line %d, column %d: %s",
 				      jerr.line, jerr.column, jerr.text);
-	json_t *responses = json_object_get(doc, "responses");
+	json_t *scripts = json_object_get(doc, "scripts");
 	int r = 0;
-	if (!json_is_array(responses))
-		r = wr_error_input(err, 0, "no \"responses\" array");
-	else if (json_array_size(responses) == 0)
-		r = wr_error_input(err, 0, "\"responses\" is empty");
-	size_t i;
-	json_t *entry;
-	json_array_foreach(responses, i, entry)
-	{
-		if (r < 0)
-			break;
-		r = check_entry(entry, i, err);
+	if (scripts) {
+		if (!json_is_array(scripts) || json_array_size(scripts) == 0)
+			r = wr_error_input(err, 0,
+					   "\"scripts\" is not a non-empty array");
+		size_t k;
+		json_t *sc;
+		json_array_foreach(scripts, k, sc)
+		{
+			if (r < 0)
+				break;
+			if (!json_is_string(json_object_get(sc, "when")) ||
+			    !*json_string_value(json_object_get(sc, "when")))
+				r = wr_error_input(err, 0,
+						   "scripts[%zu]: no \"when\" "
+						   "text",
+						   k);
+			else if ((r = check_responses(
+				      json_object_get(sc, "responses"), err)) <
+				 0)
+				r = wr_error_wrap(err, "scripts[%zu]", k);
+		}
+		if (r == 0)
+			*out = json_incref(scripts);
+	} else {
+		json_t *responses = json_object_get(doc, "responses");
+		r = check_responses(responses, err);
+		if (r == 0)
+			*out = json_incref(responses);
 	}
-	if (r == 0)
-		*out = json_incref(responses);
 	json_decref(doc);
 	return r;
 }
@@ -215,13 +260,62 @@ static int fault_error(const struct replay_provider *p, size_t i,
 	return -EBADMSG;
 }
 
+/* A resumed session: its transcript holds start assistant messages, so
+ * the recording goes on after the entry that gave the last of them
+ * (faults among the played entries are passed too). */
+static void skip_played(struct replay_provider *p)
+{
+	for (unsigned played = 0; played < p->start &&
+				  p->next < json_array_size(p->responses);
+	     p->next++)
+		if (entry_is_reply(json_array_get(p->responses, p->next)))
+			played++;
+}
+
+/* The script whose "when" the first user message holds. */
+static int choose_script(struct replay_provider *p, const json_t *messages,
+			 struct wr_error **err)
+{
+	const char *prompt = NULL;
+	size_t i;
+	const json_t *m;
+	json_array_foreach(messages, i, m)
+	{
+		const char *role = json_string_value(json_object_get(m, "role"));
+		if (role && !strcmp(role, "user")) {
+			prompt = json_string_value(json_object_get(m, "content"));
+			break;
+		}
+	}
+	const json_t *sc;
+	json_array_foreach(p->scripts, i, sc)
+	{
+		const char *when =
+		    json_string_value(json_object_get(sc, "when"));
+		if (prompt && strstr(prompt, when)) {
+			p->responses =
+			    json_incref(json_object_get(sc, "responses"));
+			skip_played(p);
+			return 0;
+		}
+	}
+	return wr_error_input(err, 0,
+			      "replay file %s: no script's \"when\" is in the "
+			      "session's prompt",
+			      p->path);
+}
+
 static int replay_complete(struct provider *base, const json_t *messages,
 			   const json_t *tools, struct provider_reply *out,
 			   struct wr_error **err)
 {
 	struct replay_provider *p = (struct replay_provider *)base;
-	(void)messages; /* a script: it does not react */
-	(void)tools;
+	(void)tools; /* a script: it does not react */
+	if (!p->responses) {
+		int r = choose_script(p, messages, err);
+		if (r < 0)
+			return r;
+	}
 	size_t count = json_array_size(p->responses);
 	unsigned retries = 0;
 	for (;;) {
@@ -280,6 +374,7 @@ static void replay_free(struct provider *base)
 {
 	struct replay_provider *p = (struct replay_provider *)base;
 	json_decref(p->responses);
+	json_decref(p->scripts);
 	free(p->path);
 	free(p);
 }
@@ -295,8 +390,8 @@ int provider_replay_new(const struct provider_config *cfg,
 	if (!cfg->replay_file || !*cfg->replay_file)
 		return wr_error_input(err, 0,
 				      "replay provider: no replay_file");
-	json_t *responses = NULL;
-	int r = load(cfg->replay_file, &responses, err);
+	json_t *loaded = NULL;
+	int r = load(cfg->replay_file, &loaded, err);
 	if (r < 0)
 		return wr_error_wrap(err, "replay file %s", cfg->replay_file);
 	struct replay_provider *p = wr_calloc(1, sizeof(*p));
@@ -304,21 +399,23 @@ int provider_replay_new(const struct provider_config *cfg,
 	if (!p || !path) {
 		free(p);
 		free(path);
-		json_decref(responses);
+		json_decref(loaded);
 		return wr_error_set(err, ENOMEM, "replay provider");
 	}
 	p->base.ops = &replay_ops;
 	p->path = path;
-	p->responses = responses;
 	p->max_retries = cfg->max_retries;
-	/* A resumed session: its transcript holds replay_start assistant
-	 * messages, so the recording goes on after the entry that gave the
-	 * last of them (faults among the played entries are passed too). */
-	for (unsigned played = 0;
-	     played < cfg->replay_start && p->next < json_array_size(responses);
-	     p->next++)
-		if (entry_is_reply(json_array_get(responses, p->next)))
-			played++;
+	p->start = cfg->replay_start;
+	/* one script plays from now; several wait for the first call's
+	 * prompt to choose */
+	bool several = json_is_array(loaded) && json_array_size(loaded) &&
+		       json_object_get(json_array_get(loaded, 0), "when");
+	if (several) {
+		p->scripts = loaded;
+	} else {
+		p->responses = loaded;
+		skip_played(p);
+	}
 	*out = &p->base;
 	return 0;
 }

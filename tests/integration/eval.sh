@@ -112,3 +112,20 @@ out="$(ev run "$P" --agent-preset codex --agent true 2>&1)"
 out="$(ev run "$ROOT_DIR/eval/sample" --oracle --agent true 2>&1)"
 [ $? = 2 ] && pass "--oracle and --agent exclude each other" || fail "--oracle and --agent exclude each other" "$out"
 server_stop
+
+# --- the server's model: recorded transcripts (eval/sample/replay.json) --------
+# three tasks have a script (chosen by their prompt); the others' sessions
+# find none and fail: exactly those three resolve
+cat >"$TEST_TMP/replay-config.json" <<EOF2
+{"repositories": [{"name": "c-hello", "url": "$TEST_TMP/repos/c-hello"},
+                  {"name": "cmake-hello", "url": "$TEST_TMP/repos/cmake-hello"}],
+ "model": {"provider": "replay", "replay": "$ROOT_DIR/eval/sample/replay.json"}}
+EOF2
+server_start "$TEST_TMP/data2" "$TEST_TMP/replay-config.json"
+out="$(ev run "$SUITE" --repeat 1 --parallel 4 --wait --json 2>"$TEST_TMP/replay.err")"
+got="$(echo "$out" | jq -c '[.tasks[] | select(.resolved > 0) | .name] | sort')"
+[ "$got" = '["c-help","c-version","cmake-shout"]' ] && [ "$(echo "$out" | jq .runs)" = "$ntasks" ] &&
+	[ "$(echo "$out" | jq '.cost >= 0')" = true ] &&
+	pass "the built-in agent on recorded transcripts: exactly the recorded tasks resolve" ||
+	fail "the built-in agent on recorded transcripts: exactly the recorded tasks resolve" "$got $(cat "$RUNS/$(echo "$out" | jq -r .id)"/attempts/*.json 2>/dev/null | jq -c '{task, session_state, reason}' | head -4 | tr '\n' ' ') $(tail -3 "$TEST_TMP/replay.err")"
+server_stop

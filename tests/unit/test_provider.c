@@ -994,6 +994,61 @@ static void test_replay_resume(void **state)
 	}
 }
 
+/* Several scripts: the session's first user message chooses one; a
+ * resumed session goes on within it; no match fails, naming the file. */
+static void test_replay_scripts(void **state)
+{
+	(void)state;
+	write_recording(
+	    "{'scripts': [{'when': 'Say goodbye', 'responses': "
+	    "[{'message': {'content': 'bye'}}]},"
+	    " {'when': 'Say hello', 'responses': [{'message': {'content': "
+	    "'hi'}}, {'message': {'content': 'hi again'}}]}]}");
+	json_auto_t *messages = conversation();
+	for (unsigned start = 0; start < 2; start++) {
+		struct provider_config cfg = {.kind = "replay",
+					      .replay_file = recording_path,
+					      .replay_start = start};
+		struct provider *p = new_provider(&cfg);
+		struct provider_reply reply = {0};
+		complete_ok(p, messages, NULL, &reply);
+		assert_string_equal(str_at(reply.message, "content"),
+				    start ? "hi again" : "hi");
+		provider_reply_clear(&reply);
+		provider_free(p);
+	}
+	struct provider *p = replay_provider(
+	    "{'scripts': [{'when': 'Say goodbye', 'responses': "
+	    "[{'message': {'content': 'bye'}}]}]}",
+	    0);
+	struct wr_error *err =
+	    complete_fails(p, -EINVAL, "no script's \"when\" is in");
+	assert_true(err->bad_input);
+	assert_says(err, recording_path);
+	wr_error_free(err);
+	provider_free(p);
+	/* a script without its text, or with a bad entry, is refused when
+	 * the provider is made, naming which */
+	const char *bad[][2] = {
+	    {"{'scripts': [{'responses': [{'message': {'content': 'x'}}]}]}",
+	     "scripts[0]: no \"when\""},
+	    {"{'scripts': [{'when': 'a', 'responses': [{'usage': 1}]}]}",
+	     "scripts[0]"},
+	    {"{'scripts': []}", "\"scripts\" is not a non-empty array"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		write_recording(bad[i][0]);
+		struct provider_config cfg = {.kind = "replay",
+					      .replay_file = recording_path};
+		struct provider *q = NULL;
+		struct wr_error *e = NULL;
+		assert_int_equal(provider_new(&cfg, &q, &e), -EINVAL);
+		assert_null(q);
+		assert_says(e, bad[i][1]);
+		wr_error_free(e);
+	}
+}
+
 static void test_replay_malformed(void **state)
 {
 	(void)state;
@@ -1155,6 +1210,7 @@ int main(void)
 	    cmocka_unit_test(test_replay_in_order),
 	    cmocka_unit_test(test_replay_faults),
 	    cmocka_unit_test(test_replay_resume),
+	    cmocka_unit_test(test_replay_scripts),
 	    cmocka_unit_test(test_replay_malformed),
 	    cmocka_unit_test_teardown(test_same_recording, teardown),
 	    cmocka_unit_test_teardown(test_allocation_failures, teardown),

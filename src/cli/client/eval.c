@@ -30,6 +30,8 @@
 	"grep -q '^diff --git ' \"$WARREN_PROMPT_FILE\" || exit 0; "            \
 	"git apply --whitespace=nowarn \"$WARREN_PROMPT_FILE\""
 #define EVAL_POLL_MS 500
+/* run.json's "agent" of a run on the server's model (a label) */
+#define EVAL_SERVER_AGENT "(the server's)"
 
 static const char eval_usage[] =
     "usage: warren eval run SUITE [options]\n"
@@ -321,6 +323,10 @@ static int attempt_submit(struct eval_state *st, struct attempt *a,
 	struct eval_task *t = a->task;
 	bool oracle = json_is_true(json_object_get(st->run, "oracle"));
 	const char *agent = json_string_value(json_object_get(st->run, "agent"));
+	/* the label of a run on the server's model is no command: the
+	 * session is submitted without an agent */
+	if (agent && !strcmp(agent, EVAL_SERVER_AGENT))
+		agent = NULL;
 	json_t *body = json_object();
 	if (!body)
 		return wr_error_set(err, ENOMEM, "submit");
@@ -744,7 +750,7 @@ static int eval_run(struct client *c, struct eval_opts *o)
 			json_object_set_new(st.run, "agent", json_string(label));
 		} else if (!o->agent && !o->oracle)
 			json_object_set_new(st.run, "agent",
-					    json_string("(the server's)"));
+					    json_string(EVAL_SERVER_AGENT));
 	}
 	st.dir = wr_asprintf("%s/%s", runs, client_json_str(st.run, "id"));
 	_cleanup_free_ char *att_dir =
