@@ -185,12 +185,50 @@ int store_claim_one_check(const char *id, const char *worker_id,
 			  enum session_state state, const char *holder,
 			  int64_t expires_ms, int64_t now_ms, bool *keep,
 			  struct wr_error **err);
-/* lease_reap's transition of session c: its reason ("worker W lost its
- * lease" when reason is NULL) into upd (text owned by *reason_out) and its
- * event's extra keys {"worker":W,"epoch":E} into *extra_out. */
-int store_reap_data(const struct store_claim *c, const char *reason,
-		    struct store_session_update *upd, char **reason_out,
-		    char **extra_out, struct wr_error **err);
+/* What a backend lends lease_reap inside its transaction (conn, its
+ * connection): a lease's end (the epoch after; advanced if advance), and
+ * session_transition's write of a transition with its event (the event's
+ * seq; data from store_transition_data). */
+struct store_reap_ops {
+	int64_t (*lease_end)(void *conn, const char *id, bool advance,
+			     struct wr_error **err);
+	int64_t (*transition)(void *conn, const char *id, int from,
+			      enum session_state to,
+			      const struct store_session_update *upd,
+			      json_t *data, int64_t now, struct wr_error **err);
+};
+/* Defines name, the store_reap_ops of a backend whose connection is a
+ * conn_type, over its lease_end and transition functions (which take a
+ * conn_type *). */
+#define STORE_DEFINE_REAP_OPS(name, conn_type, lease_end_fn, transition_fn)    \
+	static int64_t name##_lease_end(void *conn, const char *id,            \
+					bool advance, struct wr_error **err)   \
+	{                                                                      \
+		return lease_end_fn((conn_type *)conn, id, advance, err);      \
+	}                                                                      \
+	static int64_t name##_transition(                                      \
+	    void *conn, const char *id, int from, enum session_state to,       \
+	    const struct store_session_update *upd, json_t *data, int64_t now, \
+	    struct wr_error **err)                                             \
+	{                                                                      \
+		return transition_fn((conn_type *)conn, id, from, to, upd,     \
+				     data, now, err);                          \
+	}                                                                      \
+	static const struct store_reap_ops name = {name##_lease_end,           \
+						   name##_transition}
+/* Reaps the expired lease c (a row of STORE_CLAIM_COLUMNS) in the
+ * caller's transaction: its lease ends, its epoch advancing; if its state
+ * may go to interrupted, it does, with reason ("worker W lost its lease"
+ * when NULL) and the keys {"worker":W,"epoch":E}. c's epoch and state
+ * become the session's. */
+int store_reap_one(const struct store_reap_ops *ops, void *conn,
+		   struct store_claim *c, const char *reason, int64_t now_ms,
+		   struct wr_error **err);
+/* The end of a lease call that gives claims: on success (r >= 0) v and n
+ * handed over into *out and *n_out, and n returned; else v freed and r
+ * returned. */
+int store_claims_out(int r, struct store_claim *v, size_t n,
+		     struct store_claim **out, size_t *n_out);
 
 /* message_add's checks, and its event's data but for "id". */
 int store_message_data(const char *session_id, const char *user,

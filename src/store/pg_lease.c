@@ -17,7 +17,6 @@
 #include "util/cleanup.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 int pg_worker_register(struct store *st, const struct store_worker *w,
@@ -169,15 +168,9 @@ int pg_session_claim(struct store *st, const char *worker_id,
 	r = PG_COLLECT(res, &store_claim_record, &v, &n, "claim sessions", err);
 	if (r == 0)
 		r = pg_commit(&tx, err);
-	if (r < 0) {
-		free(v);
-		return r;
-	}
-	if (n)
+	if (r == 0 && n)
 		pg_written(st);
-	*out = v;
-	*n_out = n;
-	return (int)n;
+	return store_claims_out(r, v, n, out, n_out);
 }
 
 int pg_lease_renew(struct store *st, const char *worker_id, int64_t now_ms,
@@ -211,44 +204,10 @@ int pg_lease_renew(struct store *st, const char *worker_id, int64_t now_ms,
 	r = PG_COLLECT(res, &store_claim_record, &v, &n, "renew leases", err);
 	if (r == 0)
 		r = pg_commit(&tx, err);
-	if (r < 0) {
-		free(v);
-		return r;
-	}
-	*held = v;
-	*n_held = n;
-	return (int)n;
+	return store_claims_out(r, v, n, held, n_held);
 }
 
-/* Reaps one expired lease (cl, as the expired list read it) in the
- * caller's transaction: cl's epoch and state become the session's after. */
-static int reap_one(struct pg_conn *c, struct store_claim *cl,
-		    const char *reason, int64_t now_ms, struct wr_error **err)
-{
-	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
-	_cleanup_free_ char *why = NULL;
-	_cleanup_free_ char *extra = NULL;
-	_cleanup_(json_decrefp) json_t *data = NULL;
-	int64_t epoch = pg_lease_end(c, cl->id, true, err);
-	if (epoch < 0)
-		return (int)epoch;
-	cl->epoch = epoch;
-	if (!session_transition_allowed(cl->state, SESSION_INTERRUPTED))
-		return 0; /* queued, review...: released, as it is */
-	int r = store_reap_data(cl, reason, &upd, &why, &extra, err);
-	if (r == 0)
-		r = store_transition_data(cl->id, cl->state,
-					  SESSION_INTERRUPTED, &upd, extra,
-					  &data, err);
-	if (r < 0)
-		return r;
-	int64_t seq = pg_transition_in(
-	    c, cl->id, cl->state, SESSION_INTERRUPTED, &upd, data, now_ms, err);
-	if (seq < 0)
-		return (int)seq;
-	cl->state = SESSION_INTERRUPTED;
-	return 0;
-}
+STORE_DEFINE_REAP_OPS(reap_ops, struct pg_conn, pg_lease_end, pg_transition_in);
 
 int pg_lease_reap(struct store *st, int64_t now_ms, const char *reason,
 		  struct store_claim **out, size_t *n_out,
@@ -271,16 +230,10 @@ int pg_lease_reap(struct store *st, int64_t now_ms, const char *reason,
 	size_t n = 0;
 	r = PG_COLLECT(res, &store_claim_record, &v, &n, "reap leases", err);
 	for (size_t i = 0; r == 0 && i < n; i++)
-		r = reap_one(c, &v[i], reason, now_ms, err);
+		r = store_reap_one(&reap_ops, c, &v[i], reason, now_ms, err);
 	if (r == 0)
 		r = pg_commit(&tx, err);
-	if (r < 0) {
-		free(v);
-		return r;
-	}
-	if (n)
+	if (r == 0 && n)
 		pg_written(st);
-	*out = v;
-	*n_out = n;
-	return (int)n;
+	return store_claims_out(r, v, n, out, n_out);
 }

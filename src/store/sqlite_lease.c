@@ -13,7 +13,6 @@
 #include "util/cleanup.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* Steps a statement with no rows to its end. */
@@ -188,24 +187,34 @@ static int claim_one(struct sq_conn *c, struct store_vec *vec,
 	return r < 0 ? r : take(c, vec, id, worker_id, expires, !keep, err);
 }
 
-/* The claims of session_claim without an id: the queue's oldest. */
-static int claim_queued(struct sq_conn *c, struct store_vec *vec,
-			const char *worker_id, int64_t now_ms, int64_t expires,
-			int limit, struct wr_error **err)
+/* The sessions statement stmt lists (SQ_CLAIM_QUEUED, SQ_LEASE_EXPIRED:
+ * ?1 the time, ?2 the limit), as claims. */
+static int list_claims(struct sq_conn *c, enum sq_stmt stmt, int64_t now_ms,
+		       int limit, struct store_claim **out, size_t *n_out,
+		       const char *what, struct wr_error **err)
 {
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
-	struct store_claim *picked = NULL;
-	size_t n = 0;
-	int r = sq_prepare(c, SQ_CLAIM_QUEUED, &q, err);
+	int r = sq_prepare(c, stmt, &q, err);
 	if (r < 0)
 		return r;
 	int rc = sqlite3_bind_int64(q, 1, now_ms);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int(q, 2, limit);
 	if (rc != SQLITE_OK)
-		return sq_error(c, rc, err, "claim sessions");
-	r = sq_collect(c, q, &store_claim_record, (void **)&picked, &n,
-		       "claim sessions", err);
+		return sq_error(c, rc, err, "%s", what);
+	return sq_collect(c, q, &store_claim_record, (void **)out, n_out, what,
+			  err);
+}
+
+/* The claims of session_claim without an id: the queue's oldest. */
+static int claim_queued(struct sq_conn *c, struct store_vec *vec,
+			const char *worker_id, int64_t now_ms, int64_t expires,
+			int limit, struct wr_error **err)
+{
+	struct store_claim *picked = NULL;
+	size_t n = 0;
+	int r = list_claims(c, SQ_CLAIM_QUEUED, now_ms, limit, &picked, &n,
+			    "claim sessions", err);
 	for (size_t i = 0; r == 0 && i < n; i++)
 		r = take(c, vec, picked[i].id, worker_id, expires, true, err);
 	store_claims_free(picked, n);
@@ -235,14 +244,10 @@ int sq_session_claim(struct store *st, const char *worker_id,
 				 limit, err);
 	if (r == 0)
 		r = sq_commit(&tx, err);
-	if (r < 0) {
-		store_vec_free(&vec);
-		return r;
-	}
-	if (vec.n)
+	if (r == 0 && vec.n)
 		sq_written(st);
-	store_vec_take(&vec, (void **)out, n_out);
-	return (int)*n_out;
+	size_t n = vec.n;
+	return store_claims_out(r, TAKE_PTR(vec.v), n, out, n_out);
 }
 
 int sq_lease_renew(struct store *st, const char *worker_id, int64_t now_ms,
@@ -279,50 +284,16 @@ int sq_lease_renew(struct store *st, const char *worker_id, int64_t now_ms,
 		rc = sqlite3_bind_int64(list, 2, now_ms);
 	if (rc != SQLITE_OK)
 		return sq_error(c, rc, err, "renew leases");
-	void *v = NULL;
+	struct store_claim *v = NULL;
 	size_t n = 0;
-	r = sq_collect(c, list, &store_claim_record, &v, &n, "renew leases",
-		       err);
+	r = sq_collect(c, list, &store_claim_record, (void **)&v, &n,
+		       "renew leases", err);
 	if (r == 0)
 		r = sq_commit(&tx, err);
-	if (r < 0) {
-		free(v);
-		return r;
-	}
-	*held = v;
-	*n_held = n;
-	return (int)n;
+	return store_claims_out(r, v, n, held, n_held);
 }
 
-/* Reaps one expired lease (c, as the expired list read it) in the
- * caller's transaction: c's epoch and state become the session's after. */
-static int reap_one(struct sq_conn *conn, struct store_claim *c,
-		    const char *reason, int64_t now_ms, struct wr_error **err)
-{
-	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
-	_cleanup_free_ char *why = NULL;
-	_cleanup_free_ char *extra = NULL;
-	_cleanup_(json_decrefp) json_t *data = NULL;
-	int64_t epoch = sq_lease_end(conn, c->id, true, err);
-	if (epoch < 0)
-		return (int)epoch;
-	c->epoch = epoch;
-	if (!session_transition_allowed(c->state, SESSION_INTERRUPTED))
-		return 0; /* queued, review...: released, as it is */
-	int r = store_reap_data(c, reason, &upd, &why, &extra, err);
-	if (r == 0)
-		r = store_transition_data(c->id, c->state, SESSION_INTERRUPTED,
-					  &upd, extra, &data, err);
-	if (r < 0)
-		return r;
-	int64_t seq =
-	    sq_transition_in(conn, c->id, c->state, SESSION_INTERRUPTED, &upd,
-			     data, now_ms, err);
-	if (seq < 0)
-		return (int)seq;
-	c->state = SESSION_INTERRUPTED;
-	return 0;
-}
+STORE_DEFINE_REAP_OPS(reap_ops, struct sq_conn, sq_lease_end, sq_transition_in);
 
 int sq_lease_reap(struct store *st, int64_t now_ms, const char *reason,
 		  struct store_claim **out, size_t *n_out,
@@ -330,34 +301,19 @@ int sq_lease_reap(struct store *st, int64_t now_ms, const char *reason,
 {
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
 	_cleanup_(sq_rollbackp) struct sq_conn *tx = NULL;
-	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 	struct store_claim *v = NULL;
 	size_t n = 0;
 	/* one transaction for them all: SQLite's write lock is taken once,
 	 * and a failure leaves every lease as it was */
 	int r = sq_begin(c, true, &tx, err);
 	if (r == 0)
-		r = sq_prepare(c, SQ_LEASE_EXPIRED, &q, err);
-	if (r < 0)
-		return r;
-	int rc = sqlite3_bind_int64(q, 1, now_ms);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int(q, 2, STORE_LIST_MAX);
-	if (rc != SQLITE_OK)
-		return sq_error(c, rc, err, "reap leases");
-	r = sq_collect(c, q, &store_claim_record, (void **)&v, &n,
-		       "reap leases", err);
+		r = list_claims(c, SQ_LEASE_EXPIRED, now_ms, STORE_LIST_MAX, &v,
+				&n, "reap leases", err);
 	for (size_t i = 0; r == 0 && i < n; i++)
-		r = reap_one(c, &v[i], reason, now_ms, err);
+		r = store_reap_one(&reap_ops, c, &v[i], reason, now_ms, err);
 	if (r == 0)
 		r = sq_commit(&tx, err);
-	if (r < 0) {
-		free(v);
-		return r;
-	}
-	if (n)
+	if (r == 0 && n)
 		sq_written(st);
-	*out = v;
-	*n_out = n;
-	return (int)n;
+	return store_claims_out(r, v, n, out, n_out);
 }

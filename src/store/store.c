@@ -1123,9 +1123,9 @@ int store_claim_one_check(const char *id, const char *worker_id,
 	return 0;
 }
 
-int store_reap_data(const struct store_claim *c, const char *reason,
-		    struct store_session_update *upd, char **reason_out,
-		    char **extra_out, struct wr_error **err)
+/* lease_reap's reason and its event's extra keys, for claim c. */
+static int reap_data(const struct store_claim *c, const char *reason,
+		     char **reason_out, char **extra_out, struct wr_error **err)
 {
 	_cleanup_free_ char *why =
 	    reason ? wr_strdup(reason)
@@ -1138,8 +1138,49 @@ int store_reap_data(const struct store_claim *c, const char *reason,
 		free(text);
 		return wr_error_set(err, ENOMEM, "reap session %s", c->id);
 	}
-	upd->reason = why;
 	*reason_out = TAKE_PTR(why);
 	*extra_out = text;
 	return 0;
+}
+
+int store_reap_one(const struct store_reap_ops *ops, void *conn,
+		   struct store_claim *c, const char *reason, int64_t now_ms,
+		   struct wr_error **err)
+{
+	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+	_cleanup_free_ char *why = NULL;
+	_cleanup_free_ char *extra = NULL;
+	_cleanup_(json_decrefp) json_t *data = NULL;
+	int64_t epoch = ops->lease_end(conn, c->id, true, err);
+	if (epoch < 0)
+		return (int)epoch;
+	c->epoch = epoch;
+	if (!session_transition_allowed(c->state, SESSION_INTERRUPTED))
+		return 0; /* queued, review...: let go as it is */
+	int r = reap_data(c, reason, &why, &extra, err);
+	upd.reason = why;
+	if (r == 0)
+		r = store_transition_data(c->id, c->state, SESSION_INTERRUPTED,
+					  &upd, extra, &data, err);
+	if (r < 0)
+		return r;
+	int64_t seq =
+	    ops->transition(conn, c->id, c->state, SESSION_INTERRUPTED, &upd,
+			    data, now_ms, err);
+	if (seq < 0)
+		return (int)seq;
+	c->state = SESSION_INTERRUPTED;
+	return 0;
+}
+
+int store_claims_out(int r, struct store_claim *v, size_t n,
+		     struct store_claim **out, size_t *n_out)
+{
+	if (r < 0) {
+		store_claims_free(v, n);
+		return r;
+	}
+	*out = v;
+	*n_out = n;
+	return (int)n;
 }

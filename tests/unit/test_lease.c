@@ -67,6 +67,17 @@ static struct store_session get(struct store *st, const char *id)
 	return s;
 }
 
+/* n queued sessions (created at 100, 101...: the claims' order) of a new
+ * repository, and worker w-a to claim them. */
+static void queue_of(struct store *st, int n, char (*sid)[STORE_ID_MAX])
+{
+	char repo[STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	for (int i = 0; i < n; i++)
+		add_session_at(st, repo, "alice", 100 + i, sid[i]);
+	add_worker(st, "w-a");
+}
+
 /* Moves sid on to state through `from`, fenced with epoch. */
 static void move(struct store *st, const char *sid, enum session_state from,
 		 enum session_state to, int64_t epoch)
@@ -292,11 +303,8 @@ static void test_concurrent_claims_are_disjoint(void **state)
 	(void)state;
 	struct store *st1 = open_db("w.db");
 	struct store *st2 = open_db("w.db");
-	char repo[STORE_ID_MAX], sid[CLAIM_SESSIONS][STORE_ID_MAX];
-	add_repo(st1, "c-hello", repo);
-	for (int i = 0; i < CLAIM_SESSIONS; i++)
-		add_session_at(st1, repo, "alice", 100 + i, sid[i]);
-	add_worker(st1, "w-a");
+	char sid[CLAIM_SESSIONS][STORE_ID_MAX];
+	queue_of(st1, CLAIM_SESSIONS, sid);
 	add_worker(st1, "w-b");
 
 	static struct claimer c[2];
@@ -355,11 +363,8 @@ static void test_claim_skips_locked_rows(void **state)
 		return;
 	}
 	struct store *st = open_db("w.db");
-	char repo[STORE_ID_MAX], sid[3][STORE_ID_MAX];
-	add_repo(st, "c-hello", repo);
-	for (int i = 0; i < 3; i++)
-		add_session_at(st, repo, "alice", 100 + i, sid[i]);
-	add_worker(st, "w-a");
+	char sid[3][STORE_ID_MAX];
+	queue_of(st, 3, sid);
 
 	/* another transaction (a second host's claim) holds the oldest */
 	PGconn *db = PQconnectdb(U("w.db"));
@@ -410,11 +415,8 @@ static void test_renew(void **state)
 {
 	(void)state;
 	struct store *st = open_db("w.db");
-	char repo[STORE_ID_MAX], sid[3][STORE_ID_MAX];
-	add_repo(st, "c-hello", repo);
-	for (int i = 0; i < 3; i++)
-		add_session_at(st, repo, "alice", 100 + i, sid[i]);
-	add_worker(st, "w-a");
+	char sid[3][STORE_ID_MAX];
+	queue_of(st, 3, sid);
 	add_worker(st, "w-b");
 	assert_int_equal(claim(st, "w-a", NULL, 1000, 2, NULL), 2);
 	assert_int_equal(claim(st, "w-b", NULL, 1000, 1, NULL), 1);
@@ -476,12 +478,11 @@ static void test_renew(void **state)
 static void leased_sessions(struct store *st, char running[STORE_ID_MAX],
 			    char queued[STORE_ID_MAX], char free_[STORE_ID_MAX])
 {
-	char repo[STORE_ID_MAX];
-	add_repo(st, "c-hello", repo);
-	add_session_at(st, repo, "alice", 100, running);
-	add_session_at(st, repo, "alice", 200, queued);
-	add_session_at(st, repo, "alice", 300, free_);
-	add_worker(st, "w-a");
+	char sid[3][STORE_ID_MAX];
+	queue_of(st, 3, sid);
+	memcpy(running, sid[0], STORE_ID_MAX);
+	memcpy(queued, sid[1], STORE_ID_MAX);
+	memcpy(free_, sid[2], STORE_ID_MAX);
 	assert_int_equal(claim(st, "w-a", NULL, 1000, 2, NULL), 2);
 	move(st, running, SESSION_QUEUED, SESSION_PROVISIONING, 1);
 	move(st, running, SESSION_PROVISIONING, SESSION_RUNNING, 1);
