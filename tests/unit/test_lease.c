@@ -314,8 +314,15 @@ static void test_concurrent_claims_are_disjoint(void **state)
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(pthread_create(&t[i], NULL, claim_loop, &c[i]),
 				 0);
+	/* time-bounded: neither may wait on the other for long */
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 30;
 	for (int i = 0; i < 2; i++) {
-		pthread_join(t[i], NULL);
+		int joined = pthread_timedjoin_np(t[i], NULL, &until);
+		if (joined != 0)
+			fail_msg("claimer %d did not finish in 30 s: %s", i,
+				 strerror(joined));
 		if (c[i].failures)
 			fail_msg("claimer %d: %s", i, c[i].error);
 	}
