@@ -146,6 +146,9 @@ json_t *api_session_json(struct api *a, const struct store_session *s,
 	set(o, "updated_ms", json_integer(s->updated_ms), &bad);
 	set(o, "started_ms", ms_or_null(s->started_ms), &bad);
 	set(o, "finished_ms", ms_or_null(s->finished_ms), &bad);
+	/* the lease (store.h, "Leases"): the worker holding it, if any */
+	set(o, "worker", api_json_string(s->worker_id), &bad);
+	set(o, "lease_epoch", json_integer(s->lease_epoch), &bad);
 	json_t *outcome = api_json_embed(s->outcome_json);
 	/* where its sandboxes run: recorded once the snapshot is known */
 	json_t *backend = json_object_get(outcome, "backend");

@@ -49,8 +49,13 @@
 	"id, repo_id, user_name, prompt, ref, agent_json, limits_json, " \
 	"state, reason, snapshot_id, sandbox, outcome_json, attempts, "  \
 	"turns, exit_code, queue_seq, created_ms, updated_ms, "          \
-	"started_ms, finished_ms"
+	"started_ms, finished_ms, worker_id, lease_epoch, "              \
+	"lease_expires_ms"
 #define STORE_EVENT_COLUMNS "seq, time_ms, kind, data"
+#define STORE_WORKER_COLUMNS \
+	"id, host, started_ms, heartbeat_ms, max_sandboxes, stopped_ms"
+/* a lease call's session (struct store_claim) */
+#define STORE_CLAIM_COLUMNS "id, worker_id, lease_epoch, state"
 #define STORE_MESSAGE_COLUMNS "id, user_name, text, turn, created_ms"
 #define STORE_ARTIFACT_COLUMNS "name, path, media_type, size, created_ms"
 #define STORE_SLACK_POST_COLUMNS                                          \
@@ -85,7 +90,8 @@ struct store_record_type {
 };
 extern const struct store_record_type store_token_record, store_repo_record,
     store_snapshot_record, store_session_record, store_event_record,
-    store_message_record, store_artifact_record;
+    store_message_record, store_artifact_record, store_worker_record,
+    store_claim_record;
 /* Slack's outbox's posts (notify/outbox.c): STORE_SLACK_POST_COLUMNS. */
 extern const struct store_record_type slack_post_record;
 
@@ -158,6 +164,72 @@ int store_transition_allowed(const char *id, int cur, int from,
 /* The event's text, "from" filled in. */
 int store_transition_text(const char *id, json_t *data, enum session_state from,
 			  char **out, struct wr_error **err);
+/* ---- leases ------------------------------------------------------------ */
+
+/* A write carrying epoch (0: none) about session id, whose lease epoch is
+ * cur: 0, or -ESTALE "session ID: lease epoch E is stale (now C)". */
+int store_epoch_check(const char *id, int64_t epoch, int64_t cur,
+		      struct wr_error **err);
+int store_worker_check(const struct store_worker *w, struct wr_error **err);
+/* session_claim's arguments; *limit brought into 1..STORE_LIST_MAX. */
+int store_claim_check(const char *worker_id, const char *session_id,
+		      int64_t lease_ms, int *limit, struct wr_error **err);
+/* The worker's row as a lease call finds it: -ENOENT when it has none
+ * (found false), -ESTALE when it stopped (stopped_ms != 0). */
+int store_worker_usable(const char *id, bool found, int64_t stopped_ms,
+			const char *what, struct wr_error **err);
+/* A claim of one session (session_claim with an id) as its row stands:
+ * 0 when worker_id may take it, else -EPERM (terminal) or -EBUSY (another
+ * worker's live lease). *keep: worker_id holds it already (no new epoch). */
+int store_claim_one_check(const char *id, const char *worker_id,
+			  enum session_state state, const char *holder,
+			  int64_t expires_ms, int64_t now_ms, bool *keep,
+			  struct wr_error **err);
+/* What a backend lends lease_reap inside its transaction (conn, its
+ * connection): a lease's end (the epoch after; advanced if advance), and
+ * session_transition's write of a transition with its event (the event's
+ * seq; data from store_transition_data). */
+struct store_reap_ops {
+	int64_t (*lease_end)(void *conn, const char *id, bool advance,
+			     struct wr_error **err);
+	int64_t (*transition)(void *conn, const char *id, int from,
+			      enum session_state to,
+			      const struct store_session_update *upd,
+			      json_t *data, int64_t now, struct wr_error **err);
+};
+/* Defines name, the store_reap_ops of a backend whose connection is a
+ * conn_type, over its lease_end and transition functions (which take a
+ * conn_type *). */
+#define STORE_DEFINE_REAP_OPS(name, conn_type, lease_end_fn, transition_fn)    \
+	static int64_t name##_lease_end(void *conn, const char *id,            \
+					bool advance, struct wr_error **err)   \
+	{                                                                      \
+		return lease_end_fn((conn_type *)conn, id, advance, err);      \
+	}                                                                      \
+	static int64_t name##_transition(                                      \
+	    void *conn, const char *id, int from, enum session_state to,       \
+	    const struct store_session_update *upd, json_t *data, int64_t now, \
+	    struct wr_error **err)                                             \
+	{                                                                      \
+		return transition_fn((conn_type *)conn, id, from, to, upd,     \
+				     data, now, err);                          \
+	}                                                                      \
+	static const struct store_reap_ops name = {name##_lease_end,           \
+						   name##_transition}
+/* Reaps the expired lease c (a row of STORE_CLAIM_COLUMNS) in the
+ * caller's transaction: its lease ends, its epoch advancing; if its state
+ * may go to interrupted, it does, with reason ("worker W lost its lease"
+ * when NULL) and the keys {"worker":W,"epoch":E}. c's epoch and state
+ * become the session's. */
+int store_reap_one(const struct store_reap_ops *ops, void *conn,
+		   struct store_claim *c, const char *reason, int64_t now_ms,
+		   struct wr_error **err);
+/* The end of a lease call that gives claims: on success (r >= 0) v and n
+ * handed over into *out and *n_out, and n returned; else v freed and r
+ * returned. */
+int store_claims_out(int r, struct store_claim *v, size_t n,
+		     struct store_claim **out, size_t *n_out);
+
 /* message_add's checks, and its event's data but for "id". */
 int store_message_data(const char *session_id, const char *user,
 		       const char *text, json_t **out, struct wr_error **err);

@@ -1,6 +1,7 @@
 /* pg.c - the PostgreSQL store backend: connections, queries,
- * transactions, errors and migrations (the ops live in pg_catalog.c and
- * pg_session.c, Slack's outbox in pg_slack.c, the SQL in pg_schema.c).
+ * transactions, errors and migrations (the ops live in pg_catalog.c,
+ * pg_session.c and pg_lease.c, Slack's outbox in pg_slack.c, the SQL in
+ * pg_schema.c).
  *
  * Connections. The store is called from many threads (the API's, the
  * runners', the scheduler's) and a PGconn may serve one of them at a time,
@@ -628,6 +629,13 @@ static const struct store_ops pg_ops = {
     .message_consume = pg_message_consume,
     .artifact_add = pg_artifact_add,
     .artifact_list = pg_artifact_list,
+    .event_append_fenced = pg_event_append_fenced,
+    .worker_register = pg_worker_register,
+    .worker_stop = pg_worker_stop,
+    .worker_list = pg_worker_list,
+    .session_claim = pg_session_claim,
+    .lease_renew = pg_lease_renew,
+    .lease_reap = pg_lease_reap,
 };
 
 struct pg_store *pg_store_of(struct store *st)

@@ -60,6 +60,18 @@ enum pg_stmt {
 	PG_MESSAGE_EXISTS,
 	PG_ARTIFACT_ADD,
 	PG_ARTIFACT_LIST,
+	PG_WORKER_REGISTER,
+	PG_WORKER_STOP,
+	PG_WORKER_EXPIRE,
+	PG_WORKER_LIST,
+	PG_WORKER_GET,
+	PG_WORKER_HEARTBEAT,
+	PG_CLAIM_QUEUED,
+	PG_CLAIM_ONE,
+	PG_LEASE_TAKE,
+	PG_LEASE_RENEW,
+	PG_LEASE_EXPIRED,
+	PG_LEASE_END,
 	PG_SLACK_POST_INSERT,
 	PG_SLACK_POST_DUE,
 	PG_SLACK_POST_UPDATE,
@@ -274,5 +286,38 @@ int pg_artifact_add(struct store *st, const char *session_id,
 int pg_artifact_list(struct store *st, const char *session_id,
 		     struct store_artifact **out, size_t *n_out,
 		     struct wr_error **err);
+
+/* pg_lease.c (event_append_fenced: pg_session.c) */
+int64_t pg_event_append_fenced(struct store *st, const char *session_id,
+			       int64_t epoch, enum event_kind kind,
+			       const char *data_json, struct wr_error **err);
+int pg_worker_register(struct store *st, const struct store_worker *w,
+		       struct wr_error **err);
+int pg_worker_stop(struct store *st, const char *id, int64_t now_ms,
+		   struct wr_error **err);
+int pg_worker_list(struct store *st, struct store_worker **out, size_t *n_out,
+		   struct wr_error **err);
+int pg_session_claim(struct store *st, const char *worker_id,
+		     const char *session_id, int64_t now_ms, int64_t lease_ms,
+		     int limit, struct store_claim **out, size_t *n_out,
+		     struct wr_error **err);
+int pg_lease_renew(struct store *st, const char *worker_id, int64_t now_ms,
+		   int64_t lease_ms, struct store_claim **held, size_t *n_held,
+		   struct wr_error **err);
+int pg_lease_reap(struct store *st, int64_t now_ms, const char *reason,
+		  struct store_claim **out, size_t *n_out,
+		  struct wr_error **err);
+
+/* What pg_session.c lends pg_lease.c, inside the caller's transaction: a
+ * transition with its event (the event's seq; data from
+ * store_transition_data), a lease's end (the epoch after; advanced if
+ * advance), and the count of session writes bumped after a commit. */
+int64_t pg_transition_in(struct pg_conn *c, const char *id, int from,
+			 enum session_state to,
+			 const struct store_session_update *upd, json_t *data,
+			 int64_t now, struct wr_error **err);
+int64_t pg_lease_end(struct pg_conn *c, const char *id, bool advance,
+		     struct wr_error **err);
+void pg_written(struct store *st);
 
 #endif

@@ -154,6 +154,23 @@ const struct pg_migration pg_migrations[] = {
      * freed (name~id). */
     {4, "ALTER TABLE repositories ADD COLUMN removed_ms BIGINT NOT NULL "
 	"  DEFAULT 0;"},
+    /* Leases: the worker holding a session, the fencing token, when the
+     * lease runs out; the workers (SQLite's migration 5). */
+    {5, "ALTER TABLE sessions ADD COLUMN worker_id " C_TEXT ";"
+	"ALTER TABLE sessions ADD COLUMN lease_epoch INTEGER NOT NULL "
+	"  DEFAULT 0;"
+	"ALTER TABLE sessions ADD COLUMN lease_expires_ms BIGINT;"
+	"CREATE INDEX sessions_by_worker ON sessions (worker_id, id);"
+	"CREATE INDEX sessions_by_lease ON sessions (lease_expires_ms) "
+	"  WHERE worker_id IS NOT NULL;"
+	"CREATE TABLE workers ("
+	"  id " C_TEXT " PRIMARY KEY,"
+	"  host " C_TEXT ","
+	"  started_ms BIGINT NOT NULL,"
+	"  heartbeat_ms BIGINT NOT NULL,"
+	"  max_sandboxes INTEGER NOT NULL DEFAULT 0,"
+	"  stopped_ms BIGINT"
+	");"},
 };
 const size_t pg_n_migrations = sizeof(pg_migrations) / sizeof(pg_migrations[0]);
 
@@ -235,8 +252,8 @@ static const char *const stmt_sql[PG_STMT_MAX] = {
     /* the session's row, locked to the end of the transaction: taken
      * first by every transaction that writes a session, before the
      * queue counter, so that two never wait on each other */
-    [PG_SESSION_LOCK] = "SELECT state FROM sessions WHERE id = $1 "
-			"FOR UPDATE",
+    [PG_SESSION_LOCK] = "SELECT state, lease_epoch FROM sessions "
+			"WHERE id = $1 FOR UPDATE",
     [PG_SESSION_EXISTS] = "SELECT 1 FROM sessions WHERE id = $1",
     /* newest first; a NULL parameter is no filter, $4 the page's
      * boundary (the session the previous page ended with) */
@@ -299,6 +316,67 @@ static const char *const stmt_sql[PG_STMT_MAX] = {
 			"VALUES ($1, $2, $3, $4, $5, $6)",
     [PG_ARTIFACT_LIST] = "SELECT " STORE_ARTIFACT_COLUMNS " "
 			 "FROM artifacts WHERE session_id = $1 ORDER BY name",
+
+    /* a worker that starts again under its id runs again */
+    [PG_WORKER_REGISTER] =
+	"INSERT INTO workers (id, host, started_ms, heartbeat_ms, "
+	"max_sandboxes, stopped_ms) VALUES ($1, $2, $3, $3, $4, NULL) "
+	"ON CONFLICT (id) DO UPDATE SET host = excluded.host, "
+	"started_ms = excluded.started_ms, heartbeat_ms = "
+	"excluded.heartbeat_ms, max_sandboxes = excluded.max_sandboxes, "
+	"stopped_ms = NULL",
+    /* the worker's row first, then its sessions' (as lease_renew) */
+    [PG_WORKER_STOP] = "UPDATE workers SET stopped_ms = "
+		       "COALESCE(stopped_ms, $2) WHERE id = $1",
+    [PG_WORKER_EXPIRE] = "UPDATE sessions SET lease_expires_ms = "
+			 "$2::bigint - 1 WHERE worker_id = $1 AND "
+			 "lease_expires_ms >= $2::bigint",
+    [PG_WORKER_LIST] = "SELECT " STORE_WORKER_COLUMNS " FROM workers "
+		       "ORDER BY started_ms, id",
+    /* shared: claims of one worker do not wait on each other, its stop
+     * and its renewals (which update the row) wait for them */
+    [PG_WORKER_GET] = "SELECT stopped_ms FROM workers WHERE id = $1 "
+		      "FOR SHARE",
+    [PG_WORKER_HEARTBEAT] = "UPDATE workers SET heartbeat_ms = $2 "
+			    "WHERE id = $1 RETURNING stopped_ms",
+    /* the queue's oldest that no live lease holds, skipping the rows
+     * another transaction has locked (another claimer's, a transition's):
+     * concurrent claimers take disjoint sets and never wait on each
+     * other. A row another claimer took and committed since this
+     * statement began is read again under its lock and no longer
+     * matches. */
+    [PG_CLAIM_QUEUED] =
+	"WITH picked AS (SELECT id FROM sessions WHERE state = 'queued' "
+	"  AND (worker_id IS NULL OR lease_expires_ms < $2::bigint) "
+	"  ORDER BY created_ms, id LIMIT $4 FOR UPDATE SKIP LOCKED), "
+	"taken AS (UPDATE sessions s SET worker_id = $1, "
+	"  lease_epoch = s.lease_epoch + 1, lease_expires_ms = $3 "
+	"  FROM picked WHERE s.id = picked.id "
+	"  RETURNING s.id, s.worker_id, s.lease_epoch, s.state, "
+	"  s.created_ms) "
+	"SELECT " STORE_CLAIM_COLUMNS " FROM taken ORDER BY created_ms, id",
+    /* one session, waiting for its row's lock */
+    [PG_CLAIM_ONE] = "SELECT state, worker_id, lease_expires_ms "
+		     "FROM sessions WHERE id = $1 FOR UPDATE",
+    /* $4: 1 for a new lease, 0 to extend the holder's */
+    [PG_LEASE_TAKE] = "UPDATE sessions SET worker_id = $2, "
+		      "lease_expires_ms = $3, lease_epoch = lease_epoch + $4 "
+		      "WHERE id = $1 RETURNING " STORE_CLAIM_COLUMNS,
+    [PG_LEASE_RENEW] =
+	"WITH renewed AS (UPDATE sessions SET lease_expires_ms = $3 "
+	"  WHERE worker_id = $1 AND lease_expires_ms >= $2::bigint "
+	"  RETURNING " STORE_CLAIM_COLUMNS ") "
+	"SELECT " STORE_CLAIM_COLUMNS " FROM renewed ORDER BY id",
+    /* two reapers at once skip each other's rows */
+    [PG_LEASE_EXPIRED] =
+	"SELECT " STORE_CLAIM_COLUMNS " FROM sessions "
+	"WHERE worker_id IS NOT NULL AND lease_expires_ms < $1 "
+	"AND state NOT IN " STORE_TERMINAL_STATES " "
+	"ORDER BY lease_expires_ms, id LIMIT $2 FOR UPDATE SKIP LOCKED",
+    /* $2: 1 for a reap (the epoch advances), 0 at a terminal state */
+    [PG_LEASE_END] = "UPDATE sessions SET worker_id = NULL, "
+		     "lease_expires_ms = NULL, lease_epoch = lease_epoch + $2 "
+		     "WHERE id = $1 RETURNING lease_epoch",
 
     [PG_SLACK_POST_INSERT] =
 	"INSERT INTO slack_posts (session_id, kind, channel, thread_ts, "

@@ -45,10 +45,11 @@ static int empty_or_unknown(struct pg_conn *c, const char *id, size_t n,
 }
 
 /* Locks session id's row to the end of the transaction, and reads its
- * state (*state < 0 for one this build does not know); -ENOENT if there
- * is no such session. */
-static int lock_session(struct pg_conn *c, const char *id, int *state,
-			struct wr_error **err)
+ * state (*state < 0 for one this build does not know) and lease epoch;
+ * -ENOENT if there is no such session. Then refuses a write carrying a
+ * stale epoch (0: no check) with -ESTALE. */
+static int lock_session(struct pg_conn *c, const char *id, int64_t epoch,
+			int *state, struct wr_error **err)
 {
 	_cleanup_(pg_clearp) PGresult *res = NULL;
 	struct pg_params p = {0};
@@ -59,7 +60,7 @@ static int lock_session(struct pg_conn *c, const char *id, int *state,
 	if (PQntuples(res) < 1)
 		return store_no_session(id, err);
 	*state = session_state_parse(PQgetvalue(res, 0, 0));
-	return 0;
+	return store_epoch_check(id, epoch, pg_get_int64(res, 0, 1), err);
 }
 
 static int next_queue_seq(struct pg_conn *c, int64_t *out,
@@ -136,7 +137,7 @@ static int apply_update(struct pg_conn *c, const char *id, const char *state,
 /* After a commit that wrote a session's record: caches of session
  * records (store_ops.session_writes) know theirs may be stale. Only this
  * process's writes are counted (see store.h). */
-static void written(struct store *st)
+void pg_written(struct store *st)
 {
 	atomic_fetch_add(&pg_of(st)->session_writes, 1);
 }
@@ -223,7 +224,7 @@ int pg_session_create(struct store *st, const struct store_session *s,
 		return (int)seq;
 	r = pg_commit(&tx, err);
 	if (r == 0)
-		written(st);
+		pg_written(st);
 	return r;
 }
 
@@ -325,33 +326,30 @@ int pg_session_count(struct store *st, int64_t *counts, struct wr_error **err)
 	return 0;
 }
 
-int64_t pg_session_transition(struct store *st, const char *id, int from,
-			      enum session_state to,
-			      const struct store_session_update *upd,
-			      const char *extra_json, struct wr_error **err)
+int64_t pg_lease_end(struct pg_conn *c, const char *id, bool advance,
+		     struct wr_error **err)
 {
-	static const struct store_session_update keep =
-	    STORE_SESSION_UPDATE_INIT;
-	_cleanup_(json_decrefp) json_t *data = NULL;
-	_cleanup_free_ char *text = NULL;
-	_cleanup_(pg_releasep) struct pg_conn *c = NULL;
-	_cleanup_(pg_rollbackp) struct pg_conn *tx = NULL;
+	_cleanup_(pg_clearp) PGresult *res = NULL;
+	struct pg_params p = {0};
+	pg_text(&p, id);
+	pg_int(&p, advance);
+	int r = pg_exec(c, PG_LEASE_END, &p, &res, err,
+			"session %s: end its lease", id);
+	if (r < 0)
+		return r;
+	if (PQntuples(res) < 1)
+		return store_no_session(id, err);
+	return pg_get_int64(res, 0, 0);
+}
 
-	if (!upd)
-		upd = &keep;
-	int r =
-	    store_transition_data(id, from, to, upd, extra_json, &data, err);
-	if (r < 0)
-		return r;
-	int64_t now = store_now_ms();
-	r = pg_acquire(pg_of(st), &c, err);
-	if (r < 0)
-		return r;
-	r = pg_begin(c, &tx, err);
-	if (r < 0)
-		return r;
+int64_t pg_transition_in(struct pg_conn *c, const char *id, int from,
+			 enum session_state to,
+			 const struct store_session_update *upd, json_t *data,
+			 int64_t now, struct wr_error **err)
+{
+	_cleanup_free_ char *text = NULL;
 	int cur = -1;
-	r = lock_session(c, id, &cur, err);
+	int r = lock_session(c, id, upd->epoch, &cur, err);
 	if (r == 0)
 		r = store_transition_allowed(id, cur, from, to, err);
 	if (r < 0)
@@ -364,16 +362,47 @@ int64_t pg_session_transition(struct store *st, const char *id, int from,
 	}
 	r = apply_update(c, id, session_state_name(to), upd, queue_seq, now,
 			 err);
+	/* nothing more happens to it: no worker holds it any more */
+	if (r == 0 && session_state_terminal(to)) {
+		int64_t e = pg_lease_end(c, id, false, err);
+		r = e < 0 ? (int)e : 0;
+	}
 	if (r == 0)
 		r = store_transition_text(id, data, cur, &text, err);
 	if (r < 0)
 		return r;
-	int64_t seq = append_event(c, id, EVENT_STATE, text, now, err);
+	return append_event(c, id, EVENT_STATE, text, now, err);
+}
+
+int64_t pg_session_transition(struct store *st, const char *id, int from,
+			      enum session_state to,
+			      const struct store_session_update *upd,
+			      const char *extra_json, struct wr_error **err)
+{
+	static const struct store_session_update keep =
+	    STORE_SESSION_UPDATE_INIT;
+	_cleanup_(json_decrefp) json_t *data = NULL;
+	_cleanup_(pg_releasep) struct pg_conn *c = NULL;
+	_cleanup_(pg_rollbackp) struct pg_conn *tx = NULL;
+
+	if (!upd)
+		upd = &keep;
+	int r =
+	    store_transition_data(id, from, to, upd, extra_json, &data, err);
+	if (r < 0)
+		return r;
+	int64_t now = store_now_ms();
+	r = pg_acquire(pg_of(st), &c, err);
+	if (r == 0)
+		r = pg_begin(c, &tx, err);
+	if (r < 0)
+		return r;
+	int64_t seq = pg_transition_in(c, id, from, to, upd, data, now, err);
 	if (seq < 0)
 		return seq;
 	r = pg_commit(&tx, err);
 	if (r == 0)
-		written(st);
+		pg_written(st);
 	return r < 0 ? r : seq;
 }
 
@@ -396,11 +425,12 @@ int pg_session_update(struct store *st, const char *id,
 	if (r < 0)
 		return r;
 	int64_t queue_seq = 0;
-	if (upd->requeue) {
-		/* the session's row before the counter (pg.c) */
+	if (upd->requeue || upd->epoch) {
+		/* the session's row before the counter (pg.c); the fence
+		 * checked under its lock */
 		int cur = -1;
-		r = lock_session(c, id, &cur, err);
-		if (r == 0)
+		r = lock_session(c, id, upd->epoch, &cur, err);
+		if (r == 0 && upd->requeue)
 			r = next_queue_seq(c, &queue_seq, err);
 		if (r < 0)
 			return r;
@@ -410,7 +440,7 @@ int pg_session_update(struct store *st, const char *id,
 		return r;
 	r = pg_commit(&tx, err);
 	if (r == 0)
-		written(st);
+		pg_written(st);
 	return r;
 }
 
@@ -420,16 +450,38 @@ int64_t pg_event_append(struct store *st, const char *session_id,
 			enum event_kind kind, const char *data_json,
 			struct wr_error **err)
 {
+	return pg_event_append_fenced(st, session_id, 0, kind, data_json, err);
+}
+
+int64_t pg_event_append_fenced(struct store *st, const char *session_id,
+			       int64_t epoch, enum event_kind kind,
+			       const char *data_json, struct wr_error **err)
+{
 	int r = store_event_check(session_id, kind, &data_json, err);
 	if (r < 0)
 		return r;
 	_cleanup_(pg_releasep) struct pg_conn *c = NULL;
+	_cleanup_(pg_rollbackp) struct pg_conn *tx = NULL;
 	r = pg_acquire(pg_of(st), &c, err);
 	if (r < 0)
 		return r;
-	/* one statement: its own transaction */
-	return append_event(c, session_id, kind, data_json, store_now_ms(),
-			    err);
+	/* unfenced, one statement: its own transaction */
+	if (epoch == 0)
+		return append_event(c, session_id, kind, data_json,
+				    store_now_ms(), err);
+	/* fenced: the check under the row's lock, then the event */
+	int cur = -1;
+	r = pg_begin(c, &tx, err);
+	if (r == 0)
+		r = lock_session(c, session_id, epoch, &cur, err);
+	if (r < 0)
+		return r;
+	int64_t seq =
+	    append_event(c, session_id, kind, data_json, store_now_ms(), err);
+	if (seq < 0)
+		return seq;
+	r = pg_commit(&tx, err);
+	return r < 0 ? r : seq;
 }
 
 int pg_event_list(struct store *st, const char *session_id, int64_t after_seq,
@@ -487,7 +539,7 @@ int64_t pg_message_add(struct store *st, const char *session_id,
 		return r;
 	int64_t id = 0;
 	int cur = -1;
-	r = lock_session(c, session_id, &cur, err);
+	r = lock_session(c, session_id, 0, &cur, err);
 	if (r == 0)
 		r = insert_message(c, session_id, user, text, now, &id, err);
 	if (r == 0)

@@ -1,7 +1,7 @@
 /* sqlite.c - the SQLite store backend: connections, statements,
- * transactions, errors and migrations (the ops live in sqlite_catalog.c and
- * sqlite_session.c, Slack's outbox in sqlite_slack.c, the SQL in
- * sqlite_schema.c).
+ * transactions, errors and migrations (the ops live in sqlite_catalog.c,
+ * sqlite_session.c and sqlite_lease.c, Slack's outbox in sqlite_slack.c,
+ * the SQL in sqlite_schema.c).
  *
  * Connections. SQLite allows one writer at a time per database anyway, so
  * the store has exactly one read-write connection, behind a mutex, and
@@ -484,6 +484,13 @@ static const struct store_ops sqlite_ops = {
     .message_consume = sq_message_consume,
     .artifact_add = sq_artifact_add,
     .artifact_list = sq_artifact_list,
+    .event_append_fenced = sq_event_append_fenced,
+    .worker_register = sq_worker_register,
+    .worker_stop = sq_worker_stop,
+    .worker_list = sq_worker_list,
+    .session_claim = sq_session_claim,
+    .lease_renew = sq_lease_renew,
+    .lease_reap = sq_lease_reap,
 };
 
 struct sq_store *sq_store_of(struct store *st)

@@ -58,6 +58,19 @@ enum sq_stmt {
 	SQ_MESSAGE_EXISTS,
 	SQ_ARTIFACT_ADD,
 	SQ_ARTIFACT_LIST,
+	SQ_WORKER_REGISTER,
+	SQ_WORKER_STOP,
+	SQ_WORKER_EXPIRE,
+	SQ_WORKER_LIST,
+	SQ_WORKER_GET,
+	SQ_WORKER_HEARTBEAT,
+	SQ_CLAIM_QUEUED,
+	SQ_CLAIM_ONE,
+	SQ_LEASE_TAKE,
+	SQ_LEASE_RENEW,
+	SQ_LEASE_HELD,
+	SQ_LEASE_EXPIRED,
+	SQ_LEASE_END,
 	SQ_SLACK_POST_INSERT,
 	SQ_SLACK_POST_DUE,
 	SQ_SLACK_POST_UPDATE,
@@ -251,5 +264,43 @@ int sq_artifact_add(struct store *st, const char *session_id,
 int sq_artifact_list(struct store *st, const char *session_id,
 		     struct store_artifact **out, size_t *n_out,
 		     struct wr_error **err);
+
+/* sqlite_lease.c (event_append_fenced: sqlite_session.c) */
+int64_t sq_event_append_fenced(struct store *st, const char *session_id,
+			       int64_t epoch, enum event_kind kind,
+			       const char *data_json, struct wr_error **err);
+int sq_worker_register(struct store *st, const struct store_worker *w,
+		       struct wr_error **err);
+int sq_worker_stop(struct store *st, const char *id, int64_t now_ms,
+		   struct wr_error **err);
+int sq_worker_list(struct store *st, struct store_worker **out, size_t *n_out,
+		   struct wr_error **err);
+int sq_session_claim(struct store *st, const char *worker_id,
+		     const char *session_id, int64_t now_ms, int64_t lease_ms,
+		     int limit, struct store_claim **out, size_t *n_out,
+		     struct wr_error **err);
+int sq_lease_renew(struct store *st, const char *worker_id, int64_t now_ms,
+		   int64_t lease_ms, struct store_claim **held, size_t *n_held,
+		   struct wr_error **err);
+int sq_lease_reap(struct store *st, int64_t now_ms, const char *reason,
+		  struct store_claim **out, size_t *n_out,
+		  struct wr_error **err);
+
+/* What sqlite_session.c lends sqlite_lease.c, inside the caller's write
+ * transaction: an event (its seq), a transition with its event (the
+ * event's seq; data from store_transition_data), and the count of session
+ * writes bumped after a commit. */
+int64_t sq_append_event(struct sq_conn *c, const char *sid,
+			enum event_kind kind, const char *data, int64_t now,
+			struct wr_error **err);
+int64_t sq_transition_in(struct sq_conn *c, const char *id, int from,
+			 enum session_state to,
+			 const struct store_session_update *upd, json_t *data,
+			 int64_t now, struct wr_error **err);
+/* Ends session id's lease (worker and expiry cleared), its epoch advanced
+ * if advance; the epoch after, or -errno. */
+int64_t sq_lease_end(struct sq_conn *c, const char *id, bool advance,
+		     struct wr_error **err);
+void sq_written(struct store *st);
 
 #endif

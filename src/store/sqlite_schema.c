@@ -158,6 +158,27 @@ const struct sq_migration sq_migrations[] = {
      * no name a repository may have). */
     {4, "ALTER TABLE repositories ADD COLUMN removed_ms BIGINT NOT NULL "
 	"  DEFAULT 0;"},
+    /* Workers on many hosts (store.h, "Leases"): a session's lease is
+     * the worker holding it, the fencing token (lease_epoch: each claim
+     * and each reap advances it) and when it runs out (NULL when not
+     * held); workers lists the workers, stopped_ms NULL while one
+     * runs. */
+    {5, "ALTER TABLE sessions ADD COLUMN worker_id TEXT;"
+	"ALTER TABLE sessions ADD COLUMN lease_epoch INTEGER NOT NULL "
+	"  DEFAULT 0;"
+	"ALTER TABLE sessions ADD COLUMN lease_expires_ms BIGINT;"
+	/* a worker's leases (renew), the leases that run out (reap) */
+	"CREATE INDEX sessions_by_worker ON sessions (worker_id, id);"
+	"CREATE INDEX sessions_by_lease ON sessions (lease_expires_ms) "
+	"  WHERE worker_id IS NOT NULL;"
+	"CREATE TABLE workers ("
+	"  id TEXT PRIMARY KEY,"
+	"  host TEXT,"
+	"  started_ms BIGINT NOT NULL,"
+	"  heartbeat_ms BIGINT NOT NULL,"
+	"  max_sandboxes INTEGER NOT NULL DEFAULT 0,"
+	"  stopped_ms BIGINT"
+	");"},
 };
 const size_t sq_n_migrations = sizeof(sq_migrations) / sizeof(sq_migrations[0]);
 
@@ -226,7 +247,8 @@ static const char *const stmt_sql[SQ_SESSION_LIST] = {
 	"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
     [SQ_SESSION_GET] = "SELECT " STORE_SESSION_COLUMNS " FROM sessions "
 		       "WHERE id = ?1",
-    [SQ_SESSION_STATE] = "SELECT state FROM sessions WHERE id = ?1",
+    [SQ_SESSION_STATE] = "SELECT state, lease_epoch FROM sessions "
+			 "WHERE id = ?1",
     [SQ_SESSION_EXISTS] = "SELECT 1 FROM sessions WHERE id = ?1",
     [SQ_SESSION_CREATED] = "SELECT created_ms FROM sessions WHERE id = ?1",
     [SQ_SESSION_LIST_STATE] = "SELECT " STORE_SESSION_COLUMNS " FROM sessions "
@@ -269,6 +291,50 @@ static const char *const stmt_sql[SQ_SESSION_LIST] = {
     [SQ_MESSAGE_CONSUME] = "UPDATE messages SET turn = ?2 "
 			   "WHERE id = ?1 AND turn = 0",
     [SQ_MESSAGE_EXISTS] = "SELECT 1 FROM messages WHERE id = ?1",
+
+    /* a worker that starts again under its id runs again */
+    [SQ_WORKER_REGISTER] =
+	"INSERT INTO workers (id, host, started_ms, heartbeat_ms, "
+	"max_sandboxes, stopped_ms) VALUES (?1, ?2, ?3, ?3, ?4, NULL) "
+	"ON CONFLICT (id) DO UPDATE SET host = excluded.host, "
+	"started_ms = excluded.started_ms, heartbeat_ms = "
+	"excluded.heartbeat_ms, max_sandboxes = excluded.max_sandboxes, "
+	"stopped_ms = NULL",
+    [SQ_WORKER_STOP] = "UPDATE workers SET stopped_ms = "
+		       "COALESCE(stopped_ms, ?2) WHERE id = ?1",
+    /* a stopped worker's leases end when it stops */
+    [SQ_WORKER_EXPIRE] = "UPDATE sessions SET lease_expires_ms = ?2 - 1 "
+			 "WHERE worker_id = ?1 AND lease_expires_ms >= ?2",
+    [SQ_WORKER_LIST] = "SELECT " STORE_WORKER_COLUMNS " FROM workers "
+		       "ORDER BY started_ms, id",
+    [SQ_WORKER_GET] = "SELECT stopped_ms FROM workers WHERE id = ?1",
+    [SQ_WORKER_HEARTBEAT] = "UPDATE workers SET heartbeat_ms = ?2 "
+			    "WHERE id = ?1 RETURNING stopped_ms",
+    /* the queue as claims see it: oldest first, no live lease */
+    [SQ_CLAIM_QUEUED] = "SELECT " STORE_CLAIM_COLUMNS " FROM sessions "
+			"WHERE state = 'queued' AND (worker_id IS NULL OR "
+			"lease_expires_ms < ?1) "
+			"ORDER BY created_ms, id LIMIT ?2",
+    [SQ_CLAIM_ONE] = "SELECT state, worker_id, lease_expires_ms "
+		     "FROM sessions WHERE id = ?1",
+    /* ?4: 1 for a new lease, 0 to extend the holder's */
+    [SQ_LEASE_TAKE] = "UPDATE sessions SET worker_id = ?2, "
+		      "lease_expires_ms = ?3, lease_epoch = lease_epoch + ?4 "
+		      "WHERE id = ?1 RETURNING " STORE_CLAIM_COLUMNS,
+    [SQ_LEASE_RENEW] = "UPDATE sessions SET lease_expires_ms = ?3 "
+		       "WHERE worker_id = ?1 AND lease_expires_ms >= ?2",
+    [SQ_LEASE_HELD] = "SELECT " STORE_CLAIM_COLUMNS " FROM sessions "
+		      "WHERE worker_id = ?1 AND lease_expires_ms >= ?2 "
+		      "ORDER BY id",
+    [SQ_LEASE_EXPIRED] =
+	"SELECT " STORE_CLAIM_COLUMNS " FROM sessions "
+	"WHERE worker_id IS NOT NULL AND lease_expires_ms < ?1 "
+	"AND state NOT IN " STORE_TERMINAL_STATES " "
+	"ORDER BY lease_expires_ms, id LIMIT ?2",
+    /* ?2: 1 for a reap (the epoch advances), 0 at a terminal state */
+    [SQ_LEASE_END] = "UPDATE sessions SET worker_id = NULL, "
+		     "lease_expires_ms = NULL, lease_epoch = lease_epoch + ?2 "
+		     "WHERE id = ?1 RETURNING lease_epoch",
 
     [SQ_ARTIFACT_ADD] = "INSERT INTO artifacts (session_id, name, path, "
 			"media_type, size, created_ms) "

@@ -84,9 +84,9 @@ static int next_queue_seq(struct sq_conn *c, int64_t *out,
 
 /* Appends an event inside the caller's write transaction; its seq or
  * -errno (-ENOENT: no such session). */
-static int64_t append_event(struct sq_conn *c, const char *sid,
-			    enum event_kind kind, const char *data, int64_t now,
-			    struct wr_error **err)
+int64_t sq_append_event(struct sq_conn *c, const char *sid,
+			enum event_kind kind, const char *data, int64_t now,
+			struct wr_error **err)
 {
 	_cleanup_(sq_resetp) sqlite3_stmt *next = NULL;
 	_cleanup_(sq_resetp) sqlite3_stmt *ins = NULL;
@@ -183,7 +183,7 @@ static int apply_update(struct sq_conn *c, const char *id, const char *state,
 
 /* After a commit that wrote a session's record: caches of session
  * records (store_ops.session_writes) know theirs may be stale. */
-static void written(struct store *st)
+void sq_written(struct store *st)
 {
 	atomic_fetch_add(&sq_of(st)->session_writes, 1);
 }
@@ -260,13 +260,13 @@ int sq_session_create(struct store *st, const struct store_session *s,
 	if (rc != SQLITE_ROW)
 		return sq_error(c, rc, err, "create session %s: first message",
 				s->id);
-	int64_t seq = append_event(c, s->id, EVENT_STATE,
-				   "{\"state\":\"queued\"}", created, err);
+	int64_t seq = sq_append_event(c, s->id, EVENT_STATE,
+				      "{\"state\":\"queued\"}", created, err);
 	if (seq < 0)
 		return (int)seq;
 	r = sq_commit(&tx, err);
 	if (r == 0)
-		written(st);
+		sq_written(st);
 	return r;
 }
 
@@ -410,6 +410,93 @@ int sq_session_count(struct store *st, int64_t *counts, struct wr_error **err)
 	return 0;
 }
 
+/* The state and lease epoch of session id (-ENOENT if there is none). */
+static int read_state(struct sq_conn *c, const char *id, int *state,
+		      int64_t *epoch, struct wr_error **err)
+{
+	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
+	int r = sq_prepare(c, SQ_SESSION_STATE, &q, err);
+	if (r < 0)
+		return r;
+	int rc = sq_bind_text(q, 1, id);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(q);
+	if (rc == SQLITE_DONE)
+		return store_no_session(id, err);
+	if (rc != SQLITE_ROW)
+		return sq_error(c, rc, err, "session %s: read state", id);
+	*state = session_state_parse((const char *)sqlite3_column_text(q, 0));
+	*epoch = sqlite3_column_int64(q, 1);
+	return 0;
+}
+
+/* Refuses a write carrying a stale epoch (0: no check) to session id. */
+static int fence(struct sq_conn *c, const char *id, int64_t epoch,
+		 struct wr_error **err)
+{
+	if (epoch == 0)
+		return 0;
+	int state = -1;
+	int64_t cur = 0;
+	int r = read_state(c, id, &state, &cur, err);
+	return r < 0 ? r : store_epoch_check(id, epoch, cur, err);
+}
+
+int64_t sq_lease_end(struct sq_conn *c, const char *id, bool advance,
+		     struct wr_error **err)
+{
+	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
+	int r = sq_prepare(c, SQ_LEASE_END, &q, err);
+	if (r < 0)
+		return r;
+	int64_t epoch = 0;
+	int rc = sq_bind_text(q, 1, id);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int(q, 2, advance);
+	if (rc == SQLITE_OK)
+		rc = step_int(q, &epoch);
+	if (rc == SQLITE_DONE)
+		return store_no_session(id, err);
+	if (rc != SQLITE_ROW)
+		return sq_error(c, rc, err, "session %s: end its lease", id);
+	return epoch;
+}
+
+int64_t sq_transition_in(struct sq_conn *c, const char *id, int from,
+			 enum session_state to,
+			 const struct store_session_update *upd, json_t *data,
+			 int64_t now, struct wr_error **err)
+{
+	_cleanup_free_ char *text = NULL;
+	int cur = -1;
+	int64_t epoch = 0;
+	int r = read_state(c, id, &cur, &epoch, err);
+	if (r == 0)
+		r = store_epoch_check(id, upd->epoch, epoch, err);
+	if (r == 0)
+		r = store_transition_allowed(id, cur, from, to, err);
+	if (r < 0)
+		return r;
+	int64_t queue_seq = 0;
+	if (upd->requeue) {
+		r = next_queue_seq(c, &queue_seq, err);
+		if (r < 0)
+			return r;
+	}
+	r = apply_update(c, id, session_state_name(to), upd, queue_seq, now,
+			 err);
+	/* nothing more happens to it: no worker holds it any more */
+	if (r == 0 && session_state_terminal(to)) {
+		int64_t e = sq_lease_end(c, id, false, err);
+		r = e < 0 ? (int)e : 0;
+	}
+	if (r == 0)
+		r = store_transition_text(id, data, cur, &text, err);
+	if (r < 0)
+		return r;
+	return sq_append_event(c, id, EVENT_STATE, text, now, err);
+}
+
 int64_t sq_session_transition(struct store *st, const char *id, int from,
 			      enum session_state to,
 			      const struct store_session_update *upd,
@@ -418,10 +505,8 @@ int64_t sq_session_transition(struct store *st, const char *id, int from,
 	static const struct store_session_update keep =
 	    STORE_SESSION_UPDATE_INIT;
 	_cleanup_(json_decrefp) json_t *data = NULL;
-	_cleanup_free_ char *text = NULL;
 	_cleanup_(sq_releasep) struct sq_conn *c = NULL;
 	_cleanup_(sq_rollbackp) struct sq_conn *tx = NULL;
-	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 
 	if (!upd)
 		upd = &keep;
@@ -434,40 +519,12 @@ int64_t sq_session_transition(struct store *st, const char *id, int from,
 	r = sq_begin(c, true, &tx, err);
 	if (r < 0)
 		return r;
-	r = sq_prepare(c, SQ_SESSION_STATE, &q, err);
-	if (r < 0)
-		return r;
-	int rc = sq_bind_text(q, 1, id);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(q);
-	if (rc == SQLITE_DONE)
-		return store_no_session(id, err);
-	if (rc != SQLITE_ROW)
-		return sq_error(c, rc, err, "session %s: read state", id);
-	int cur = session_state_parse((const char *)sqlite3_column_text(q, 0));
-	sqlite3_reset(q);
-	r = store_transition_allowed(id, cur, from, to, err);
-	if (r < 0)
-		return r;
-	int64_t queue_seq = 0;
-	if (upd->requeue) {
-		r = next_queue_seq(c, &queue_seq, err);
-		if (r < 0)
-			return r;
-	}
-	r = apply_update(c, id, session_state_name(to), upd, queue_seq, now,
-			 err);
-	if (r < 0)
-		return r;
-	r = store_transition_text(id, data, cur, &text, err);
-	if (r < 0)
-		return r;
-	int64_t seq = append_event(c, id, EVENT_STATE, text, now, err);
+	int64_t seq = sq_transition_in(c, id, from, to, upd, data, now, err);
 	if (seq < 0)
 		return seq;
 	r = sq_commit(&tx, err);
 	if (r == 0)
-		written(st);
+		sq_written(st);
 	return r < 0 ? r : seq;
 }
 
@@ -485,6 +542,8 @@ int sq_session_update(struct store *st, const char *id,
 	int64_t now = store_now_ms();
 	c = sq_writer(sq_of(st));
 	int r = sq_begin(c, true, &tx, err);
+	if (r == 0)
+		r = fence(c, id, upd->epoch, err);
 	if (r < 0)
 		return r;
 	int64_t queue_seq = 0;
@@ -498,7 +557,7 @@ int sq_session_update(struct store *st, const char *id,
 		return r;
 	r = sq_commit(&tx, err);
 	if (r == 0)
-		written(st);
+		sq_written(st);
 	return r;
 }
 
@@ -513,6 +572,13 @@ int64_t sq_event_append(struct store *st, const char *session_id,
 			enum event_kind kind, const char *data_json,
 			struct wr_error **err)
 {
+	return sq_event_append_fenced(st, session_id, 0, kind, data_json, err);
+}
+
+int64_t sq_event_append_fenced(struct store *st, const char *session_id,
+			       int64_t epoch, enum event_kind kind,
+			       const char *data_json, struct wr_error **err)
+{
 	_cleanup_(sq_releasep) struct sq_conn *c = NULL;
 	_cleanup_(sq_rollbackp) struct sq_conn *tx = NULL;
 
@@ -522,9 +588,11 @@ int64_t sq_event_append(struct store *st, const char *session_id,
 	int64_t now = store_now_ms();
 	c = sq_writer(sq_of(st));
 	r = sq_begin(c, true, &tx, err);
+	if (r == 0)
+		r = fence(c, session_id, epoch, err);
 	if (r < 0)
 		return r;
-	int64_t seq = append_event(c, session_id, kind, data_json, now, err);
+	int64_t seq = sq_append_event(c, session_id, kind, data_json, now, err);
 	if (seq < 0)
 		return seq;
 	r = sq_commit(&tx, err);
@@ -605,7 +673,7 @@ int64_t sq_message_add(struct store *st, const char *session_id,
 	if (r < 0)
 		return r;
 	int64_t seq =
-	    append_event(c, session_id, EVENT_MESSAGE, data_text, now, err);
+	    sq_append_event(c, session_id, EVENT_MESSAGE, data_text, now, err);
 	if (seq < 0)
 		return seq;
 	r = sq_commit(&tx, err);

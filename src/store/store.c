@@ -332,7 +332,22 @@ void store_session_clear(struct store_session *s)
 	free(s->snapshot_id);
 	free(s->sandbox);
 	free(s->outcome_json);
+	free(s->worker_id);
 	memset(s, 0, sizeof(*s));
+}
+
+void store_worker_clear(struct store_worker *w)
+{
+	if (!w)
+		return;
+	free(w->host);
+	memset(w, 0, sizeof(*w));
+}
+
+static void store_claim_clear(struct store_claim *c)
+{
+	if (c)
+		memset(c, 0, sizeof(*c));
 }
 
 void store_event_clear(struct store_event *e)
@@ -412,6 +427,8 @@ DEFINE_ARRAY_FREE(store_messages_free, struct store_message,
 DEFINE_ARRAY_FREE(store_artifacts_free, struct store_artifact,
 		  store_artifact_clear)
 DEFINE_ARRAY_FREE(store_tokens_free, struct store_token, store_token_clear)
+DEFINE_ARRAY_FREE(store_workers_free, struct store_worker, store_worker_clear)
+DEFINE_ARRAY_FREE(store_claims_free, struct store_claim, store_claim_clear)
 
 /* ---- records from rows (backend.h) --------------------------------------- */
 
@@ -540,11 +557,14 @@ static int session_from_row(const struct store_row *row, void *out)
 	    .updated_ms = row->int64(row, 17),
 	    .started_ms = row->int64(row, 18),
 	    .finished_ms = row->int64(row, 19),
+	    .lease_epoch = row->int64(row, 21),
+	    .lease_expires_ms = row->int64(row, 22),
 	};
 	const struct text_col cols[] = {
 	    {2, &s.user},	 {3, &s.prompt},      {4, &s.ref},
 	    {5, &s.agent_json},	 {6, &s.limits_json}, {8, &s.reason},
-	    {9, &s.snapshot_id}, {10, &s.sandbox},    {11, &s.outcome_json}};
+	    {9, &s.snapshot_id}, {10, &s.sandbox},    {11, &s.outcome_json},
+	    {20, &s.worker_id}};
 	r = store_row_copy(row, 0, s.id, sizeof(s.id));
 	if (r == 0)
 		r = store_row_copy(row, 1, s.repo_id, sizeof(s.repo_id));
@@ -600,6 +620,43 @@ static int artifact_from_row(const struct store_row *row, void *out)
 	return 0;
 }
 
+static int worker_from_row(const struct store_row *row, void *out)
+{
+	struct store_worker w = {
+	    .started_ms = row->int64(row, 2),
+	    .heartbeat_ms = row->int64(row, 3),
+	    .max_sandboxes = (int)row->int64(row, 4),
+	    .stopped_ms = row->int64(row, 5),
+	};
+	const struct text_col cols[] = {{1, &w.host}};
+	int r = store_row_copy(row, 0, w.id, sizeof(w.id));
+	if (r == 0)
+		r = row_strdups(row, cols, ARRAY_SIZE(cols));
+	if (r < 0)
+		return r;
+	*(struct store_worker *)out = w;
+	return 0;
+}
+
+static int claim_from_row(const struct store_row *row, void *out)
+{
+	const char *state_name = NULL;
+	int r = row->text(row, 3, &state_name);
+	if (r < 0)
+		return r;
+	int state = session_state_parse(state_name);
+	if (state < 0)
+		return -EIO;
+	struct store_claim c = {.epoch = row->int64(row, 2), .state = state};
+	r = store_row_copy(row, 0, c.id, sizeof(c.id));
+	if (r == 0)
+		r = store_row_copy(row, 1, c.worker_id, sizeof(c.worker_id));
+	if (r < 0)
+		return r;
+	*(struct store_claim *)out = c;
+	return 0;
+}
+
 #define DEFINE_RECORD(var, type, from_row, clear_fn)                  \
 	static void clear_fn##_any(void *rec)                         \
 	{                                                             \
@@ -622,6 +679,10 @@ DEFINE_RECORD(store_message_record, struct store_message, message_from_row,
 	      store_message_clear);
 DEFINE_RECORD(store_artifact_record, struct store_artifact, artifact_from_row,
 	      store_artifact_clear);
+DEFINE_RECORD(store_worker_record, struct store_worker, worker_from_row,
+	      store_worker_clear);
+DEFINE_RECORD(store_claim_record, struct store_claim, claim_from_row,
+	      store_claim_clear);
 
 /* ---- arrays ------------------------------------------------------------ */
 
@@ -979,4 +1040,147 @@ int store_message_text(const char *session_id, json_t *data, int64_t id,
 				    session_id);
 	*out = text;
 	return 0;
+}
+
+/* ---- leases ------------------------------------------------------------- */
+
+int store_epoch_check(const char *id, int64_t epoch, int64_t cur,
+		      struct wr_error **err)
+{
+	if (epoch == 0 || epoch == cur)
+		return 0;
+	return wr_error_set(err, ESTALE,
+			    "session %s: lease epoch %lld is stale (the "
+			    "session's is %lld): its lease was lost or "
+			    "another worker holds it",
+			    id, (long long)epoch, (long long)cur);
+}
+
+int store_worker_check(const struct store_worker *w, struct wr_error **err)
+{
+	if (!w || !store_id_ok(w->id))
+		return wr_error_input(err, EINVAL, "register worker: bad id");
+	if ((w->host &&
+	     strnlen(w->host, STORE_TEXT_MAX + 1) > STORE_TEXT_MAX) ||
+	    w->max_sandboxes < 0 || w->started_ms < 0)
+		return wr_error_input(err, EINVAL,
+				      "register worker %s: bad host, "
+				      "max_sandboxes or start time",
+				      w->id);
+	return 0;
+}
+
+int store_claim_check(const char *worker_id, const char *session_id,
+		      int64_t lease_ms, int *limit, struct wr_error **err)
+{
+	if (!store_id_ok(worker_id))
+		return wr_error_input(err, EINVAL,
+				      "claim sessions: bad worker "
+				      "id");
+	if (session_id && !store_id_ok(session_id))
+		return store_no_session(session_id, err);
+	if (lease_ms <= 0 || (!session_id && *limit < 1))
+		return wr_error_input(err, EINVAL,
+				      "worker %s: claim with a lease of %lld "
+				      "ms and a limit of %d (both must be "
+				      "positive)",
+				      worker_id, (long long)lease_ms, *limit);
+	if (session_id || *limit > STORE_LIST_MAX)
+		*limit = session_id ? 1 : STORE_LIST_MAX;
+	return 0;
+}
+
+int store_worker_usable(const char *id, bool found, int64_t stopped_ms,
+			const char *what, struct wr_error **err)
+{
+	if (!found)
+		return wr_error_absent(err, true, "%s: no worker %s", what, id);
+	if (stopped_ms)
+		return wr_error_set(err, ESTALE,
+				    "%s: worker %s stopped at %lld ms", what,
+				    id, (long long)stopped_ms);
+	return 0;
+}
+
+int store_claim_one_check(const char *id, const char *worker_id,
+			  enum session_state state, const char *holder,
+			  int64_t expires_ms, int64_t now_ms, bool *keep,
+			  struct wr_error **err)
+{
+	if (session_state_terminal(state))
+		return wr_error_input(err, EPERM,
+				      "worker %s: session %s is %s: nothing "
+				      "more happens to it",
+				      worker_id, id, session_state_name(state));
+	bool live = holder && expires_ms >= now_ms;
+	*keep = live && !strcmp(holder, worker_id);
+	if (live && !*keep)
+		return wr_error_set(err, EBUSY,
+				    "worker %s: session %s is held by worker "
+				    "%s until %lld ms",
+				    worker_id, id, holder,
+				    (long long)expires_ms);
+	return 0;
+}
+
+/* lease_reap's reason and its event's extra keys, for claim c. */
+static int reap_data(const struct store_claim *c, const char *reason,
+		     char **reason_out, char **extra_out, struct wr_error **err)
+{
+	_cleanup_free_ char *why =
+	    reason ? wr_strdup(reason)
+		   : wr_asprintf("worker %s lost its lease", c->worker_id);
+	_cleanup_(json_decrefp) json_t *extra =
+	    json_pack("{s:s, s:I}", "worker", c->worker_id, "epoch",
+		      (json_int_t)c->epoch);
+	char *text = extra ? json_dumps(extra, JSON_COMPACT) : NULL;
+	if (!why || !text) {
+		free(text);
+		return wr_error_set(err, ENOMEM, "reap session %s", c->id);
+	}
+	*reason_out = TAKE_PTR(why);
+	*extra_out = text;
+	return 0;
+}
+
+int store_reap_one(const struct store_reap_ops *ops, void *conn,
+		   struct store_claim *c, const char *reason, int64_t now_ms,
+		   struct wr_error **err)
+{
+	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+	_cleanup_free_ char *why = NULL;
+	_cleanup_free_ char *extra = NULL;
+	_cleanup_(json_decrefp) json_t *data = NULL;
+	int64_t epoch = ops->lease_end(conn, c->id, true, err);
+	if (epoch < 0)
+		return (int)epoch;
+	c->epoch = epoch;
+	if (!session_transition_allowed(c->state, SESSION_INTERRUPTED))
+		return 0; /* queued, review...: let go as it is */
+	int r = reap_data(c, reason, &why, &extra, err);
+	upd.reason = why;
+	if (r == 0)
+		r = store_transition_data(c->id, c->state, SESSION_INTERRUPTED,
+					  &upd, extra, &data, err);
+	if (r < 0)
+		return r;
+	int64_t seq =
+	    ops->transition(conn, c->id, c->state, SESSION_INTERRUPTED, &upd,
+			    data, now_ms, err);
+	if (seq < 0)
+		return (int)seq;
+	c->state = SESSION_INTERRUPTED;
+	return 0;
+}
+
+int store_claims_out(int r, struct store_claim *v, size_t n,
+		     struct store_claim **out, size_t *n_out)
+{
+	if (r < 0) {
+		store_claims_free(v, n);
+		return r;
+	}
+	*out = v;
+	*n_out = n;
+	return (int)n;
 }

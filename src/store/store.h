@@ -17,8 +17,21 @@
  *     *_free functions below); out-parameters are written only on success;
  *   - functions return 0 (or a count) on success, -errno on failure:
  *     -ENOENT unknown id, -EEXIST duplicate, -ESTALE a transition whose
- *     expected state no longer holds, -EIO for a database error (with *err).
- * The store is safe to call from several threads. */
+ *     expected state no longer holds (or a write whose lease epoch is
+ *     stale, below), -EIO for a database error (with *err).
+ * The store is safe to call from several threads.
+ *
+ * Leases (workers on many hosts sharing the sessions): a worker registers
+ * (worker_register), claims sessions (session_claim), renews its leases
+ * (lease_renew) and stops (worker_stop); anyone reaps the leases that ran
+ * out (lease_reap). A claim gives the session to the worker with a new
+ * lease epoch, the fencing token: every write a worker makes about a
+ * session may carry the epoch it holds (store_session_update.epoch,
+ * event_append_fenced), and is refused with -ESTALE, writing nothing, when
+ * the session's epoch is another one (a reap, or another worker's claim,
+ * moved it on). Epoch 0 is no check: what does not run on a worker. The
+ * store takes every time as an argument (now_ms) where a lease is judged,
+ * so that the callers' clock is the only one. */
 #ifndef WR_STORE_STORE_H
 #define WR_STORE_STORE_H
 
@@ -103,6 +116,12 @@ struct store_session {
 	int64_t created_ms, updated_ms;
 	int64_t started_ms;  /* first agent start, 0 before */
 	int64_t finished_ms; /* reached a terminal state or review, 0 before */
+	/* the lease: the worker holding the session (NULL: none), the
+	 * fencing token (0 before its first claim; each claim and each reap
+	 * advances it) and when the lease ends (0 when not held) */
+	char *worker_id;
+	int64_t lease_epoch;
+	int64_t lease_expires_ms;
 };
 
 /* Fields a transition may change besides the state; NULL/negative means
@@ -118,6 +137,10 @@ struct store_session_update {
 	bool requeue;		  /* give it a new queue_seq (end of FIFO) */
 	int64_t started_ms;	  /* 0: keep */
 	int64_t finished_ms;	  /* 0: keep, -1: clear */
+	/* the lease epoch the writer holds: 0 writes whatever the lease
+	 * (today's callers), another value is refused with -ESTALE unless it
+	 * is the session's lease_epoch, checked in the write's transaction */
+	int64_t epoch;
 };
 #define STORE_SESSION_UPDATE_INIT                                              \
 	{                                                                      \
@@ -171,6 +194,25 @@ struct store_token {
 	int64_t revoked_ms;   /* 0: active */
 	int64_t last_used_ms; /* 0: never; updated at most once a minute */
 	char id[STORE_TOKEN_ID_LEN + 1]; /* listings: the hash's first digits */
+};
+
+/* A worker (a host's warren serve --role worker). */
+struct store_worker {
+	char id[STORE_ID_MAX];
+	char *host;	      /* what it says it runs on, or NULL */
+	int64_t started_ms;   /* worker_register: 0 means now */
+	int64_t heartbeat_ms; /* its last lease_renew (started_ms before) */
+	int max_sandboxes;    /* its own cap, 0: none given */
+	int64_t stopped_ms;   /* 0 while it runs */
+};
+
+/* A session a lease call took, holds or reaped. */
+struct store_claim {
+	char id[STORE_ID_MAX];
+	/* the worker holding it (lease_reap: the one that lost it) */
+	char worker_id[STORE_ID_MAX];
+	int64_t epoch;		  /* the session's lease epoch after the call */
+	enum session_state state; /* its state after the call */
 };
 
 struct store_session_filter {
@@ -284,14 +326,17 @@ struct store_ops {
 	 * from < 0) and from -> to is allowed, set state to, apply upd,
 	 * append event ("state", {"state":to,"from":..., "reason":...}
 	 * merged with extra_json if given). -ESTALE if the state was not
-	 * `from`, -EPERM if the transition is not allowed. Returns the
-	 * event's seq. */
+	 * `from`, -EPERM if the transition is not allowed, -ESTALE if
+	 * upd->epoch is stale (checked first). A transition to a terminal
+	 * state ends the session's lease (worker_id and lease_expires_ms
+	 * cleared, the epoch kept). Returns the event's seq. */
 	int64_t (*session_transition)(struct store *st, const char *id,
 				      int from, enum session_state to,
 				      const struct store_session_update *upd,
 				      const char *extra_json,
 				      struct wr_error **err);
-	/* Update fields without a state change (no event). */
+	/* Update fields without a state change (no event); -ESTALE if
+	 * upd->epoch is stale. */
 	int (*session_update)(struct store *st, const char *id,
 			      const struct store_session_update *upd,
 			      struct wr_error **err);
@@ -323,6 +368,80 @@ struct store_ops {
 	int (*artifact_list)(struct store *st, const char *session_id,
 			     struct store_artifact **out, size_t *n_out,
 			     struct wr_error **err);
+
+	/* ---- leases (see the top of this file) ---- */
+
+	/* event_append, refused with -ESTALE (nothing written) unless epoch
+	 * is 0 or the session's lease_epoch. */
+	int64_t (*event_append_fenced)(struct store *st, const char *session_id,
+				       int64_t epoch, enum event_kind kind,
+				       const char *data_json,
+				       struct wr_error **err);
+	/* Records worker w->id as running (host, max_sandboxes, started_ms
+	 * 0: now; heartbeat_ms = started_ms; stopped_ms cleared): a worker
+	 * that starts again under its id is registered again. */
+	int (*worker_register)(struct store *st, const struct store_worker *w,
+			       struct wr_error **err);
+	/* Marks the worker stopped at now_ms (its first stop's time stays)
+	 * and ends its leases there: the next lease_reap takes what it
+	 * held. -ENOENT if unknown. */
+	int (*worker_stop)(struct store *st, const char *id, int64_t now_ms,
+			   struct wr_error **err);
+	/* Every worker, stopped ones included, by started_ms then id. */
+	int (*worker_list)(struct store *st, struct store_worker **out,
+			   size_t *n_out, struct wr_error **err);
+	/* Gives sessions to worker_id with a lease until now_ms + lease_ms,
+	 * each one's lease_epoch advanced, in one transaction.
+	 *   session_id NULL: up to limit (1..STORE_LIST_MAX; more is the
+	 *     most) sessions in state queued that no live lease holds
+	 *     (worker_id NULL, or lease_expires_ms < now_ms), oldest first
+	 *     (created_ms, then id). On PostgreSQL the rows are taken with
+	 *     FOR UPDATE SKIP LOCKED: concurrent claimers never take the same
+	 *     session and never wait on each other; on SQLite the write
+	 *     transaction (BEGIN IMMEDIATE) serialises them.
+	 *   session_id given (a follow-up routed to this worker): that one
+	 *     session, in any state not terminal (-EPERM if terminal), unless
+	 *     another worker's live lease holds it (-EBUSY); limit is not
+	 *     read. If worker_id holds it already, its lease is extended and
+	 *     its epoch kept. The state does not change (lease_reap is what
+	 *     interrupts a session whose worker was lost).
+	 * *out gets the claims (NULL when none), *n_out their number; the
+	 * count is returned. -ENOENT for an unknown worker (or session),
+	 * -ESTALE for a stopped one. */
+	int (*session_claim)(struct store *st, const char *worker_id,
+			     const char *session_id, int64_t now_ms,
+			     int64_t lease_ms, int limit,
+			     struct store_claim **out, size_t *n_out,
+			     struct wr_error **err);
+	/* Heartbeats worker_id (heartbeat_ms = now_ms) and extends to
+	 * now_ms + lease_ms every lease of it that has not run out
+	 * (lease_expires_ms >= now_ms); one that ran out is not renewed (it
+	 * waits for lease_reap). *held gets what the worker holds now, by
+	 * id (NULL when nothing), *n_held their number: the caller compares
+	 * it with what it runs, and stops the sandboxes of the sessions
+	 * missing or held at another epoch. Returns the count. -ENOENT for
+	 * an unknown worker, -ESTALE for a stopped one. Renewals are not
+	 * counted by session_writes (they change lease_expires_ms only). */
+	int (*lease_renew)(struct store *st, const char *worker_id,
+			   int64_t now_ms, int64_t lease_ms,
+			   struct store_claim **held, size_t *n_held,
+			   struct wr_error **err);
+	/* Takes back every lease that ran out (lease_expires_ms < now_ms, a
+	 * worker set, the state not terminal), at most STORE_LIST_MAX a call
+	 * (call again while it returns that many): the session's epoch
+	 * advances, worker_id and lease_expires_ms are cleared, and a
+	 * session in provisioning, running or verifying becomes interrupted
+	 * through session_transition's path (a "state" event with reason,
+	 * or "worker W lost its lease" when reason is NULL, and the keys
+	 * "worker" and "epoch"); one in another state (queued, review,
+	 * approved, interrupted: none of which may go to interrupted) keeps
+	 * its state and writes no event. One transaction; on PostgreSQL
+	 * two reapers at once skip each other's rows. *out gets
+	 * what was reaped (NULL when nothing; worker_id: the worker that
+	 * lost it), *n_out its number; returns the count. */
+	int (*lease_reap)(struct store *st, int64_t now_ms, const char *reason,
+			  struct store_claim **out, size_t *n_out,
+			  struct wr_error **err);
 };
 
 struct store {
@@ -369,6 +488,7 @@ void store_event_clear(struct store_event *e);
 void store_message_clear(struct store_message *m);
 void store_artifact_clear(struct store_artifact *a);
 void store_token_clear(struct store_token *t);
+void store_worker_clear(struct store_worker *w);
 /* Is name a valid token name (STORE_TOKEN_NAME_MAX)? */
 bool store_token_name_valid(const char *name);
 /* Free an array returned by a *_list call (clears every element). */
@@ -379,5 +499,8 @@ void store_events_free(struct store_event *v, size_t n);
 void store_messages_free(struct store_message *v, size_t n);
 void store_artifacts_free(struct store_artifact *v, size_t n);
 void store_tokens_free(struct store_token *v, size_t n);
+void store_workers_free(struct store_worker *v, size_t n);
+/* Claims hold nothing of their own: free(v) would do. */
+void store_claims_free(struct store_claim *v, size_t n);
 
 #endif

@@ -814,6 +814,24 @@ static void test_session_create(void **state)
 	    CALL(200, .method = "GET", .target = path, .token = tok_reviewer);
 	assert_true(json_equal(s, g));
 	json_decref(g);
+	/* no worker holds it yet; a claim shows its worker and epoch */
+	assert_true(json_is_null(json_object_get(s, "worker")));
+	assert_int_equal(json_integer_value(json_object_get(s, "lease_epoch")),
+			 0);
+	struct wr_error *err = NULL;
+	struct store_worker w = {.id = "w-api"};
+	assert_int_equal(st->ops->worker_register(st, &w, &err), 0);
+	struct store_claim *cl = NULL;
+	size_t n = 0;
+	assert_int_equal(st->ops->session_claim(st, "w-api", id, 1000, 100, 0,
+						&cl, &n, &err),
+			 1);
+	store_claims_free(cl, n);
+	g = CALL(200, .method = "GET", .target = path, .token = tok_reviewer);
+	assert_string_equal(jstr(g, "worker"), "w-api");
+	assert_int_equal(json_integer_value(json_object_get(g, "lease_epoch")),
+			 1);
+	json_decref(g);
 	json_decref(s);
 
 	/* the repository's agent applies without one; argv arrays as is */

@@ -39,173 +39,7 @@
 #include "util/alloc.h"
 #include "util/error.h"
 
-static char root[] = "/tmp/warren-unit-db.XXXXXX";
-static char dir[PATH_MAX]; /* this test's own directory under root */
-static int test_seq;
-
-static int remove_entry(const char *path, const struct stat *st, int type,
-			struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	return type == FTW_DP ? rmdir(path) : unlink(path);
-}
-
-static int group_setup(void **state)
-{
-	(void)state;
-	return mkdtemp(root) ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-	(void)state;
-	return nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static int test_setup(void **state)
-{
-	(void)state;
-	wr_alloc_fail_at(0);
-	snprintf(dir, sizeof(dir), "%s/t%d", root, ++test_seq);
-	return mkdir(dir, 0755);
-}
-
-static int test_teardown(void **state)
-{
-	(void)state;
-	wr_alloc_fail_at(0);
-	teststore_cleanup();
-	return 0;
-}
-
-/* dir/rel, in one of a few rotating buffers. */
-static const char *P(const char *rel)
-{
-	static char bufs[8][PATH_MAX];
-	static int next;
-	char *b = bufs[next++ % 8];
-	snprintf(b, PATH_MAX, "%s/%s", dir, rel);
-	return b;
-}
-
-static void fail_err(const char *what, long long r, struct wr_error *err)
-{
-	fail_msg("%s = %lld: %s", what, r, err ? err->msg : "(no error)");
-}
-
-/* A call that must succeed; evaluates to its result. */
-#define OK(call)                                   \
-	({                                         \
-		struct wr_error *err_ = NULL;      \
-		long long r_ = (long long)(call);  \
-		if (r_ < 0)                        \
-			fail_err(#call, r_, err_); \
-		r_;                                \
-	})
-/* A call that must fail with -errnum and say why. */
-#define FAILS(errnum, call)                                               \
-	do {                                                              \
-		struct wr_error *err_ = NULL;                             \
-		long long r_ = (long long)(call);                         \
-		if (r_ != -(errnum))                                      \
-			fail_msg("%s = %lld, want %d: %s", #call, r_,     \
-				 -(errnum), err_ ? err_->msg : "(none)"); \
-		assert_non_null(err_);                                    \
-		assert_non_null(err_->msg);                               \
-		wr_error_free(err_);                                      \
-	} while (0)
-
-/* The URL of the store called name, on the backend under test. */
-static const char *U(const char *name)
-{
-	return teststore_url(dir, name);
-}
-
-static struct store *open_db(const char *name)
-{
-	struct wr_error *err = NULL;
-	struct store *st = store_open(U(name), &err);
-	if (!st)
-		fail_err("store_open", -1, err);
-	return st;
-}
-
-/* Runs SQL on the database with a connection of its own. */
-static void raw_sql(const char *name, const char *sql)
-{
-	teststore_sql(U(name), sql);
-}
-
-/* A test of one backend's own behaviour, skipped on the other. */
-#define ONLY_SQLITE()                 \
-	do {                          \
-		if (teststore_pg()) { \
-			skip();       \
-			return;       \
-		}                     \
-	} while (0)
-
-static void add_repo(struct store *st, const char *name, char id[STORE_ID_MAX])
-{
-	struct store_repo r = {.name = (char *)name, .url = (char *)"/src/x"};
-	store_new_id("r-", r.id);
-	OK(st->ops->repo_add(st, &r, &err_));
-	memcpy(id, r.id, STORE_ID_MAX);
-}
-
-static void add_session_at(struct store *st, const char *repo_id,
-			   const char *user, int64_t created_ms,
-			   char id[STORE_ID_MAX])
-{
-	struct store_session s = {.user = (char *)user,
-				  .prompt = (char *)"fix the test",
-				  .created_ms = created_ms};
-	store_new_id("s-", s.id);
-	snprintf(s.repo_id, sizeof(s.repo_id), "%s", repo_id);
-	OK(st->ops->session_create(st, &s, &err_));
-	memcpy(id, s.id, STORE_ID_MAX);
-}
-
-static void add_session(struct store *st, const char *repo_id,
-			char id[STORE_ID_MAX])
-{
-	add_session_at(st, repo_id, "alice", 0, id);
-}
-
-static enum session_state state_of(struct store *st, const char *id)
-{
-	struct store_session s;
-	OK(st->ops->session_get(st, id, &s, &err_));
-	enum session_state state = s.state;
-	store_session_clear(&s);
-	return state;
-}
-
-static size_t count_events(struct store *st, const char *id)
-{
-	struct store_event *ev = NULL;
-	size_t n = 0;
-	OK(st->ops->event_list(st, id, 0, 0, &ev, &n, &err_));
-	store_events_free(ev, n);
-	return n;
-}
-
-/* The data of event seq, parsed. */
-static json_t *event_data(struct store *st, const char *id, int64_t seq,
-			  const char *kind)
-{
-	struct store_event *ev = NULL;
-	size_t n = 0;
-	OK(st->ops->event_list(st, id, seq - 1, 1, &ev, &n, &err_));
-	assert_int_equal(n, 1);
-	assert_int_equal(ev[0].seq, seq);
-	assert_string_equal(ev[0].kind, kind);
-	json_t *j = json_loads(ev[0].data_json, 0, NULL);
-	assert_non_null(j);
-	store_events_free(ev, n);
-	return j;
-}
+#include "testdb.h"
 
 /* ---- lifecycle, ids ----------------------------------------------------- */
 
@@ -470,19 +304,25 @@ static void test_open_in_memory(void **state)
 	store_close(st);
 }
 
-/* A database one version behind (migration 4 undone) is brought up to
- * date at open, its data kept; opening again changes nothing. */
+/* A database two versions behind (migrations 5 and 4 undone) is brought
+ * up to date at open, its data kept; opening again changes nothing. */
 static void test_open_migrates_older_schema(void **state)
 {
 	(void)state;
 	struct store *st = open_db("old.db");
 	int latest = store_schema_version(st);
-	assert_true(latest >= 4);
+	assert_true(latest >= 5);
 	char repo[STORE_ID_MAX], sid[STORE_ID_MAX];
 	add_repo(st, "c-hello", repo);
 	add_session(st, repo, sid);
 	store_close(st);
-	raw_sql("old.db", "ALTER TABLE repositories DROP COLUMN removed_ms;"
+	raw_sql("old.db", "DROP TABLE workers;"
+			  "DROP INDEX sessions_by_worker;"
+			  "DROP INDEX sessions_by_lease;"
+			  "ALTER TABLE sessions DROP COLUMN worker_id;"
+			  "ALTER TABLE sessions DROP COLUMN lease_epoch;"
+			  "ALTER TABLE sessions DROP COLUMN lease_expires_ms;"
+			  "ALTER TABLE repositories DROP COLUMN removed_ms;"
 			  "DELETE FROM schema_version WHERE version >= 4");
 	assert_int_equal(teststore_int(U("old.db"), "SELECT MAX(version) "
 						    "FROM schema_version"),
@@ -495,6 +335,23 @@ static void test_open_migrates_older_schema(void **state)
 	char other[STORE_ID_MAX];
 	add_repo(st, "spare", other);
 	OK(st->ops->repo_remove(st, other, store_now_ms(), &err_));
+	/* and migration 5's: the old session has no lease, and can get one */
+	struct store_session got;
+	OK(st->ops->session_get(st, sid, &got, &err_));
+	assert_null(got.worker_id);
+	assert_int_equal(got.lease_epoch, 0);
+	assert_int_equal(got.lease_expires_ms, 0);
+	store_session_clear(&got);
+	struct store_worker w = {.id = "w-old"};
+	OK(st->ops->worker_register(st, &w, &err_));
+	struct store_claim *cl = NULL;
+	size_t n = 0;
+	assert_int_equal(OK(st->ops->session_claim(st, "w-old", NULL, 1000, 100,
+						   1, &cl, &n, &err_)),
+			 1);
+	assert_string_equal(cl[0].id, sid);
+	assert_int_equal(cl[0].epoch, 1);
+	store_claims_free(cl, n);
 	store_close(st);
 	st = open_db("old.db");
 	assert_int_equal(store_schema_version(st), latest);
