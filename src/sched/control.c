@@ -1395,6 +1395,46 @@ static int reconcile(struct control *c, struct wr_error **err)
 	return 0;
 }
 
+/* ---- what other processes write (the store's watch) -------------------- */
+
+/* An event of session_id (NULL: anything) was committed, maybe by another
+ * process (an API server taking a cancel, a submission): streams look
+ * again, the scheduler too, and a session of ours that another process
+ * ended (cancelled) is stopped here as well. From the store's thread. */
+static void store_changed(void *ctx, const char *session_id,
+			  const char *kind)
+{
+	struct control *c = ctx;
+	control_notify(c);
+	/* a state change: a submission, a cancel (all of them when the
+	 * watch cannot say) */
+	if (kind && event_kind_parse(kind) != EVENT_STATE)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->sched_wake = true;
+	pthread_cond_signal(&c->cv);
+	bool ours = session_id && run_find(c, session_id) != NULL;
+	pthread_mutex_unlock(&c->mu);
+	if (!ours)
+		return;
+	struct store_session s = {0};
+	if (c->st->ops->session_get(c->st, session_id, &s, NULL) < 0)
+		return;
+	bool ended = session_state_terminal(s.state);
+	store_session_clear(&s);
+	if (!ended)
+		return;
+	pthread_mutex_lock(&c->mu);
+	struct run *run = run_find(c, session_id);
+	if (run && !run->cancel) {
+		run->cancel = true;
+		if (run->child > 0)
+			kill(run->child, SIGTERM);
+		pthread_cond_signal(&run->cv);
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
 /* ---- what the perimeter asks of the control plane ---------------------- */
 
 static int64_t perimeter_event_cb(void *ctx, const char *session_id,
@@ -1434,6 +1474,9 @@ static void control_free(struct control *c)
 {
 	if (!c)
 		return;
+	/* no call from the store's thread after this */
+	if (c->st && c->st->ops->watch)
+		c->st->ops->watch(c->st, NULL, NULL, NULL);
 	for (size_t i = 0; i < c->builds.n_refresh; i++)
 		free(c->builds.refresh_queue[i]);
 	free(c->builds.refresh_queue);
@@ -1526,6 +1569,15 @@ int control_start(const struct control_config *cfg, struct store *st,
 	if (pr < 0) {
 		control_free(c);
 		return pr;
+	}
+	/* a store other processes share (PostgreSQL): their writes wake
+	 * this one's streams and scheduler */
+	if (st->ops->watch) {
+		pr = st->ops->watch(st, store_changed, c, err);
+		if (pr < 0) {
+			control_free(c);
+			return wr_error_wrap(err, "watch the store");
+		}
 	}
 	if (!cfg->no_worker) {
 		if (!c->warren_bin) {

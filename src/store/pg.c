@@ -370,8 +370,7 @@ static int server_check(struct pg_store *s, PGconn *db, struct wr_error **err)
 	return 0;
 }
 
-static int conn_open(struct pg_store *s, struct pg_conn *c,
-		     struct wr_error **err)
+PGconn *pg_connect(struct pg_store *s)
 {
 	/* the URL's own settings win over the first two (its dbname is
 	 * expanded in its place); the encoding is the store's */
@@ -379,7 +378,13 @@ static int conn_open(struct pg_store *s, struct pg_conn *c,
 				    "dbname", "client_encoding", NULL};
 	const char *const values[] = {CONNECT_TIMEOUT, "warren", s->conninfo,
 				      "UTF8", NULL};
-	PGconn *db = PQconnectdbParams(keys, values, 1);
+	return PQconnectdbParams(keys, values, 1);
+}
+
+static int conn_open(struct pg_store *s, struct pg_conn *c,
+		     struct wr_error **err)
+{
+	PGconn *db = pg_connect(s);
 	if (!db)
 		return wr_error_set(err, ENOMEM, "store %s", s->shown);
 	int r = 0;
@@ -565,6 +570,7 @@ static void pg_close(struct store *st)
 	struct pg_store *s = pg_of(st);
 	if (!s)
 		return;
+	pg_watch_stop(s);
 	for (size_t i = 0; i < PG_POOL; i++)
 		if (s->conns[i].db)
 			PQfinish(s->conns[i].db);
@@ -598,6 +604,7 @@ uint64_t pg_session_writes(struct store *st)
 static const struct store_ops pg_ops = {
     .backend = STORE_BACKEND_POSTGRES,
     .close = pg_close,
+    .watch = pg_watch,
     .schema_version = pg_schema_version,
     .token_add = pg_token_add,
     .token_lookup = pg_token_lookup,

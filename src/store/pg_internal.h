@@ -107,6 +107,11 @@ struct pg_conn {
 	bool doomed; /* the server said it ends the connection (pg.c) */
 };
 
+/* The NOTIFY channel of appended events (payload: "SESSION KIND"). */
+#define PG_WATCH_CHANNEL "warren_events"
+
+struct pg_watch; /* pg_watch.c */
+
 struct pg_store {
 	struct store base;
 	char *conninfo; /* the URL as given, password included (libpq's) */
@@ -120,7 +125,16 @@ struct pg_store {
 	/* session records written through this store, counted after each
 	 * commit: pg_session_writes (this process's writes only) */
 	atomic_uint_fast64_t session_writes;
+	struct pg_watch *watch; /* NULL until pg_watch */
 };
+
+/* pg_watch.c */
+int pg_watch(struct store *st, store_changed_fn changed, void *ctx,
+	     struct wr_error **err);
+/* Stops the watch's thread and closes its connection (from pg_close). */
+void pg_watch_stop(struct pg_store *s);
+/* The connection parameters every connection of the store uses. */
+PGconn *pg_connect(struct pg_store *s);
 
 static inline struct pg_store *pg_of(struct store *st)
 {

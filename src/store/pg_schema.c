@@ -293,10 +293,13 @@ static const char *const stmt_sql[PG_STMT_MAX] = {
      * statement; no row: no such session */
     [PG_EVENT_APPEND] =
 	"WITH s AS (UPDATE sessions SET last_event_seq = last_event_seq + 1 "
-	"  WHERE id = $1 RETURNING id, last_event_seq) "
-	"INSERT INTO events (session_id, seq, time_ms, kind, data) "
+	"  WHERE id = $1 RETURNING id, last_event_seq"
+	"), e AS (INSERT INTO events (session_id, seq, time_ms, kind, data) "
 	"SELECT s.id, s.last_event_seq, $2::bigint, $3::text, $4::text "
-	"FROM s RETURNING seq",
+	"FROM s RETURNING session_id, seq) "
+	/* other processes' watches learn of it at the commit */
+	"SELECT e.seq, pg_notify('" PG_WATCH_CHANNEL "', "
+	"e.session_id || ' ' || $3::text) FROM e",
     [PG_EVENT_LIST] = "SELECT " STORE_EVENT_COLUMNS " FROM events "
 		      "WHERE session_id = $1 AND seq > $2 "
 		      "ORDER BY seq LIMIT $3",

@@ -231,9 +231,22 @@ enum store_backend {
 	STORE_BACKEND_MAX
 };
 
+/* What a process wrote: an event of kind (its name) of session_id, or,
+ * after the watch was cut off and came back, anything (both NULL). */
+typedef void (*store_changed_fn)(void *ctx, const char *session_id,
+				 const char *kind);
+
 struct store_ops {
 	enum store_backend backend;
 	void (*close)(struct store *st);
+	/* Calls changed (from a thread of the store's) for every event any
+	 * process appends, this one's included, until the store is closed
+	 * (PostgreSQL: LISTEN/NOTIFY). NULL for a store only one process
+	 * uses (SQLite). At most one watch per store; -EBUSY for a second.
+	 * changed NULL ends the watch (its thread is joined: no call after
+	 * the return). */
+	int (*watch)(struct store *st, store_changed_fn changed, void *ctx,
+		     struct wr_error **err);
 	/* The schema version the database is at after open. */
 	int (*schema_version)(struct store *st);
 

@@ -35,7 +35,7 @@
 
 static const char usage_text[] =
     "usage: warren serve [--data DIR] [--listen ADDR:PORT] [--config FILE]\n"
-    "                    [--store URL]\n"
+    "                    [--store URL] [--role all|api]\n"
     "\n"
     "Runs the Warren control plane: the session queue and scheduler, the\n"
     "sandboxes' lifecycle and the HTTP API (docs/api.md).\n"
@@ -47,6 +47,9 @@ static const char usage_text[] =
     "(docs/operations.md)\n"
     "  --store URL         the store: postgres://USER@HOST/DB (PostgreSQL),\n"
     "                      sqlite:PATH or a path (default DIR/warren.db)\n"
+    "  --role ROLE         all (default): the API and the sessions' runners;\n"
+    "                      api: the API alone, over a store that a server\n"
+    "                      running sessions shares (PostgreSQL)\n"
     "\n"
     "On first start the admin token is written to DIR/admin.token (0600).\n";
 
@@ -209,11 +212,13 @@ int main(int argc, char **argv)
 	    {"listen", required_argument, NULL, 'l'},
 	    {"config", required_argument, NULL, 'c'},
 	    {"store", required_argument, NULL, 's'},
+	    {"role", required_argument, NULL, 'r'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
 	const char *data_opt = NULL, *listen_opt = NULL, *config_opt = NULL;
 	const char *store_opt = NULL;
+	bool api_only = false;
 	int ch;
 	while ((ch = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
 		switch (ch) {
@@ -221,6 +226,18 @@ int main(int argc, char **argv)
 		case 'l': listen_opt = optarg; break;
 		case 'c': config_opt = optarg; break;
 		case 's': store_opt = optarg; break;
+		case 'r':
+			if (!strcmp(optarg, "api")) {
+				api_only = true;
+			} else if (strcmp(optarg, "all")) {
+				fprintf(stderr,
+					"warren serve: --role '%s': all or api "
+					"(workers of their own are not built "
+					"yet)\n",
+					optarg);
+				return EXIT_USAGE;
+			}
+			break;
 		case 'h': fputs(usage_text, stdout); return 0;
 		default:
 			fputs("Try 'warren serve --help'.\n", stderr);
@@ -384,6 +401,18 @@ int main(int argc, char **argv)
 	}
 	cfg.control.staleness = stale;
 	cfg.control.n_staleness = n_stale;
+	/* an API server: sessions are taken, stored and streamed; another
+	 * server on the same store runs them */
+	if (api_only && !st->ops->watch) {
+		fprintf(stderr, "warren serve: --role api needs a store other "
+				"servers share (--store postgres://...): %s "
+				"is this server's alone\n",
+			store_backend_name(st));
+		code = EXIT_USAGE;
+		goto out;
+	}
+	if (api_only)
+		cfg.control.no_worker = true;
 	if (control_start(&cfg.control, st, &ctl, &err) < 0) {
 		fail("control plane", err);
 		goto out;
@@ -413,9 +442,10 @@ int main(int argc, char **argv)
 		fail("api", err);
 		goto out;
 	}
-	wr_log_info("listening on http://%s:%u (data %s, store %s)",
+	wr_log_info("listening on http://%s:%u (data %s, store %s%s)",
 		    listen_addr, (unsigned)api_port(api), data,
-		    store_shown ? store_shown : store_backend_name(st));
+		    store_shown ? store_shown : store_backend_name(st),
+		    api_only ? ", role api" : "");
 	if (web_dir)
 		wr_log_info("web UI at http://%s:%u/ (%s)", listen_addr,
 			    (unsigned)api_port(api), web_dir);
