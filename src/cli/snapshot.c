@@ -1,4 +1,5 @@
-/* snapshot.c - `warren snapshot build|list|show|rm|gc|verify`. */
+/* snapshot.c - `warren snapshot build|list|show|rm|gc|verify` (push and
+ * pull: src/cli/registry/main.c, its own executable). */
 #include "cli/cli.h"
 
 #include "snapshot/build.h"
@@ -31,6 +32,8 @@ static const char snapshot_usage[] =
     "       warren snapshot rm ID\n"
     "       warren snapshot gc [--json]\n"
     "       warren snapshot verify ID [--json]\n"
+    "       warren snapshot push ID --blobs FILE [--json]\n"
+    "       warren snapshot pull ID --blobs FILE [--cache-max BYTES] [--json]\n"
     "options: --data DIR   the data directory (default $WARREN_HOME, else "
     "./.warren)\n"
     "         --quiet      no progress output (build)\n"
@@ -408,40 +411,6 @@ static int cmd_rm(int argc, char **argv)
 	return ret;
 }
 
-/* Layers used by live sandboxes must survive a gc. */
-static char **layers_in_use(const char *layers_dir, size_t *n_out)
-{
-	struct sandbox_info *infos = NULL;
-	size_t n = 0;
-	*n_out = 0;
-	if (sandbox_list(&infos, &n, NULL) < 0)
-		return NULL;
-	size_t cap = 0, count = 0;
-	char **ids = NULL;
-	size_t dlen = strlen(layers_dir);
-	for (size_t i = 0; i < n; i++) {
-		for (size_t k = 0; infos[i].layers && infos[i].layers[k]; k++) {
-			const char *p = infos[i].layers[k];
-			if (strncmp(p, layers_dir, dlen) || p[dlen] != '/')
-				continue;
-			if (count == cap) {
-				cap = cap ? cap * 2 : 16;
-				char **grown =
-				    wr_realloc(ids, cap * sizeof(char *));
-				if (!grown)
-					break;
-				ids = grown;
-			}
-			ids[count] = wr_strndup(p + dlen + 1, 64);
-			if (ids[count])
-				count++;
-		}
-	}
-	sandbox_info_free_array(infos, n);
-	*n_out = count;
-	return ids;
-}
-
 static int cmd_gc(int argc, char **argv)
 {
 	struct snap_cli c;
@@ -456,7 +425,8 @@ static int cmd_gc(int argc, char **argv)
 	_cleanup_free_ char *layers =
 	    wr_asprintf("%s/layers", snap_store_dir(store));
 	size_t n_in_use = 0;
-	char **in_use = layers ? layers_in_use(layers, &n_in_use) : NULL;
+	char **in_use =
+	    layers ? sandbox_layers_in_use(layers, &n_in_use) : NULL;
 	size_t removed = 0;
 	uint64_t bytes = 0;
 	int r = snap_store_gc(store, (const char *const *)in_use, n_in_use,

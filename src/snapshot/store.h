@@ -183,10 +183,23 @@ int snap_store_gc(struct snap_store *store, const char *const *in_use,
 		  size_t n_in_use, size_t *removed_layers,
 		  uint64_t *removed_bytes, struct wr_error **err);
 
+/* gc of the layers in ids alone (n_ids of them): each is removed unless a
+ * manifest references it, a handle pins it or it is in in_use; the others
+ * are left. What the layer cache (registry/cache.c) evicts. */
+int snap_store_evict(struct snap_store *store, const char *const *in_use,
+		     size_t n_in_use, const char *const *ids, size_t n_ids,
+		     size_t *removed_layers, uint64_t *removed_bytes,
+		     struct wr_error **err);
+
 void snap_manifest_free(struct snap_manifest *m);
 void snap_manifest_free_array(struct snap_manifest **ms, size_t n);
 /* The manifest as stored (with "format": 1 and "id" when set); NULL on
  * allocation failure. */
 json_t *snap_manifest_to_json(const struct snap_manifest *m);
+/* A manifest from the JSON snap_manifest_to_json gives (len bytes),
+ * checked as a stored one is, and its id that of its content: -EBADMSG
+ * otherwise, with the reason. */
+int snap_manifest_from_json(const char *text, size_t len,
+			    struct snap_manifest **out, struct wr_error **err);
 
 #endif
