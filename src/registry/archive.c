@@ -15,7 +15,8 @@
  * xattrs to the destination directory itself and gives every other entry
  * to archive_write_disk with the secure flags: no "..", no absolute
  * paths, nothing written through a symlink, so a hostile blob cannot
- * reach outside the destination. */
+ * reach outside the destination; no device but a whiteout, and no more
+ * bytes than the caller allows (the layer's size in its manifest). */
 #include "registry/registry.h"
 
 #include "util/alloc.h"
@@ -334,8 +335,33 @@ static int apply_root(int dest_fd, const char *dest, struct archive_entry *e,
 	return 0;
 }
 
+/* What an entry may be: a layer built in a sandbox holds no device but
+ * overlay's whiteouts (a sandbox cannot mknod another), and a layer's
+ * files add up to the bytes its manifest says. */
+static int entry_check(struct archive_entry *e, const char *path,
+		       const char *dest, uint64_t *bytes, uint64_t max_bytes,
+		       struct wr_error **err)
+{
+	mode_t type = archive_entry_filetype(e);
+	if (type == AE_IFBLK ||
+	    (type == AE_IFCHR && archive_entry_rdev(e) != 0))
+		return wr_error_set(err, EBADMSG,
+				    "extract %s into %s: a device other than "
+				    "a whiteout (0:0)",
+				    path, dest);
+	if (type == AE_IFREG && !archive_entry_hardlink(e) &&
+	    archive_entry_size(e) > 0)
+		*bytes += (uint64_t)archive_entry_size(e);
+	if (max_bytes && *bytes > max_bytes)
+		return wr_error_set(err, EFBIG,
+				    "extract into %s: more than the layer's "
+				    "%llu bytes",
+				    dest, (unsigned long long)max_bytes);
+	return 0;
+}
+
 int reg_archive_extract(int in_fd, const char *dest, uint64_t max_entries,
-			struct wr_error **err)
+			uint64_t max_bytes, struct wr_error **err)
 {
 	int r = 0;
 	_cleanup_close_ int dest_fd =
@@ -373,7 +399,7 @@ int reg_archive_extract(int in_fd, const char *dest, uint64_t max_entries,
 		goto out;
 	}
 	bool root_seen = false;
-	uint64_t entries = 0;
+	uint64_t entries = 0, bytes = 0;
 	for (;;) {
 		struct archive_entry *e;
 		int ar = archive_read_next_header(in, &e);
@@ -411,6 +437,9 @@ int reg_archive_extract(int in_fd, const char *dest, uint64_t max_entries,
 				break;
 			continue;
 		}
+		if ((r = entry_check(e, path, dest, &bytes, max_bytes, err)) <
+		    0)
+			break;
 		if (archive_write_header(disk, e) != ARCHIVE_OK) {
 			r = wr_error_set(err, EBADMSG, "extract %s into %s: %s",
 					 path, dest, archive_error_string(disk));

@@ -107,8 +107,9 @@ static int check_layers(const struct blobs_manifest *om,
 /* One layer into a fresh stage directory, its content checked; *stage
  * (caller frees) is the extracted directory. */
 static int fetch_layer(struct snap_store *store, struct blobs_client *c,
-		       const struct blobs_descriptor *d, const char *id,
-		       char **stage, uint64_t *bytes, struct wr_error **err)
+		       const struct blobs_descriptor *d,
+		       const struct snap_layer_ref *ref, char **stage,
+		       uint64_t *bytes, struct wr_error **err)
 {
 	_cleanup_free_ char *dir = snap_store_stage_dir(store, "pull", err);
 	if (!dir)
@@ -130,13 +131,16 @@ static int fetch_layer(struct snap_store *store, struct blobs_client *c,
 		return wr_error_set(err, errno, "mkdir %s", layer);
 	if (lseek(fd, 0, SEEK_SET) < 0)
 		return wr_error_set(err, errno, "the blob %s", d->digest);
-	if ((r = reg_archive_extract(fd, layer, LAYER_ENTRIES_MAX, err)) < 0)
+	/* the manifest's size of the layer caps what it extracts to (a
+	 * layer of no bytes has no cap to give: it holds no file content) */
+	if ((r = reg_archive_extract(fd, layer, LAYER_ENTRIES_MAX,
+				     ref->bytes ? ref->bytes : 1, err)) < 0)
 		return r;
 	char got[SNAP_ID_LEN + 1];
 	uint64_t size = 0;
 	if ((r = snap_layer_hash(layer, got, &size, err)) < 0)
 		return r;
-	if (strcmp(got, id))
+	if (strcmp(got, ref->id))
 		return wr_error_set(err, EBADMSG,
 				    "blob %s extracts to a layer whose "
 				    "content hashes to %s",
@@ -210,8 +214,8 @@ int reg_pull(struct snap_store *store, struct blobs_client *c,
 		struct stat st;
 		if (path && lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
 			continue; /* in the cache */
-		r = fetch_layer(store, c, &om.layers[i], id, &stages[i],
-				&out.bytes_fetched, err);
+		r = fetch_layer(store, c, &om.layers[i], &m->layers[i],
+				&stages[i], &out.bytes_fetched, err);
 		if (r < 0) {
 			wr_error_wrap(err, "layer %.12s", id);
 			goto fail;

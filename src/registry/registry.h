@@ -56,10 +56,11 @@
 int reg_archive_write(const char *dir, int out_fd, struct wr_error **err);
 /* Extracts what reg_archive_write wrote (read from in_fd) into dest, an
  * existing empty directory, the root entry's mode, owner and xattrs onto
- * dest itself; at most max_entries entries (0: no cap). Changes the
- * working directory while it runs: single-threaded callers only. */
+ * dest itself; at most max_entries entries and max_bytes of regular files
+ * (0: no cap); -EBADMSG for a device other than a whiteout (0:0). Changes
+ * the working directory while it runs: single-threaded callers only. */
 int reg_archive_extract(int in_fd, const char *dest, uint64_t max_entries,
-			struct wr_error **err);
+			uint64_t max_bytes, struct wr_error **err);
 
 /* ---- blob records and the cache (cache.c) -------------------------------- */
 
