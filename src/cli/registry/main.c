@@ -35,7 +35,8 @@
 
 #define EXIT_USAGE 2
 #define EXIT_FAILURE_WARREN 125
-#define BLOBS_FILE_MAX (64u << 10)
+/* the server's configuration file may be the FILE */
+#define BLOBS_FILE_MAX (1u << 20)
 
 static const char usage_text[] =
     "usage: warren snapshot push SNAPSHOT --blobs FILE [--data DIR] [--json]\n"
