@@ -15,7 +15,7 @@
 #include "blobs/blobs.h"
 #include "registry/registry.h"
 #include "sandbox/sandbox.h"
-#include "snapshot/build.h" /* snap_default_data_dir */
+#include "snapshot/build.h" /* snap_data_dir */
 #include "snapshot/store.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
@@ -27,7 +27,6 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,16 +256,6 @@ static int do_pull(struct snap_store *store, struct blobs_client *c,
 	return 0;
 }
 
-static char *data_dir(const char *data)
-{
-	_cleanup_free_ char *dir =
-	    data ? wr_strdup(data) : snap_default_data_dir();
-	char real[PATH_MAX];
-	if (dir && realpath(dir, real))
-		return wr_strdup(real);
-	return TAKE_PTR(dir);
-}
-
 int main(int argc, char **argv)
 {
 	wr_json_alloc_init();
@@ -290,7 +279,7 @@ int main(int argc, char **argv)
 			o.cache_max);
 		return EXIT_USAGE;
 	}
-	_cleanup_free_ char *dir = data_dir(o.data);
+	_cleanup_free_ char *dir = snap_data_dir(o.data);
 	struct blobs_client *c = NULL;
 	struct snap_store *store = NULL;
 	int r = dir ? 0 : wr_error_set(&err, ENOMEM, "data directory");
