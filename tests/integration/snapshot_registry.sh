@@ -142,6 +142,14 @@ out="$(snapA push "$S1" --blobs "$BL" --json 2>&1)"
 	fail "a second push uploads nothing and archives nothing (blob exists)" "posts $posts -> $(requests POST blobs/uploads), heads $heads -> $(requests HEAD blobs/); $out"
 [ "$(echo "$out" | jget manifest_digest)" = "$digest" ] && pass "the same layers give the same manifest" ||
 	fail "the same layers give the same manifest" "$out"
+# without the blob records the layers are archived again: the same bytes,
+# so the registry has them (HEAD) and nothing is uploaded
+rm -rf "$A/blobs"
+out="$(snapA push "$S1" --blobs "$BL" --json 2>&1)"
+[ "$(echo "$out" | jget layers_archived)" = 2 ] && [ "$(echo "$out" | jget layers_uploaded)" = 0 ] &&
+	[ "$(echo "$out" | jget manifest_digest)" = "$digest" ] &&
+	pass "a layer archived again gives the same blob (deterministic archives)" ||
+	fail "a layer archived again gives the same blob (deterministic archives)" "$out"
 
 # ---- pull into an empty data directory ----------------------------------------
 out="$(snapB pull "$S1" --blobs "$BL" --json 2>&1)"

@@ -119,7 +119,8 @@ static int parse(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
-/* The blobs configuration and the cache cap (0: none) from FILE. */
+/* The blobs configuration and the cache cap (UINT64_MAX: none) from
+ * FILE. */
 static int read_blobs_file(const char *path, struct blobs_config *cfg,
 			   uint64_t *cache_max, struct wr_error **err)
 {
@@ -148,8 +149,8 @@ static int read_blobs_file(const char *path, struct blobs_config *cfg,
 		return wr_error_set(err, ENOMEM, "--blobs %s", path);
 	}
 	r = 0;
-	*cache_max = 0;
-	if (json_is_integer(cap) && json_integer_value(cap) > 0)
+	*cache_max = UINT64_MAX;
+	if (json_is_integer(cap) && json_integer_value(cap) >= 0)
 		*cache_max = (uint64_t)json_integer_value(cap);
 	else if (json_is_string(cap)) {
 		if (wr_parse_size(json_string_value(cap), cache_max) < 0)
@@ -203,6 +204,7 @@ static int do_push(struct snap_store *store, struct blobs_client *c,
 	return 0;
 }
 
+/* cache_max: the cap, UINT64_MAX for none */
 static int do_pull(struct snap_store *store, struct blobs_client *c,
 		   const struct opts *o, uint64_t cache_max,
 		   struct wr_error **err)
@@ -212,7 +214,7 @@ static int do_pull(struct snap_store *store, struct blobs_client *c,
 	if (r < 0)
 		return r;
 	struct reg_trim_result trim = {0};
-	if (cache_max) {
+	if (cache_max != UINT64_MAX) {
 		/* stale records first: their layers are not in use */
 		sandbox_reap_stale(NULL);
 		_cleanup_free_ char *layers =
@@ -269,7 +271,7 @@ int main(int argc, char **argv)
 	}
 	struct wr_error *err = NULL;
 	struct blobs_config cfg = {0};
-	uint64_t cache_max = 0;
+	uint64_t cache_max = UINT64_MAX;
 	if (read_blobs_file(o.blobs, &cfg, &cache_max, &err) < 0)
 		return fail(o.verb, err);
 	if (o.cache_max && wr_parse_size(o.cache_max, &cache_max) < 0) {
