@@ -210,10 +210,13 @@ int reg_pull(struct snap_store *store, struct blobs_client *c,
 	}
 	for (size_t i = 0; i < m->n_layers; i++) {
 		const char *id = m->layers[i].id;
-		_cleanup_free_ char *path = snap_store_layer_path(store, id);
-		struct stat st;
-		if (path && lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
-			continue; /* in the cache */
+		/* in the cache: pinned, so that no gc or eviction takes it
+		 * before the manifest references it */
+		r = snap_store_layer_hold(store, id, err);
+		if (r == 0)
+			continue;
+		if (r != -ENOENT)
+			goto fail;
 		r = fetch_layer(store, c, &om.layers[i], &m->layers[i],
 				&stages[i], &out.bytes_fetched, err);
 		if (r < 0) {

@@ -637,6 +637,24 @@ int snap_store_publish_layer(struct snap_store *s, const char *staged_dir,
 	return 0;
 }
 
+int snap_store_layer_hold(struct snap_store *s, const char *layer_id,
+			  struct wr_error **err)
+{
+	if (!snap_id_valid(layer_id))
+		return wr_error_input(err, EINVAL, "'%s' is not a layer id",
+				      layer_id ? layer_id : "(null)");
+	_cleanup_unlock_ struct snap_store *locked = NULL;
+	int r = store_lock(s, err);
+	if (r < 0)
+		return r;
+	locked = s;
+	if (!layer_exists(s, layer_id))
+		return -ENOENT;
+	if ((r = pin_layer(s, layer_id)) < 0)
+		return wr_error_set(err, -r, "pin layer %s", layer_id);
+	return 0;
+}
+
 /* The valid layer id in a key file, or -ENOENT. */
 static int read_key(const struct snap_store *s, const char *key,
 		    char id_out[SNAP_ID_LEN + 1])

@@ -105,6 +105,11 @@ int snap_store_publish_layer(struct snap_store *store, const char *staged_dir,
  * or the layer it names is gone, -EINVAL for a malformed key. */
 int snap_store_layer_by_key(struct snap_store *store, const char *key,
 			    char id_out[SNAP_ID_LEN + 1]);
+/* Pins layer_id if the store has it, as layer_by_key does (gc and evict
+ * leave it until a manifest of this handle references it or the handle
+ * closes): 0, or -ENOENT without such a layer. */
+int snap_store_layer_hold(struct snap_store *store, const char *layer_id,
+			  struct wr_error **err);
 /* DATA/layers/<id> (caller frees); NULL with errno EINVAL for a bad id. */
 char *snap_store_layer_path(const struct snap_store *store,
 			    const char *layer_id);

@@ -11,7 +11,8 @@
 # second pull fetches nothing, a pull whose layers are cached only the
 # config; a snapshot sharing a layer fetches only its own; a corrupted
 # blob in the registry's storage fails the pull clearly and leaves no layer
-# or snapshot; the cache's cap evicts unused layers least recently used
+# or snapshot, and so does a pull killed while it stages a layer (its
+# stage swept at the next open); the cache's cap evicts unused layers least recently used
 # first and never one a snapshot uses. The measured push and pull times
 # and sizes are printed as INFO lines on stderr.
 . "$(dirname "$0")/../lib.sh"
@@ -67,6 +68,8 @@ ln fmt/owned fmt/hard
 echo x >fmt/xattr
 python3 -c 'import os; os.setxattr("fmt/xattr", "user.warren", b"layer-xattr")'
 cat VERSION >fmt/version
+# a layer big enough that a pull can be interrupted while it extracts
+if [ -f BIG ]; then head -c 128M /dev/zero >fmt/big; fi
 EOF
 printf '{ "onCreateCommand": "sh deps.sh", "updateContentCommand": "sh build.sh" }\n' >"$R/warren.json"
 echo 1 >"$R/VERSION"
@@ -263,6 +266,40 @@ expect_output "the snapshot still runs after the eviction" "^3$" sb --snapshot "
 out="$(snapB pull "$S2" --blobs "$BL" --json 2>&1)"
 [ "$(echo "$out" | jget layers_fetched)" = 1 ] && pass "an evicted layer is fetched again when needed" ||
 	fail "an evicted layer is fetched again when needed" "$out"
+
+# ---- an interrupted pull ---------------------------------------------------------
+D="$TEST_TMP/d"
+touch "$R/BIG"
+git -C "$R" add BIG
+bump 4
+S4="$(snapA build --quiet "$R" 2>&1 | tail -1)"
+snapA push "$S4" --blobs "$BL" >/dev/null 2>&1
+"$WARREN" snapshot pull "$S4" --data "$D" --blobs "$BL" >/dev/null 2>&1 &
+pid=$!
+caught=""
+for _ in $(seq 1 5000); do
+	if ls "$D/tmp" 2>/dev/null | grep -q '^stage\.'; then
+		caught=1
+		break
+	fi
+	kill -0 "$pid" 2>/dev/null || break
+done
+# (in a group with stderr away: bash says "Killed" when it reaps it)
+{ [ -n "$caught" ] && kill -9 "$pid" || caught=""; wait "$pid"; } 2>/dev/null
+if [ -n "$caught" ]; then
+	pass "a pull is killed while it stages a layer"
+	left="$(ls -A "$D/layers" "$D/snapshots" 2>/dev/null | grep -E '^[0-9a-f]{64}' || true)"
+	[ -z "$left" ] && pass "...and leaves no layer and no snapshot" || fail "...and leaves no layer and no snapshot" "$left"
+	"$WARREN" snapshot list --data "$D" >/dev/null 2>&1
+	[ -z "$(ls -A "$D/tmp" | grep '^stage\.' || true)" ] && pass "...its stage is swept at the next open" ||
+		fail "...its stage is swept at the next open" "$(ls -A "$D/tmp")"
+else
+	fail "a pull is killed while it stages a layer" "it ended first"
+fi
+out="$("$WARREN" snapshot pull "$S4" --data "$D" --blobs "$BL" --json 2>&1)"
+[ "$(echo "$out" | jget layers_fetched)" = 2 ] && pass "the pull again fetches both layers" || fail "the pull again fetches both layers" "$out"
+expect_output "...and its snapshot runs" "^134217728 " sb --snapshot "$S4" --data "$D" -- wc -c /workspace/fmt/big
+echo "INFO snapshot_registry: pull of a snapshot with a 128 MiB file (zeros): $(echo "$out" | jget ms 2>/dev/null) ms, $(echo "$out" | jget bytes_fetched 2>/dev/null) bytes fetched" >&2
 
 registry_stop_all
 left="$(pgrep -af "$TEST_TMP" || true)"
