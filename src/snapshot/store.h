@@ -26,7 +26,8 @@
  *
  * Liveness. A layer stays while a manifest references it, while a caller
  * passes it to gc as in use (a live sandbox), or while it is pinned: a layer
- * that a handle published or looked up by key is pinned until a manifest
+ * that a handle published, looked up by key or held (snap_store_layer_hold)
+ * is pinned until a manifest
  * published through the same handle references it, or until the handle is
  * closed (pins live in a locked lease file under DATA/tmp, so gc in another
  * process sees them). Cache keys keep nothing alive by themselves; gc

@@ -1255,6 +1255,23 @@ static void test_evict(void **s)
 	    -EINVAL);
 	assert_true(err && err->bad_input);
 	wr_error_free(err);
+	err = NULL;
+	/* a held layer is pinned: evict leaves it until the handle closes */
+	struct snap_store *h3 = open_store();
+	OK(snap_store_layer_hold(h3, c, &err), err);
+	char none[SNAP_ID_LEN + 1];
+	memset(none, 'f', SNAP_ID_LEN);
+	none[SNAP_ID_LEN] = '\0';
+	assert_int_equal(snap_store_layer_hold(h3, none, &err), -ENOENT);
+	const char *unused[] = {c};
+	OK(snap_store_evict(h2, NULL, 0, unused, 1, &removed, &bytes, &err),
+	   err);
+	assert_int_equal(removed, 0);
+	snap_store_close(h3);
+	OK(snap_store_evict(h2, NULL, 0, unused, 1, &removed, &bytes, &err),
+	   err);
+	assert_int_equal(removed, 1);
+	assert_false(exists(P("data/layers/%s", c)));
 	snap_manifest_free(m);
 	snap_store_close(h2);
 }
