@@ -119,9 +119,9 @@ struct blobs_manifest {
 
 /* The manifest's JSON (caller frees): schemaVersion 2, the OCI manifest
  * media type, config and layers in order, annotations where set (their
- * keys in the order they were set). -EINVAL for annotations that are not an object of at most
- * BLOBS_ANNOTATIONS_MAX strings, -EINVAL for a descriptor without
- * a media type or with a bad digest, or no layers past
+ * keys in the order they were set). -EINVAL for annotations that are not an
+ * object of at most BLOBS_ANNOTATIONS_MAX strings, -EINVAL for a descriptor
+ * without a media type or with a bad digest, or no layers past
  * BLOBS_LAYERS_MAX. */
 int blobs_manifest_build(const struct blobs_manifest *m, char **json,
 			 struct wr_error **err);

@@ -156,11 +156,11 @@ static int walk_dir(struct walk *w, int dirfd, int depth);
 
 /* One entry: w->path names it, fd is open on it for directories and
  * regular files (else -1). */
-static int walk_entry(struct walk *w, int fd, const struct stat *st,
-		      int depth)
+static int walk_entry(struct walk *w, int fd, const struct stat *st, int depth)
 {
 	if (st->st_dev != w->dev)
-		return walk_fail(w, EXDEV, "archive (a mount inside the layer)");
+		return walk_fail(w, EXDEV,
+				 "archive (a mount inside the layer)");
 	_cleanup_free_ char *source = wr_asprintf("%s/%s", w->root, w->path);
 	struct archive_entry *e = archive_entry_new();
 	if (!source || !e) {
@@ -233,10 +233,10 @@ static int walk_dir(struct walk *w, int dirfd, int depth)
 		}
 		_cleanup_close_ int fd = -1;
 		if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
-			fd = openat(dirfd, names[i],
-				    O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
-					(S_ISDIR(st.st_mode) ? O_DIRECTORY
-							     : 0));
+			fd =
+			    openat(dirfd, names[i],
+				   O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
+				       (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
 			if (fd < 0) {
 				r = walk_fail(w, errno, "open");
 				break;
@@ -278,8 +278,7 @@ int reg_archive_write(const char *dir, int out_fd, struct wr_error **err)
 		r = archive_fail(&w, w.out, "archive");
 		goto out;
 	}
-	archive_entry_linkresolver_set_strategy(w.links,
-						archive_format(w.out));
+	archive_entry_linkresolver_set_strategy(w.links, archive_format(w.out));
 	if ((r = walk_entry(&w, root_fd, &st, 0)) < 0)
 		goto out;
 	/* names of a hard-linked file held back by the resolver */
@@ -325,8 +324,7 @@ static int apply_root(int dest_fd, const char *dest, struct archive_entry *e,
 	const char *name;
 	const void *value;
 	size_t size;
-	while (archive_entry_xattr_next(e, &name, &value, &size) ==
-	       ARCHIVE_OK)
+	while (archive_entry_xattr_next(e, &name, &value, &size) == ARCHIVE_OK)
 		if (fsetxattr(dest_fd, name, value, size, 0) < 0)
 			return wr_error_set(err, errno,
 					    "extract into %s: the root's "
@@ -442,7 +440,8 @@ int reg_archive_extract(int in_fd, const char *dest, uint64_t max_entries,
 			break;
 		if (archive_write_header(disk, e) != ARCHIVE_OK) {
 			r = wr_error_set(err, EBADMSG, "extract %s into %s: %s",
-					 path, dest, archive_error_string(disk));
+					 path, dest,
+					 archive_error_string(disk));
 			break;
 		}
 		if (archive_entry_size(e) > 0) {
@@ -462,15 +461,15 @@ int reg_archive_extract(int in_fd, const char *dest, uint64_t max_entries,
 				r = wr_error_set(
 				    err, EBADMSG, "extract %s into %s: %s",
 				    path, dest,
-				    archive_error_string(dr == ARCHIVE_FATAL
-							     ? disk
-							     : in));
+				    archive_error_string(
+					dr == ARCHIVE_FATAL ? disk : in));
 				break;
 			}
 		}
 		if (archive_write_finish_entry(disk) != ARCHIVE_OK) {
 			r = wr_error_set(err, EBADMSG, "extract %s into %s: %s",
-					 path, dest, archive_error_string(disk));
+					 path, dest,
+					 archive_error_string(disk));
 			break;
 		}
 	}
@@ -484,8 +483,9 @@ int reg_archive_extract(int in_fd, const char *dest, uint64_t max_entries,
 				 "entry: not a Warren layer",
 				 dest);
 	if (fchdir(cwd_fd) < 0 && r == 0)
-		r = wr_error_set(err, errno, "extract into %s: back to the "
-					     "working directory",
+		r = wr_error_set(err, errno,
+				 "extract into %s: back to the "
+				 "working directory",
 				 dest);
 out:
 	if (disk)

@@ -174,8 +174,7 @@ static int list_layers(struct snap_store *store, const char *const *in_use,
 		for (size_t i = 0; !l->kept && i < n_in_use; i++)
 			l->kept = !strcmp(in_use[i], l->id);
 		for (size_t i = 0; !l->kept && i < n_ms; i++)
-			for (size_t k = 0; !l->kept && k < ms[i]->n_layers;
-			     k++)
+			for (size_t k = 0; !l->kept && k < ms[i]->n_layers; k++)
 				l->kept = !strcmp(ms[i]->layers[k].id, l->id);
 		n++;
 	}
@@ -228,8 +227,7 @@ int reg_cache_trim(struct snap_store *store, uint64_t max,
 		struct stat st;
 		/* the record goes with its layer; one the store kept (a
 		 * pin, a new reference) stays */
-		if (layer && record && lstat(layer, &st) < 0 &&
-		    errno == ENOENT)
+		if (layer && record && lstat(layer, &st) < 0 && errno == ENOENT)
 			unlink(record);
 	}
 	free(doomed);

@@ -141,8 +141,8 @@ static json_t *annotations(const char *const *kv)
 {
 	json_t *o = json_object();
 	for (size_t i = 0; o && kv[i]; i += 2)
-		if (kv[i + 1] && json_object_set_new(o, kv[i],
-						     json_string(kv[i + 1])) < 0) {
+		if (kv[i + 1] &&
+		    json_object_set_new(o, kv[i], json_string(kv[i + 1])) < 0) {
 			json_decref(o);
 			return NULL;
 		}
@@ -162,8 +162,8 @@ int reg_push(struct snap_store *store, struct blobs_client *c,
 	memcpy(out.snapshot, m->id, sizeof(out.snapshot));
 	struct blobs_manifest om = {0};
 	char *config_text = NULL, *manifest_text = NULL;
-	om.layers = wr_calloc(m->n_layers ? m->n_layers : 1,
-			      sizeof(*om.layers));
+	om.layers =
+	    wr_calloc(m->n_layers ? m->n_layers : 1, sizeof(*om.layers));
 	if (!om.layers) {
 		r = wr_error_set(err, ENOMEM, "push %s", m->id);
 		goto out;
@@ -222,9 +222,12 @@ int reg_push(struct snap_store *store, struct blobs_client *c,
 		memcpy(om.config.digest, b.digest, sizeof(b.digest));
 		om.config.size = b.size;
 	}
-	const char *kv[] = {REG_ANNOTATION_SNAPSHOT,   m->id,
-			    REG_ANNOTATION_REPOSITORY, m->repo,
-			    REG_ANNOTATION_COMMIT,     m->commit,
+	const char *kv[] = {REG_ANNOTATION_SNAPSHOT,
+			    m->id,
+			    REG_ANNOTATION_REPOSITORY,
+			    m->repo,
+			    REG_ANNOTATION_COMMIT,
+			    m->commit,
 			    NULL};
 	om.annotations = annotations(kv);
 	if (!om.config.media_type || !om.annotations) {

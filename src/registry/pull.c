@@ -38,13 +38,12 @@ static int fetch_config(struct snap_store *store, struct blobs_client *c,
 {
 	if (!om->config.media_type ||
 	    strcmp(om->config.media_type, REG_MEDIA_CONFIG))
-		return wr_error_set(err, EBADMSG,
-				    "the config is a '%s', not a Warren "
-				    "snapshot's (%s)",
-				    om->config.media_type
-					? om->config.media_type
-					: "(none)",
-				    REG_MEDIA_CONFIG);
+		return wr_error_set(
+		    err, EBADMSG,
+		    "the config is a '%s', not a Warren "
+		    "snapshot's (%s)",
+		    om->config.media_type ? om->config.media_type : "(none)",
+		    REG_MEDIA_CONFIG);
 	if (om->config.size > CONFIG_MAX)
 		return wr_error_set(err, EFBIG,
 				    "the config is larger than %u bytes",
@@ -88,8 +87,8 @@ static int check_layers(const struct blobs_manifest *om,
 				    om->n_layers, m->n_layers);
 	for (size_t i = 0; i < om->n_layers; i++) {
 		const struct blobs_descriptor *d = &om->layers[i];
-		const char *id = annotation(d->annotations,
-					    REG_ANNOTATION_LAYER);
+		const char *id =
+		    annotation(d->annotations, REG_ANNOTATION_LAYER);
 		if (strcmp(d->media_type, REG_MEDIA_LAYER))
 			return wr_error_set(err, EBADMSG,
 					    "layer %zu is a '%s', not %s", i,
@@ -190,7 +189,8 @@ int reg_pull(struct snap_store *store, struct blobs_client *c,
 	out.bytes_fetched += len;
 	if ((r = blobs_manifest_parse(json, len, &om, err)) < 0)
 		goto fail;
-	const char *tagged = annotation(om.annotations, REG_ANNOTATION_SNAPSHOT);
+	const char *tagged =
+	    annotation(om.annotations, REG_ANNOTATION_SNAPSHOT);
 	if (!tagged || strcmp(tagged, snapshot_id)) {
 		r = wr_error_set(err, EBADMSG,
 				 "the manifest tagged %s is annotated as "
@@ -230,8 +230,8 @@ int reg_pull(struct snap_store *store, struct blobs_client *c,
 		const char *id = m->layers[i].id;
 		if (stages[i]) {
 			char got[SNAP_ID_LEN + 1];
-			r = snap_store_publish_layer(store, stages[i], NULL, got,
-						     NULL, err);
+			r = snap_store_publish_layer(store, stages[i], NULL,
+						     got, NULL, err);
 			if (r < 0)
 				goto fail;
 			struct reg_blob b = {.size = om.layers[i].size};
@@ -246,8 +246,7 @@ int reg_pull(struct snap_store *store, struct blobs_client *c,
 		goto fail;
 	if (strcmp(m->id, snapshot_id)) {
 		/* cannot be, from_json checked the id: say so all the same */
-		r = wr_error_set(err, EBADMSG,
-				 "published as %s, not %s", m->id,
+		r = wr_error_set(err, EBADMSG, "published as %s, not %s", m->id,
 				 snapshot_id);
 		goto fail;
 	}

@@ -450,9 +450,16 @@ static void snapshot_push(struct control *c, const char *repo_id,
 			  const char *build_id, const char *snapshot_id,
 			  const char *log_path)
 {
-	char *argv[] = {(char *)c->warren_bin, "snapshot", "push",
-			(char *)snapshot_id, "--data", (char *)c->data_dir,
-			"--blobs", (char *)c->cfg.blobs_file, "--json", NULL};
+	char *argv[] = {(char *)c->warren_bin,
+			"snapshot",
+			"push",
+			(char *)snapshot_id,
+			"--data",
+			(char *)c->data_dir,
+			"--blobs",
+			(char *)c->cfg.blobs_file,
+			"--json",
+			NULL};
 	int log_fd =
 	    open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	off_t push_start = log_fd >= 0 ? lseek(log_fd, 0, SEEK_END) : 0;

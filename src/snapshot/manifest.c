@@ -410,9 +410,9 @@ int snap_manifest_from_json(const char *text, size_t len,
 	}
 	free(encoded);
 	if (strcmp(id, m->id)) {
-		r = wr_error_set(err, EBADMSG,
-				 "manifest: its id %s is not its content's (%s)",
-				 m->id, id);
+		r = wr_error_set(
+		    err, EBADMSG,
+		    "manifest: its id %s is not its content's (%s)", m->id, id);
 		snap_manifest_free(m);
 		return r;
 	}

@@ -448,12 +448,13 @@ static void test_manifest_round_trip(void **state)
 static void test_manifest_annotations(void **state)
 {
 	(void)state;
-	struct blobs_descriptor layer = {.media_type = BLOBS_MEDIA_LAYER_ZSTD,
-					 .digest = D2,
-					 .size = 10};
+	struct blobs_descriptor layer = {
+	    .media_type = BLOBS_MEDIA_LAYER_ZSTD, .digest = D2, .size = 10};
 	layer.annotations = json_pack("{s:s}", "org.warren.layer.id", "abc");
 	struct blobs_manifest m = {
-	    .config = {.media_type = BLOBS_MEDIA_CONFIG, .digest = D1, .size = 2},
+	    .config = {.media_type = BLOBS_MEDIA_CONFIG,
+		       .digest = D1,
+		       .size = 2},
 	    .layers = &layer,
 	    .n_layers = 1,
 	    .annotations = json_pack("{s:s, s:s}", "org.warren.snapshot.id",
@@ -467,10 +468,10 @@ static void test_manifest_annotations(void **state)
 	assert_string_equal(json_string_value(json_object_get(
 				back.annotations, "org.warren.snapshot.id")),
 			    "s1");
-	assert_string_equal(json_string_value(json_object_get(
-				back.layers[0].annotations,
-				"org.warren.layer.id")),
-			    "abc");
+	assert_string_equal(
+	    json_string_value(json_object_get(back.layers[0].annotations,
+					      "org.warren.layer.id")),
+	    "abc");
 	assert_null(back.config.annotations);
 	char *again = NULL;
 	assert_int_equal(blobs_manifest_build(&back, &again, &err), 0);

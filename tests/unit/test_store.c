@@ -1246,8 +1246,7 @@ static void test_evict(void **s)
 	assert_false(exists(P("data/layers/%s", b)));
 	assert_true(exists(P("data/layers/%s", c))); /* not asked for */
 	assert_true(exists(P("data/layers/%s", d)));
-	OK(snap_store_evict(h2, NULL, 0, NULL, 0, &removed, &bytes, &err),
-	   err);
+	OK(snap_store_evict(h2, NULL, 0, NULL, 0, &removed, &bytes, &err), err);
 	assert_int_equal(removed, 0);
 	const char *bad[] = {"../x"};
 	assert_int_equal(

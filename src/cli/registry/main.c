@@ -133,8 +133,8 @@ static int read_blobs_file(const char *path, struct blobs_config *cfg,
 	json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!json_is_object(doc)) {
 		json_decref(doc);
-		return wr_error_input(err, EINVAL, "--blobs %s: %d:%d: %s", path,
-				      jerr.line, jerr.column,
+		return wr_error_input(err, EINVAL, "--blobs %s: %d:%d: %s",
+				      path, jerr.line, jerr.column,
 				      doc ? "expected an object" : jerr.text);
 	}
 	json_t *fields = json_object_get(doc, "blobs");
@@ -220,8 +220,8 @@ static int do_pull(struct snap_store *store, struct blobs_client *c,
 		_cleanup_free_ char *layers =
 		    wr_asprintf("%s/layers", snap_store_dir(store));
 		size_t n_in_use = 0;
-		char **in_use = layers ? sandbox_layers_in_use(layers, &n_in_use)
-				       : NULL;
+		char **in_use =
+		    layers ? sandbox_layers_in_use(layers, &n_in_use) : NULL;
 		r = reg_cache_trim(store, cache_max,
 				   (const char *const *)in_use, n_in_use, &trim,
 				   err);
@@ -238,10 +238,10 @@ static int do_pull(struct snap_store *store, struct blobs_client *c,
 		    res.manifest_digest, "already", res.already, "layers",
 		    (json_int_t)res.layers, "layers_fetched",
 		    (json_int_t)res.layers_fetched, "bytes_fetched",
-		    (json_int_t)res.bytes_fetched, "ms", res.ms,
-		    "cache_bytes", (json_int_t)trim.total_bytes,
-		    "evicted_layers", (json_int_t)trim.evicted,
-		    "evicted_bytes", (json_int_t)trim.evicted_bytes));
+		    (json_int_t)res.bytes_fetched, "ms", res.ms, "cache_bytes",
+		    (json_int_t)trim.total_bytes, "evicted_layers",
+		    (json_int_t)trim.evicted, "evicted_bytes",
+		    (json_int_t)trim.evicted_bytes));
 	else if (res.already)
 		printf("snapshot %s is here already: nothing fetched\n",
 		       o->snapshot);
@@ -276,8 +276,9 @@ int main(int argc, char **argv)
 		return fail(o.verb, err);
 	if (o.cache_max && wr_parse_size(o.cache_max, &cache_max) < 0) {
 		blobs_config_clear(&cfg);
-		fprintf(stderr, "warren snapshot pull: --cache-max: '%s' is not "
-				"a size\n",
+		fprintf(stderr,
+			"warren snapshot pull: --cache-max: '%s' is not "
+			"a size\n",
 			o.cache_max);
 		return EXIT_USAGE;
 	}
