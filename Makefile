@@ -83,7 +83,8 @@ CLIENT_LIBS := -lcurl -ljansson -lm
 # `warren snapshot push|pull` (src/cli/registry/main.c, which `warren`
 # execs): snapshots to and from an OCI registry, layers as tar archives
 # through libarchive, the registry through libcurl (src/blobs/).
-REGISTRY_SRC := $(wildcard src/cli/registry/*.c src/registry/*.c src/blobs/*.c)
+REGISTRY_SRC := $(wildcard src/cli/registry/*.c src/registry/*.c src/blobs/*.c) \
+                src/cli/output.c
 REGISTRY_OBJ := $(REGISTRY_SRC:%.c=$(BUILD)/obj/%.o)
 REGISTRY_LIBS := -larchive -lcurl -ljansson -lsodium -lseccomp
 

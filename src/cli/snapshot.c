@@ -127,25 +127,6 @@ static char *data_dir(const struct snap_cli *c)
 	return snap_default_data_dir();
 }
 
-static void print_json(json_t *j)
-{
-	char *text =
-	    j ? json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) : NULL;
-	if (text)
-		printf("%s\n", text);
-	free(text);
-	json_decref(j);
-}
-
-static int fail(const char *verb, struct wr_error *err)
-{
-	fprintf(stderr, "warren snapshot %s: %s\n", verb,
-		err && err->msg ? err->msg : "failed");
-	int code = err && err->bad_input ? WR_EXIT_USAGE : WR_EXIT_FAILURE;
-	wr_error_free(err);
-	return code;
-}
-
 static void print_manifest(const struct snap_manifest *m)
 {
 	printf("id        %s\n", m->id);
@@ -237,9 +218,9 @@ static int cmd_build(int argc, char **argv)
 	struct wr_error *err = NULL;
 	struct snap_manifest *m = NULL;
 	if (snap_build(&o, &m, &err) < 0)
-		return fail("build", err);
+		return cli_snapshot_fail("build", err);
 	if (c.json)
-		print_json(snap_manifest_to_json(m));
+		cli_print_json(snap_manifest_to_json(m));
 	else
 		printf("%s\n", m->id);
 	snap_manifest_free(m);
@@ -288,7 +269,7 @@ static int cmd_refresh(int argc, char **argv)
 	struct snap_refresh_result res;
 	bool policy_set = c.max_age || c.max_behind;
 	if (snap_refresh(&o, &policy, policy_set, &res, &err) < 0)
-		return fail("refresh", err);
+		return cli_snapshot_fail("refresh", err);
 	if (c.json) {
 		json_t *j =
 		    json_pack("{s:s, s:i, s:I, s:b}", "before",
@@ -298,7 +279,7 @@ static int cmd_refresh(int argc, char **argv)
 		if (j)
 			json_object_set_new(
 			    j, "snapshot", snap_manifest_to_json(res.manifest));
-		print_json(j);
+		cli_print_json(j);
 	} else {
 		printf("%s %s (newest was %s, %d commit%s behind)\n",
 		       res.built ? "built" : "kept", res.manifest->id,
@@ -332,7 +313,7 @@ static int cmd_list(int argc, char **argv)
 	if (open_store(&c, &store, &err) < 0 ||
 	    snap_store_list(store, repo, &ms, &n, &err) < 0) {
 		snap_store_close(store);
-		return fail("list", err);
+		return cli_snapshot_fail("list", err);
 	}
 	if (err) { /* corrupt manifests were skipped: say so */
 		fprintf(stderr, "warren snapshot list: warning: %s\n",
@@ -345,7 +326,7 @@ static int cmd_list(int argc, char **argv)
 		for (size_t i = 0; i < n; i++)
 			json_array_append_new(arr,
 					      snap_manifest_to_json(ms[i]));
-		print_json(arr);
+		cli_print_json(arr);
 	} else {
 		printf("%-14s %-10s %-20s %-8s %s\n", "ID", "COMMIT", "CREATED",
 		       "STATUS", "REPO");
@@ -378,10 +359,10 @@ static int cmd_show(int argc, char **argv)
 	if (open_store(&c, &store, &err) < 0 ||
 	    snap_store_get(store, c.args[0], &m, &err) < 0) {
 		snap_store_close(store);
-		return fail("show", err);
+		return cli_snapshot_fail("show", err);
 	}
 	if (c.json)
-		print_json(snap_manifest_to_json(m));
+		cli_print_json(snap_manifest_to_json(m));
 	else
 		print_manifest(m);
 	snap_manifest_free(m);
@@ -399,11 +380,11 @@ static int cmd_rm(int argc, char **argv)
 	struct wr_error *err = NULL;
 	struct snap_store *store = NULL;
 	if (open_store(&c, &store, &err) < 0)
-		return fail("rm", err);
+		return cli_snapshot_fail("rm", err);
 	int ret = 0;
 	for (int i = 0; i < c.n_args; i++) {
 		if (snap_store_remove(store, c.args[i], &err) < 0) {
-			ret = fail("rm", err);
+			ret = cli_snapshot_fail("rm", err);
 			err = NULL;
 		}
 	}
@@ -419,7 +400,7 @@ static int cmd_gc(int argc, char **argv)
 	struct wr_error *err = NULL;
 	struct snap_store *store = NULL;
 	if (open_store(&c, &store, &err) < 0)
-		return fail("gc", err);
+		return cli_snapshot_fail("gc", err);
 	/* stale sandbox records first: their layers are not in use */
 	sandbox_reap_stale(NULL);
 	_cleanup_free_ char *layers =
@@ -436,9 +417,9 @@ static int cmd_gc(int argc, char **argv)
 	free(in_use);
 	snap_store_close(store);
 	if (r < 0)
-		return fail("gc", err);
+		return cli_snapshot_fail("gc", err);
 	if (c.json)
-		print_json(json_pack("{s:I, s:I, s:I}", "removed_layers",
+		cli_print_json(json_pack("{s:I, s:I, s:I}", "removed_layers",
 				     (json_int_t)removed, "removed_bytes",
 				     (json_int_t)bytes, "layers_in_use",
 				     (json_int_t)n_in_use));
@@ -463,13 +444,13 @@ static int cmd_verify(int argc, char **argv)
 	if (open_store(&c, &store, &err) < 0 ||
 	    snap_store_verify(store, c.args[0], &res, &err) < 0) {
 		snap_store_close(store);
-		return fail("verify", err);
+		return cli_snapshot_fail("verify", err);
 	}
 	if (c.json) {
 		json_t *bad = json_array();
 		for (size_t i = 0; i < res.n_bad; i++)
 			json_array_append_new(bad, json_string(res.bad_ids[i]));
-		print_json(json_pack("{s:b, s:I, s:o}", "ok", res.n_bad == 0,
+		cli_print_json(json_pack("{s:b, s:I, s:o}", "ok", res.n_bad == 0,
 				     "layers", (json_int_t)res.n_layers,
 				     "bad_layers", bad));
 	} else if (res.n_bad == 0) {

@@ -13,6 +13,7 @@
  * a size such as "10G") caps the layer cache, which --cache-max
  * overrides. */
 #include "blobs/blobs.h"
+#include "cli/cli.h"
 #include "registry/registry.h"
 #include "sandbox/sandbox.h"
 #include "snapshot/build.h" /* snap_data_dir */
@@ -32,8 +33,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define EXIT_USAGE 2
-#define EXIT_FAILURE_WARREN 125
 /* the server's configuration file may be the FILE */
 #define BLOBS_FILE_MAX (1u << 20)
 
@@ -60,15 +59,6 @@ struct opts {
 	const char *cache_max;
 	bool json;
 };
-
-static int fail(const char *verb, struct wr_error *err)
-{
-	fprintf(stderr, "warren snapshot %s: %s\n", verb,
-		err && err->msg ? err->msg : "failed");
-	int code = err && err->bad_input ? EXIT_USAGE : EXIT_FAILURE_WARREN;
-	wr_error_free(err);
-	return code;
-}
 
 static int parse(int argc, char **argv, struct opts *o)
 {
@@ -170,15 +160,6 @@ static int read_blobs_file(const char *path, struct blobs_config *cfg,
 	return r;
 }
 
-static void print_json(json_t *j)
-{
-	char *text = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
-	if (text)
-		printf("%s\n", text);
-	free(text);
-	json_decref(j);
-}
-
 static int do_push(struct snap_store *store, struct blobs_client *c,
 		   const struct opts *o, struct wr_error **err)
 {
@@ -187,7 +168,7 @@ static int do_push(struct snap_store *store, struct blobs_client *c,
 	if (r < 0)
 		return r;
 	if (o->json)
-		print_json(json_pack(
+		cli_print_json(json_pack(
 		    "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f}", "snapshot",
 		    res.snapshot, "manifest_digest", res.manifest_digest,
 		    "layers", (json_int_t)res.layers, "layers_uploaded",
@@ -232,7 +213,7 @@ static int do_pull(struct snap_store *store, struct blobs_client *c,
 			return r;
 	}
 	if (o->json)
-		print_json(json_pack(
+		cli_print_json(json_pack(
 		    "{s:s, s:s, s:b, s:I, s:I, s:I, s:f, s:I, s:I, s:I}",
 		    "snapshot", o->snapshot, "manifest_digest",
 		    res.manifest_digest, "already", res.already, "layers",
@@ -263,24 +244,24 @@ int main(int argc, char **argv)
 	wr_json_alloc_init();
 	struct opts o;
 	if (parse(argc, argv, &o) < 0)
-		return EXIT_USAGE;
+		return WR_EXIT_USAGE;
 	bool push = !strcmp(o.verb, "push");
 	if (!push && strcmp(o.verb, "pull")) {
 		fprintf(stderr, "warren-registry: unknown verb '%s'\n", o.verb);
-		return EXIT_USAGE;
+		return WR_EXIT_USAGE;
 	}
 	struct wr_error *err = NULL;
 	struct blobs_config cfg = {0};
 	uint64_t cache_max = UINT64_MAX;
 	if (read_blobs_file(o.blobs, &cfg, &cache_max, &err) < 0)
-		return fail(o.verb, err);
+		return cli_snapshot_fail(o.verb, err);
 	if (o.cache_max && wr_parse_size(o.cache_max, &cache_max) < 0) {
 		blobs_config_clear(&cfg);
 		fprintf(stderr,
 			"warren snapshot pull: --cache-max: '%s' is not "
 			"a size\n",
 			o.cache_max);
-		return EXIT_USAGE;
+		return WR_EXIT_USAGE;
 	}
 	_cleanup_free_ char *dir = snap_data_dir(o.data);
 	struct blobs_client *c = NULL;
@@ -296,5 +277,5 @@ int main(int argc, char **argv)
 			 : do_pull(store, c, &o, cache_max, &err);
 	snap_store_close(store);
 	blobs_client_free(c);
-	return r < 0 ? fail(o.verb, err) : 0;
+	return r < 0 ? cli_snapshot_fail(o.verb, err) : 0;
 }
