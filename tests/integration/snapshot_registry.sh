@@ -254,7 +254,13 @@ else
 	fail "the cap evicts the least recently used unused layer first" "total $total size $size2; $out; $(ls "$B/layers")"
 fi
 [ ! -e "$B/blobs/$repo2" ] && pass "...and its blob record" || fail "...and its blob record" "$(ls "$B/blobs")"
-out="$(snapB pull "$S3" --blobs "$BL" --cache-max 1 --json 2>&1)"
+# the cap from the --blobs file's "cache_max" this time
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["cache_max"]=sys.argv[3]; json.dump(d, open(sys.argv[2], "w"))' \
+	"$BL" "$TEST_TMP/capped.json" 1
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["cache_max"]="lots"; json.dump(d, open(sys.argv[2], "w"))' \
+	"$BL" "$TEST_TMP/badcap.json"
+expect_status "a cache_max that is not a size is a usage error" 2 snapB pull "$S3" --blobs "$TEST_TMP/badcap.json"
+out="$(snapB pull "$S3" --blobs "$TEST_TMP/capped.json" --json 2>&1)"
 kept=0
 for l in $(layers_of "$B" "$S3"); do [ -d "$B/layers/$l" ] && kept=$((kept + 1)); done
 if [ "$(echo "$out" | jget evicted_layers)" = 1 ] && [ ! -e "$B/layers/$repo1" ] && [ $kept = 2 ]; then
