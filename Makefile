@@ -18,7 +18,7 @@ SAN     ?= 0
 DEBIAN_PACKAGES := gcc make pkg-config libseccomp-dev libjansson-dev \
                    libcmocka-dev musl-tools libsodium-dev git \
                    libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev \
-                   libpsl-dev libpq-dev
+                   libpsl-dev libpq-dev libarchive-dev
 
 # what the tests use besides the build (script, setpriv, pgrep, PostgreSQL
 # for the service fixture and the store's tests against its second backend)
@@ -80,6 +80,14 @@ CLIENT_SRC  := $(wildcard src/cli/client/*.c)
 CLIENT_OBJ  := $(CLIENT_SRC:%.c=$(BUILD)/obj/%.o)
 CLIENT_LIBS := -lcurl -ljansson -lm
 
+# `warren snapshot push|pull` (src/cli/registry/main.c, which `warren`
+# execs): snapshots to and from an OCI registry, layers as tar archives
+# through libarchive, the registry through libcurl (src/blobs/).
+REGISTRY_SRC := $(wildcard src/cli/registry/*.c src/registry/*.c src/blobs/*.c) \
+                src/cli/output.c
+REGISTRY_OBJ := $(REGISTRY_SRC:%.c=$(BUILD)/obj/%.o)
+REGISTRY_LIBS := -larchive -lcurl -ljansson -lsodium -lseccomp
+
 # The egress proxy of one snapshot build (src/cli/proxy/main.c), which
 # `warren snapshot build` runs beside the build's sandboxes: the proxy of
 # warren serve, on its own.
@@ -102,7 +110,8 @@ TEST_TOOLS  := $(BUILD)/tests/agents_layer_build $(BUILD)/tests/blobs_tool
 
 BINARIES    := $(BUILD)/warren $(BUILD)/warren-init $(BUILD)/warren-serve \
                $(BUILD)/warren-client $(BUILD)/warren-relay \
-               $(BUILD)/warren-git-connect $(BUILD)/warren-egress
+               $(BUILD)/warren-git-connect $(BUILD)/warren-egress \
+               $(BUILD)/warren-registry
 
 .PHONY: all deps test-deps check unit bench demo clean fuzz format
 all: deps $(BINARIES)
@@ -147,6 +156,9 @@ $(BUILD)/warren: $(CLI_OBJ) $(LIB_OBJ)
 
 $(BUILD)/warren-serve: $(SERVE_OBJ) $(SERVER_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS)
+
+$(BUILD)/warren-registry: $(REGISTRY_OBJ) $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(REGISTRY_LIBS)
 
 $(BUILD)/warren-egress: $(PROXY_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ -ljansson -lpthread -lpsl
@@ -228,10 +240,10 @@ fuzz: all
 
 format:
 	clang-format -i $(LIB_SRC) $(CLI_SRC) $(SERVER_SRC) $(CLIENT_SRC) \
-	  src/cli/serve/*.c src/init/*.c src/*/*.h
+	  $(REGISTRY_SRC) src/cli/serve/*.c src/init/*.c src/*/*.h
 
 clean:
 	rm -rf build
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SERVER_OBJ:.o=.d) \
-  $(SERVE_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d)
+  $(SERVE_OBJ:.o=.d) $(CLIENT_OBJ:.o=.d) $(REGISTRY_OBJ:.o=.d)

@@ -33,6 +33,9 @@
 #define BLOBS_MEDIA_MANIFEST "application/vnd.oci.image.manifest.v1+json"
 #define BLOBS_MEDIA_CONFIG "application/vnd.oci.image.config.v1+json"
 #define BLOBS_MEDIA_LAYER_GZIP "application/vnd.oci.image.layer.v1.tar+gzip"
+#define BLOBS_MEDIA_LAYER_ZSTD "application/vnd.oci.image.layer.v1.tar+zstd"
+/* annotations: at most this many, each key and value at most 1 KiB */
+#define BLOBS_ANNOTATIONS_MAX 64
 
 /* ---- configuration (config.c) ------------------------------------------ */
 
@@ -98,28 +101,35 @@ int blobs_challenge_parse(const char *value, size_t len,
 
 /* ---- manifests (manifest.c, pure) -------------------------------------- */
 
+/* annotations (here and in the manifest): NULL, or a JSON object of
+ * strings, owned (json_decref at clear) */
 struct blobs_descriptor {
 	char *media_type;
 	char digest[BLOBS_DIGEST_MAX];
 	uint64_t size;
+	json_t *annotations;
 };
 
 struct blobs_manifest {
 	struct blobs_descriptor config;
 	struct blobs_descriptor *layers;
 	size_t n_layers;
+	json_t *annotations;
 };
 
 /* The manifest's JSON (caller frees): schemaVersion 2, the OCI manifest
- * media type, config and layers in order. -EINVAL for a descriptor without
- * a media type or with a bad digest, or no layers past
+ * media type, config and layers in order, annotations where set (their
+ * keys in the order they were set). -EINVAL for annotations that are not an
+ * object of at most BLOBS_ANNOTATIONS_MAX strings, -EINVAL for a descriptor
+ * without a media type or with a bad digest, or no layers past
  * BLOBS_LAYERS_MAX. */
 int blobs_manifest_build(const struct blobs_manifest *m, char **json,
 			 struct wr_error **err);
 /* Parses and checks a manifest (len bytes): an object, schemaVersion 2,
  * mediaType (when present) the OCI manifest's, a config descriptor and an
  * array of at most BLOBS_LAYERS_MAX layer descriptors, each with a
- * mediaType, a sha256 digest and a size. out written only on success. */
+ * mediaType, a sha256 digest and a size; annotations, where present,
+ * checked as build checks them. out written only on success. */
 int blobs_manifest_parse(const char *json, size_t len,
 			 struct blobs_manifest *out, struct wr_error **err);
 void blobs_manifest_clear(struct blobs_manifest *m);

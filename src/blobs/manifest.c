@@ -29,6 +29,47 @@ static bool media_type_valid(const char *s)
 	return true;
 }
 
+#define ANNOTATION_TEXT_MAX 1024
+
+static int annotations_check(const json_t *a, const char *where,
+			     struct wr_error **err)
+{
+	if (!a)
+		return 0;
+	if (!json_is_object(a) || json_object_size(a) > BLOBS_ANNOTATIONS_MAX) {
+		wr_error_input(err, 0,
+			       "manifest: %s: annotations: expected an object "
+			       "of at most %d strings",
+			       where, BLOBS_ANNOTATIONS_MAX);
+		return -EINVAL;
+	}
+	const char *key;
+	const json_t *v;
+	json_object_foreach((json_t *)a, key, v)
+	{
+		if (!json_is_string(v) || strlen(key) > ANNOTATION_TEXT_MAX ||
+		    json_string_length(v) > ANNOTATION_TEXT_MAX) {
+			wr_error_input(err, 0,
+				       "manifest: %s: annotations: '%.64s': "
+				       "expected a string of at most %d bytes",
+				       where, key, ANNOTATION_TEXT_MAX);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* o["annotations"] = a copy of a, when set; 0 or -ENOMEM */
+static int annotations_add(json_t *o, const json_t *a)
+{
+	if (!a)
+		return 0;
+	json_t *copy = json_deep_copy(a);
+	return copy && json_object_set_new(o, "annotations", copy) == 0
+		   ? 0
+		   : -ENOMEM;
+}
+
 static int descriptor_check(const struct blobs_descriptor *d, const char *where,
 			    struct wr_error **err)
 {
@@ -47,13 +88,18 @@ static int descriptor_check(const struct blobs_descriptor *d, const char *where,
 		wr_error_input(err, 0, "manifest: %s: size too large", where);
 		return -EINVAL;
 	}
-	return 0;
+	return annotations_check(d->annotations, where, err);
 }
 
 static json_t *descriptor_json(const struct blobs_descriptor *d)
 {
-	return json_pack("{s:s, s:s, s:I}", "mediaType", d->media_type,
-			 "digest", d->digest, "size", (json_int_t)d->size);
+	json_t *o = json_pack("{s:s, s:s, s:I}", "mediaType", d->media_type,
+			      "digest", d->digest, "size", (json_int_t)d->size);
+	if (o && annotations_add(o, d->annotations) < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
 }
 
 int blobs_manifest_build(const struct blobs_manifest *m, char **json,
@@ -73,12 +119,16 @@ int blobs_manifest_build(const struct blobs_manifest *m, char **json,
 		if ((r = descriptor_check(&m->layers[i], where, err)) < 0)
 			return r;
 	}
+	if ((r = annotations_check(m->annotations, "manifest", err)) < 0)
+		return r;
 	json_t *layers = json_array();
 	json_t *doc = json_pack("{s:i, s:s, s:o, s:o}", "schemaVersion", 2,
 				"mediaType", BLOBS_MEDIA_MANIFEST, "config",
 				descriptor_json(&m->config), "layers", layers);
-	if (!doc)
+	if (!doc || annotations_add(doc, m->annotations) < 0) {
+		json_decref(doc);
 		return wr_error_set(err, ENOMEM, "manifest");
+	}
 	for (size_t i = 0; i < m->n_layers; i++)
 		if (json_array_append_new(layers,
 					  descriptor_json(&m->layers[i])) < 0) {
@@ -113,9 +163,10 @@ static int descriptor_parse(const json_t *v, const char *where,
 			       where);
 		return -EINVAL;
 	}
-	struct blobs_descriptor d = {.media_type =
-					 (char *)json_string_value(mt),
-				     .size = (uint64_t)json_integer_value(sz)};
+	struct blobs_descriptor d = {
+	    .media_type = (char *)json_string_value(mt),
+	    .size = (uint64_t)json_integer_value(sz),
+	    .annotations = json_object_get(v, "annotations")};
 	const char *digest = json_string_value(dg);
 	if (strlen(digest) >= sizeof(d.digest)) {
 		wr_error_input(err, 0, "manifest: %s: digest is not sha256:HEX",
@@ -129,6 +180,7 @@ static int descriptor_parse(const json_t *v, const char *where,
 	d.media_type = wr_strdup(d.media_type);
 	if (!d.media_type)
 		return wr_error_set(err, ENOMEM, "manifest");
+	json_incref(d.annotations);
 	*out = d;
 	return 0;
 }
@@ -191,6 +243,12 @@ int blobs_manifest_parse(const char *json, size_t len,
 			goto out;
 		m.n_layers = i + 1;
 	}
+	m.annotations = json_object_get(doc, "annotations");
+	if ((r = annotations_check(m.annotations, "manifest", err)) < 0) {
+		m.annotations = NULL;
+		goto out;
+	}
+	json_incref(m.annotations);
 	*out = m;
 	m = (struct blobs_manifest){0};
 	r = 0;
@@ -205,9 +263,13 @@ void blobs_manifest_clear(struct blobs_manifest *m)
 	if (!m)
 		return;
 	free(m->config.media_type);
-	for (size_t i = 0; i < m->n_layers; i++)
+	json_decref(m->config.annotations);
+	for (size_t i = 0; i < m->n_layers; i++) {
 		free(m->layers[i].media_type);
+		json_decref(m->layers[i].annotations);
+	}
 	free(m->layers);
+	json_decref(m->annotations);
 	memset(m, 0, sizeof(*m));
 }
 

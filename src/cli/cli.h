@@ -7,6 +7,7 @@
 #include "sandbox/sandbox.h"
 #include "snapshot/store.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #define WR_EXIT_USAGE 2
@@ -40,6 +41,12 @@ int cli_parse_sandbox_opts(int argc, char **argv, struct cli_sandbox_opts *o,
 void cli_error(const char *verb, struct wr_error *err);
 void cli_usage_error(const char *verb, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* output.c: prints j indented and releases it (NULL: nothing); prints
+ * "warren snapshot VERB: MESSAGE", frees err and returns the exit code
+ * (2 for bad input, else 125). */
+void cli_print_json(json_t *j);
+int cli_snapshot_fail(const char *verb, struct wr_error *err);
 
 int cmd_sandbox(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);

@@ -67,6 +67,8 @@ static void usage(FILE *out)
 	    "environment\n"
 	    "  snapshot refresh REPO [--max-age D]      rebuild when the ref moved\n"
 	    "  snapshot list|show|rm|gc|verify          manage snapshots\n"
+	    "  snapshot push|pull ID --blobs FILE       to and from an OCI "
+	    "registry\n"
 	    "  serve [--data DIR] [--listen ADDR:PORT]  run the control plane\n"
 	    "  run --repo R [--follow] \"PROMPT\"         start a session\n"
 	    "  sessions | show ID | logs ID [-f]        look at sessions\n"
@@ -98,6 +100,10 @@ int main(int argc, char **argv)
 		return exec_helper("warren-client", argv);
 	if (!strcmp(verb, "sandbox"))
 		return cmd_sandbox(argc - 1, argv + 1);
+	/* push and pull link libcurl and libarchive: their own executable */
+	if (!strcmp(verb, "snapshot") && argc > 2 &&
+	    (!strcmp(argv[2], "push") || !strcmp(argv[2], "pull")))
+		return exec_helper("warren-registry", argv);
 	if (!strcmp(verb, "snapshot"))
 		return cmd_snapshot(argc - 1, argv + 1);
 	if (!strcmp(verb, "audit"))

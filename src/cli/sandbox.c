@@ -442,17 +442,7 @@ static int apply_snapshot(struct cli_sandbox_opts *o, struct snap_store *store,
 
 char *cli_data_dir(const char *data)
 {
-	_cleanup_free_ char *dir =
-	    data ? wr_strdup(data) : snap_default_data_dir();
-	char real[PATH_MAX];
-	if (!dir)
-		return NULL;
-	if (realpath(dir, real))
-		return wr_strdup(real);
-	/* not made yet: absolute all the same, as `ls` compares it */
-	if (dir[0] != '/' && getcwd(real, sizeof(real)))
-		return wr_asprintf("%s/%s", real, dir);
-	return TAKE_PTR(dir);
+	return snap_data_dir(data);
 }
 
 int cli_resolve_snapshot(const char *verb, struct cli_sandbox_opts *o)

@@ -1,4 +1,5 @@
-/* snapshot.c - `warren snapshot build|list|show|rm|gc|verify`. */
+/* snapshot.c - `warren snapshot build|list|show|rm|gc|verify` (push and
+ * pull: src/cli/registry/main.c, its own executable). */
 #include "cli/cli.h"
 
 #include "snapshot/build.h"
@@ -31,6 +32,8 @@ static const char snapshot_usage[] =
     "       warren snapshot rm ID\n"
     "       warren snapshot gc [--json]\n"
     "       warren snapshot verify ID [--json]\n"
+    "       warren snapshot push ID --blobs FILE [--json]\n"
+    "       warren snapshot pull ID --blobs FILE [--cache-max BYTES] [--json]\n"
     "options: --data DIR   the data directory (default $WARREN_HOME, else "
     "./.warren)\n"
     "         --quiet      no progress output (build)\n"
@@ -124,25 +127,6 @@ static char *data_dir(const struct snap_cli *c)
 	return snap_default_data_dir();
 }
 
-static void print_json(json_t *j)
-{
-	char *text =
-	    j ? json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) : NULL;
-	if (text)
-		printf("%s\n", text);
-	free(text);
-	json_decref(j);
-}
-
-static int fail(const char *verb, struct wr_error *err)
-{
-	fprintf(stderr, "warren snapshot %s: %s\n", verb,
-		err && err->msg ? err->msg : "failed");
-	int code = err && err->bad_input ? WR_EXIT_USAGE : WR_EXIT_FAILURE;
-	wr_error_free(err);
-	return code;
-}
-
 static void print_manifest(const struct snap_manifest *m)
 {
 	printf("id        %s\n", m->id);
@@ -234,9 +218,9 @@ static int cmd_build(int argc, char **argv)
 	struct wr_error *err = NULL;
 	struct snap_manifest *m = NULL;
 	if (snap_build(&o, &m, &err) < 0)
-		return fail("build", err);
+		return cli_snapshot_fail("build", err);
 	if (c.json)
-		print_json(snap_manifest_to_json(m));
+		cli_print_json(snap_manifest_to_json(m));
 	else
 		printf("%s\n", m->id);
 	snap_manifest_free(m);
@@ -285,7 +269,7 @@ static int cmd_refresh(int argc, char **argv)
 	struct snap_refresh_result res;
 	bool policy_set = c.max_age || c.max_behind;
 	if (snap_refresh(&o, &policy, policy_set, &res, &err) < 0)
-		return fail("refresh", err);
+		return cli_snapshot_fail("refresh", err);
 	if (c.json) {
 		json_t *j =
 		    json_pack("{s:s, s:i, s:I, s:b}", "before",
@@ -295,7 +279,7 @@ static int cmd_refresh(int argc, char **argv)
 		if (j)
 			json_object_set_new(
 			    j, "snapshot", snap_manifest_to_json(res.manifest));
-		print_json(j);
+		cli_print_json(j);
 	} else {
 		printf("%s %s (newest was %s, %d commit%s behind)\n",
 		       res.built ? "built" : "kept", res.manifest->id,
@@ -329,7 +313,7 @@ static int cmd_list(int argc, char **argv)
 	if (open_store(&c, &store, &err) < 0 ||
 	    snap_store_list(store, repo, &ms, &n, &err) < 0) {
 		snap_store_close(store);
-		return fail("list", err);
+		return cli_snapshot_fail("list", err);
 	}
 	if (err) { /* corrupt manifests were skipped: say so */
 		fprintf(stderr, "warren snapshot list: warning: %s\n",
@@ -342,7 +326,7 @@ static int cmd_list(int argc, char **argv)
 		for (size_t i = 0; i < n; i++)
 			json_array_append_new(arr,
 					      snap_manifest_to_json(ms[i]));
-		print_json(arr);
+		cli_print_json(arr);
 	} else {
 		printf("%-14s %-10s %-20s %-8s %s\n", "ID", "COMMIT", "CREATED",
 		       "STATUS", "REPO");
@@ -375,10 +359,10 @@ static int cmd_show(int argc, char **argv)
 	if (open_store(&c, &store, &err) < 0 ||
 	    snap_store_get(store, c.args[0], &m, &err) < 0) {
 		snap_store_close(store);
-		return fail("show", err);
+		return cli_snapshot_fail("show", err);
 	}
 	if (c.json)
-		print_json(snap_manifest_to_json(m));
+		cli_print_json(snap_manifest_to_json(m));
 	else
 		print_manifest(m);
 	snap_manifest_free(m);
@@ -396,50 +380,16 @@ static int cmd_rm(int argc, char **argv)
 	struct wr_error *err = NULL;
 	struct snap_store *store = NULL;
 	if (open_store(&c, &store, &err) < 0)
-		return fail("rm", err);
+		return cli_snapshot_fail("rm", err);
 	int ret = 0;
 	for (int i = 0; i < c.n_args; i++) {
 		if (snap_store_remove(store, c.args[i], &err) < 0) {
-			ret = fail("rm", err);
+			ret = cli_snapshot_fail("rm", err);
 			err = NULL;
 		}
 	}
 	snap_store_close(store);
 	return ret;
-}
-
-/* Layers used by live sandboxes must survive a gc. */
-static char **layers_in_use(const char *layers_dir, size_t *n_out)
-{
-	struct sandbox_info *infos = NULL;
-	size_t n = 0;
-	*n_out = 0;
-	if (sandbox_list(&infos, &n, NULL) < 0)
-		return NULL;
-	size_t cap = 0, count = 0;
-	char **ids = NULL;
-	size_t dlen = strlen(layers_dir);
-	for (size_t i = 0; i < n; i++) {
-		for (size_t k = 0; infos[i].layers && infos[i].layers[k]; k++) {
-			const char *p = infos[i].layers[k];
-			if (strncmp(p, layers_dir, dlen) || p[dlen] != '/')
-				continue;
-			if (count == cap) {
-				cap = cap ? cap * 2 : 16;
-				char **grown =
-				    wr_realloc(ids, cap * sizeof(char *));
-				if (!grown)
-					break;
-				ids = grown;
-			}
-			ids[count] = wr_strndup(p + dlen + 1, 64);
-			if (ids[count])
-				count++;
-		}
-	}
-	sandbox_info_free_array(infos, n);
-	*n_out = count;
-	return ids;
 }
 
 static int cmd_gc(int argc, char **argv)
@@ -450,13 +400,14 @@ static int cmd_gc(int argc, char **argv)
 	struct wr_error *err = NULL;
 	struct snap_store *store = NULL;
 	if (open_store(&c, &store, &err) < 0)
-		return fail("gc", err);
+		return cli_snapshot_fail("gc", err);
 	/* stale sandbox records first: their layers are not in use */
 	sandbox_reap_stale(NULL);
 	_cleanup_free_ char *layers =
 	    wr_asprintf("%s/layers", snap_store_dir(store));
 	size_t n_in_use = 0;
-	char **in_use = layers ? layers_in_use(layers, &n_in_use) : NULL;
+	char **in_use =
+	    layers ? sandbox_layers_in_use(layers, &n_in_use) : NULL;
 	size_t removed = 0;
 	uint64_t bytes = 0;
 	int r = snap_store_gc(store, (const char *const *)in_use, n_in_use,
@@ -466,9 +417,9 @@ static int cmd_gc(int argc, char **argv)
 	free(in_use);
 	snap_store_close(store);
 	if (r < 0)
-		return fail("gc", err);
+		return cli_snapshot_fail("gc", err);
 	if (c.json)
-		print_json(json_pack("{s:I, s:I, s:I}", "removed_layers",
+		cli_print_json(json_pack("{s:I, s:I, s:I}", "removed_layers",
 				     (json_int_t)removed, "removed_bytes",
 				     (json_int_t)bytes, "layers_in_use",
 				     (json_int_t)n_in_use));
@@ -493,13 +444,13 @@ static int cmd_verify(int argc, char **argv)
 	if (open_store(&c, &store, &err) < 0 ||
 	    snap_store_verify(store, c.args[0], &res, &err) < 0) {
 		snap_store_close(store);
-		return fail("verify", err);
+		return cli_snapshot_fail("verify", err);
 	}
 	if (c.json) {
 		json_t *bad = json_array();
 		for (size_t i = 0; i < res.n_bad; i++)
 			json_array_append_new(bad, json_string(res.bad_ids[i]));
-		print_json(json_pack("{s:b, s:I, s:o}", "ok", res.n_bad == 0,
+		cli_print_json(json_pack("{s:b, s:I, s:o}", "ok", res.n_bad == 0,
 				     "layers", (json_int_t)res.n_layers,
 				     "bad_layers", bad));
 	} else if (res.n_bad == 0) {

@@ -270,3 +270,36 @@ void sandbox_info_free_array(struct sandbox_info *infos, size_t n)
 	}
 	free(infos);
 }
+
+char **sandbox_layers_in_use(const char *layers_dir, size_t *n_out)
+{
+	struct sandbox_info *infos = NULL;
+	size_t n = 0;
+	*n_out = 0;
+	if (sandbox_list(&infos, &n, NULL) < 0)
+		return NULL;
+	size_t cap = 0, count = 0;
+	char **ids = NULL;
+	size_t dlen = strlen(layers_dir);
+	for (size_t i = 0; i < n; i++) {
+		for (size_t k = 0; infos[i].layers && infos[i].layers[k]; k++) {
+			const char *p = infos[i].layers[k];
+			if (strncmp(p, layers_dir, dlen) || p[dlen] != '/')
+				continue;
+			if (count == cap) {
+				cap = cap ? cap * 2 : 16;
+				char **grown =
+				    wr_realloc(ids, cap * sizeof(char *));
+				if (!grown)
+					break;
+				ids = grown;
+			}
+			ids[count] = wr_strndup(p + dlen + 1, 64);
+			if (ids[count])
+				count++;
+		}
+	}
+	sandbox_info_free_array(infos, n);
+	*n_out = count;
+	return ids;
+}

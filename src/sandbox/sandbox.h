@@ -162,6 +162,11 @@ struct sandbox_info {
 int sandbox_list(struct sandbox_info **out, size_t *n_out,
 		 struct wr_error **err);
 void sandbox_info_free_array(struct sandbox_info *infos, size_t n);
+/* The ids of the layers under layers_dir (DATA/layers) that live
+ * sandboxes use as lower layers (*n_out of them; caller frees each and
+ * the array), which a gc or a cache eviction must keep. NULL when there
+ * are none or on failure. */
+char **sandbox_layers_in_use(const char *layers_dir, size_t *n_out);
 /* Kill, unmount, remove cgroup and state: nothing left behind. -ENOENT if no
  * such sandbox. */
 int sandbox_remove(const char *name, struct wr_error **err);

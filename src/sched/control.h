@@ -59,6 +59,10 @@ struct control_config {
 	uint64_t min_free_memory; /* admit only while MemAvailable exceeds */
 	/* a build step printing nothing this long is stopped (0: 10 min) */
 	uint64_t build_hung_after_ms;
+	/* a file holding the "blobs" object (the server's configuration
+	 * file): each snapshot built is pushed to that registry (`warren
+	 * snapshot push`); NULL: none */
+	const char *blobs_file;
 	/* snapshot builds of different repositories at once (builds.parallel,
 	 * 1..CONTROL_BUILD_PARALLEL_MAX; 0: 2) */
 	unsigned build_parallel;

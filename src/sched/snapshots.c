@@ -441,8 +441,90 @@ int control_build_log(struct control *c, const char *repo_id,
 	return r;
 }
 
+/* The push of a built snapshot to the registry (cfg.blobs_file), by
+ * `warren snapshot push` as a child, its stderr into the build's log. A
+ * failure does not fail the build: it is logged, written to the log and
+ * kept in the build's record as "push": {"ok", "error"|"manifest_digest",
+ * "ms"}. */
+static void snapshot_push(struct control *c, const char *repo_id,
+			  const char *build_id, const char *snapshot_id,
+			  const char *log_path)
+{
+	char *argv[] = {(char *)c->warren_bin,
+			"snapshot",
+			"push",
+			(char *)snapshot_id,
+			"--data",
+			(char *)c->data_dir,
+			"--blobs",
+			(char *)c->cfg.blobs_file,
+			"--json",
+			NULL};
+	int log_fd =
+	    open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	off_t push_start = log_fd >= 0 ? lseek(log_fd, 0, SEEK_END) : 0;
+	_cleanup_free_ char *output = NULL, *errors = NULL;
+	struct wr_error *err = NULL;
+	double t0 = mono_ms();
+	int status = proc_run(argv, 64 << 10, log_fd, &output,
+			      log_fd < 0 ? &errors : NULL, &err);
+	double ms = mono_ms() - t0;
+	json_t *answer = status == 0 ? json_loads(output, 0, NULL) : NULL;
+	const char *digest =
+	    json_string_value(json_object_get(answer, "manifest_digest"));
+	json_t *push;
+	if (digest) {
+		push = json_pack("{s:b, s:s, s:f}", "ok", 1, "manifest_digest",
+				 digest, "ms", ms);
+	} else {
+		char cause[1024] = "";
+		if (status < 0)
+			snprintf(cause, sizeof(cause), "%s",
+				 err && err->msg ? err->msg : "cannot run it");
+		else if (status != 0 && log_fd >= 0)
+			build_log_cause(log_path, push_start, cause,
+					sizeof(cause));
+		else if (errors)
+			snprintf(cause, sizeof(cause), "%s", errors);
+		if (!cause[0])
+			snprintf(cause, sizeof(cause),
+				 status ? "exit status %d" : "no answer",
+				 status);
+		wr_log(WR_LOG_WARN, "builds",
+		       "push of snapshot %.12s to the registry failed: %s",
+		       snapshot_id, cause);
+		if (log_fd >= 0)
+			dprintf(log_fd,
+				"warren serve: the push of snapshot %s to the "
+				"registry failed (the build stands): %s\n",
+				snapshot_id, cause);
+		push = json_pack("{s:b, s:s, s:f}", "ok", 0, "error", cause,
+				 "ms", ms);
+	}
+	json_decref(answer);
+	wr_error_free(err);
+	if (log_fd >= 0)
+		close(log_fd);
+	if (!build_id || !push) {
+		json_decref(push);
+		return;
+	}
+	pthread_mutex_lock(&c->build_state_mu);
+	json_t *rec = build_record(c, repo_id, build_id);
+	if (rec) {
+		json_object_set(rec, "push", push);
+		_cleanup_free_ char *rp =
+		    build_file(c, repo_id, build_id, "json");
+		json_save(rp, rec);
+		json_decref(rec);
+	}
+	pthread_mutex_unlock(&c->build_state_mu);
+	json_decref(push);
+}
+
 /* Runs `warren snapshot refresh` for repo and records the snapshot it
- * reports (built or kept). */
+ * reports (built or kept), and pushes one it built when the server has a
+ * registry. */
 static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 			    const struct control_staleness *policy,
 			    json_t **report, struct store_snapshot *out,
@@ -565,8 +647,16 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 				    "snapshot of %s: unexpected output",
 				    repo->name);
 	}
-	if (json_is_true(json_object_get(j, "built")))
+	if (json_is_true(json_object_get(j, "built"))) {
 		metrics_add(c, &c->m.snapshot_builds, 1);
+		if (c->cfg.blobs_file) {
+			snapshot_push(c, repo->id, build_id, id, log_path);
+			/* the build's own log with the push's lines */
+			if (build_id)
+				build_log_keep(c, repo->id, build_id, log_path,
+					       log_start);
+		}
+	}
 	if (report)
 		*report = json_pack(
 		    "{s:O?, s:O?, s:O?, s:b}", "newest",

@@ -53,6 +53,21 @@ char *snap_default_data_dir(void)
 	return wr_asprintf("%s/.warren", cwd);
 }
 
+char *snap_data_dir(const char *data)
+{
+	_cleanup_free_ char *dir =
+	    data ? wr_strdup(data) : snap_default_data_dir();
+	char real[PATH_MAX];
+	if (!dir)
+		return NULL;
+	if (realpath(dir, real))
+		return wr_strdup(real);
+	/* not made yet: absolute all the same */
+	if (dir[0] != '/' && getcwd(real, sizeof(real)))
+		return wr_asprintf("%s/%s", real, dir);
+	return TAKE_PTR(dir);
+}
+
 static double now_ms(void)
 {
 	struct timespec ts;

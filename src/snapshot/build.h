@@ -70,5 +70,8 @@ int snap_collect_lockfiles(const char *mirror, const char *commit,
 /* The data directory: $WARREN_HOME, else ./.warren (absolute; caller
  * frees). */
 char *snap_default_data_dir(void);
+/* The data directory of --data DIR (NULL: the default), absolute and
+ * resolved where it exists; NULL only without memory. */
+char *snap_data_dir(const char *data);
 
 #endif

@@ -392,6 +392,34 @@ int snap_manifest_parse(const char *text, size_t len,
 	return r;
 }
 
+int snap_manifest_from_json(const char *text, size_t len,
+			    struct snap_manifest **out, struct wr_error **err)
+{
+	char why[SNAP_WHY_MAX] = "";
+	struct snap_manifest *m = NULL;
+	int r = snap_manifest_parse(text, len, &m, why);
+	if (r == -ENOMEM)
+		return wr_error_set(err, ENOMEM, "manifest");
+	if (r < 0)
+		return wr_error_set(err, -r, "manifest: %s", why);
+	char id[SNAP_ID_LEN + 1];
+	char *encoded = snap_manifest_encode(m, id);
+	if (!encoded) {
+		snap_manifest_free(m);
+		return wr_error_set(err, ENOMEM, "manifest");
+	}
+	free(encoded);
+	if (strcmp(id, m->id)) {
+		r = wr_error_set(
+		    err, EBADMSG,
+		    "manifest: its id %s is not its content's (%s)", m->id, id);
+		snap_manifest_free(m);
+		return r;
+	}
+	*out = m;
+	return 0;
+}
+
 /* ---- the id ------------------------------------------------------------- */
 
 char *snap_manifest_encode(const struct snap_manifest *m,

@@ -637,6 +637,24 @@ int snap_store_publish_layer(struct snap_store *s, const char *staged_dir,
 	return 0;
 }
 
+int snap_store_layer_hold(struct snap_store *s, const char *layer_id,
+			  struct wr_error **err)
+{
+	if (!snap_id_valid(layer_id))
+		return wr_error_input(err, EINVAL, "'%s' is not a layer id",
+				      layer_id ? layer_id : "(null)");
+	_cleanup_unlock_ struct snap_store *locked = NULL;
+	int r = store_lock(s, err);
+	if (r < 0)
+		return r;
+	locked = s;
+	if (!layer_exists(s, layer_id))
+		return -ENOENT;
+	if ((r = pin_layer(s, layer_id)) < 0)
+		return wr_error_set(err, -r, "pin layer %s", layer_id);
+	return 0;
+}
+
 /* The valid layer id in a key file, or -ENOENT. */
 static int read_key(const struct snap_store *s, const char *key,
 		    char id_out[SNAP_ID_LEN + 1])
@@ -1196,8 +1214,9 @@ static int move_to_trash(struct snap_store *s, const char *id, struct trash *t)
 	return 0;
 }
 
+/* Layers not in keep and, when only is given, in only. */
 static int find_garbage(struct snap_store *s, const struct id_set *keep,
-			struct id_set *doomed)
+			const struct id_set *only, struct id_set *doomed)
 {
 	_cleanup_closedir_ DIR *dir = wr_opendir_at(s->layers_fd);
 	if (!dir)
@@ -1206,7 +1225,8 @@ static int find_garbage(struct snap_store *s, const struct id_set *keep,
 	errno = 0;
 	while ((de = readdir(dir))) {
 		if (snap_id_valid(de->d_name) &&
-		    !id_set_has(keep, de->d_name)) {
+		    !id_set_has(keep, de->d_name) &&
+		    (!only || id_set_has(only, de->d_name))) {
 			int r = id_set_add(doomed, de->d_name);
 			if (r < 0)
 				return r;
@@ -1239,25 +1259,37 @@ static int drop_dangling_keys(struct snap_store *s)
 	return changed && fsync(s->keys_fd) < 0 ? -errno : 0;
 }
 
-int snap_store_gc(struct snap_store *s, const char *const *in_use,
-		  size_t n_in_use, size_t *removed_layers,
-		  uint64_t *removed_bytes, struct wr_error **err)
+/* gc, or with only (n_only ids) the eviction of those alone */
+static int collect(struct snap_store *s, const char *const *in_use,
+		   size_t n_in_use, const char *const *only, size_t n_only,
+		   size_t *removed_layers, uint64_t *removed_bytes,
+		   struct wr_error **err)
 {
 	for (size_t i = 0; i < n_in_use; i++)
 		if (!snap_id_valid(in_use[i]))
 			return wr_error_input(err, EINVAL,
 					      "gc: '%s' is not a layer id",
 					      in_use[i] ? in_use[i] : "(null)");
-	struct id_set keep = {0}, doomed = {0};
+	for (size_t i = 0; only && i < n_only; i++)
+		if (!snap_id_valid(only[i]))
+			return wr_error_input(err, EINVAL,
+					      "evict: '%s' is not a layer id",
+					      only[i] ? only[i] : "(null)");
+	struct id_set keep = {0}, doomed = {0}, chosen = {0};
 	struct trash *trash = NULL;
 	size_t n_trash = 0;
 	int r = 0;
 	for (size_t i = 0; r == 0 && i < n_in_use; i++)
 		r = id_set_add(&keep, in_use[i]);
+	for (size_t i = 0; r == 0 && only && i < n_only; i++)
+		r = id_set_add(&chosen, only[i]);
 	if (r < 0) {
 		free(keep.ids);
+		free(chosen.ids);
 		return wr_error_set(err, -r, "gc");
 	}
+	if (chosen.n)
+		qsort(chosen.ids, chosen.n, sizeof(*chosen.ids), cmp_ids);
 	_cleanup_unlock_ struct snap_store *locked = NULL;
 	if ((r = store_lock(s, err)) < 0)
 		goto out;
@@ -1275,7 +1307,7 @@ int snap_store_gc(struct snap_store *s, const char *const *in_use,
 	}
 	if (keep.n)
 		qsort(keep.ids, keep.n, sizeof(*keep.ids), cmp_ids);
-	if ((r = find_garbage(s, &keep, &doomed)) < 0) {
+	if ((r = find_garbage(s, &keep, only ? &chosen : NULL, &doomed)) < 0) {
 		r = wr_error_set(err, -r, "gc: list %s", s->layers_dir);
 		goto out;
 	}
@@ -1325,6 +1357,25 @@ int snap_store_gc(struct snap_store *s, const char *const *in_use,
 out:
 	free(trash);
 	free(keep.ids);
+	free(chosen.ids);
 	free(doomed.ids);
 	return r;
+}
+
+int snap_store_gc(struct snap_store *s, const char *const *in_use,
+		  size_t n_in_use, size_t *removed_layers,
+		  uint64_t *removed_bytes, struct wr_error **err)
+{
+	return collect(s, in_use, n_in_use, NULL, 0, removed_layers,
+		       removed_bytes, err);
+}
+
+int snap_store_evict(struct snap_store *s, const char *const *in_use,
+		     size_t n_in_use, const char *const *ids, size_t n_ids,
+		     size_t *removed_layers, uint64_t *removed_bytes,
+		     struct wr_error **err)
+{
+	static const char *const none[1];
+	return collect(s, in_use, n_in_use, ids ? ids : none, ids ? n_ids : 0,
+		       removed_layers, removed_bytes, err);
 }

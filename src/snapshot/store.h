@@ -26,7 +26,8 @@
  *
  * Liveness. A layer stays while a manifest references it, while a caller
  * passes it to gc as in use (a live sandbox), or while it is pinned: a layer
- * that a handle published or looked up by key is pinned until a manifest
+ * that a handle published, looked up by key or held (snap_store_layer_hold)
+ * is pinned until a manifest
  * published through the same handle references it, or until the handle is
  * closed (pins live in a locked lease file under DATA/tmp, so gc in another
  * process sees them). Cache keys keep nothing alive by themselves; gc
@@ -105,6 +106,11 @@ int snap_store_publish_layer(struct snap_store *store, const char *staged_dir,
  * or the layer it names is gone, -EINVAL for a malformed key. */
 int snap_store_layer_by_key(struct snap_store *store, const char *key,
 			    char id_out[SNAP_ID_LEN + 1]);
+/* Pins layer_id if the store has it, as layer_by_key does (gc and evict
+ * leave it until a manifest of this handle references it or the handle
+ * closes): 0, or -ENOENT without such a layer. */
+int snap_store_layer_hold(struct snap_store *store, const char *layer_id,
+			  struct wr_error **err);
 /* DATA/layers/<id> (caller frees); NULL with errno EINVAL for a bad id. */
 char *snap_store_layer_path(const struct snap_store *store,
 			    const char *layer_id);
@@ -183,10 +189,23 @@ int snap_store_gc(struct snap_store *store, const char *const *in_use,
 		  size_t n_in_use, size_t *removed_layers,
 		  uint64_t *removed_bytes, struct wr_error **err);
 
+/* gc of the layers in ids alone (n_ids of them): each is removed unless a
+ * manifest references it, a handle pins it or it is in in_use; the others
+ * are left. What the layer cache (registry/cache.c) evicts. */
+int snap_store_evict(struct snap_store *store, const char *const *in_use,
+		     size_t n_in_use, const char *const *ids, size_t n_ids,
+		     size_t *removed_layers, uint64_t *removed_bytes,
+		     struct wr_error **err);
+
 void snap_manifest_free(struct snap_manifest *m);
 void snap_manifest_free_array(struct snap_manifest **ms, size_t n);
 /* The manifest as stored (with "format": 1 and "id" when set); NULL on
  * allocation failure. */
 json_t *snap_manifest_to_json(const struct snap_manifest *m);
+/* A manifest from the JSON snap_manifest_to_json gives (len bytes),
+ * checked as a stored one is, and its id that of its content: -EBADMSG
+ * otherwise, with the reason. */
+int snap_manifest_from_json(const char *text, size_t len,
+			    struct snap_manifest **out, struct wr_error **err);
 
 #endif

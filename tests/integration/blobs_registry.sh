@@ -18,9 +18,9 @@
 # its output removed. A bad "blobs" configuration stops warren serve
 # naming the key. Nothing is left running.
 . "$(dirname "$0")/../lib.sh"
+. "$ROOT_DIR/tests/registry_server.sh"
 
 TOOL="$ROOT_DIR/$BUILD/tests/blobs_tool"
-REGISTRY_BIN="$(command -v docker-registry || true)"
 if [ -z "$REGISTRY_BIN" ] || ! command -v htpasswd >/dev/null || ! command -v openssl >/dev/null; then
 	echo "SKIP blobs_registry: docker-registry, htpasswd or openssl is not installed (apt-get install docker-registry apache2-utils openssl)" >&2
 	exit 0
@@ -31,55 +31,11 @@ if [ ! -x "$TOOL" ]; then
 fi
 
 PIDS=""
-stop_all() { for p in $PIDS; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; }
+stop_all() { registry_stop_all; for p in $PIDS; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; }
 trap 'stop_all; rm -rf "$TEST_TMP"' EXIT
 
-# write_config FILE REGISTRY REPOSITORY PASSWORD_FILE [USER]: a "blobs" object
-write_config() {
-	printf '{"registry": "%s", "repository": "%s", "username": "%s", "password_file": "%s"}\n' \
-		"$2" "$3" "${5:-warren}" "$4" >"$1"
-}
-
-free_port() {
-	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# start_registry NAME AUTH: docker-registry on a free loopback port, its
-# storage in $TEST_TMP/NAME, AUTH its configuration's "auth:" section
-# (indented); sets REG_NAME to its URL; 0 once it answers /v2/ with 401
-start_registry() {
-	local name="$1" auth="$2" port
-	port="$(free_port)"
-	cat >"$TEST_TMP/$name.yml" <<EOF
-version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: $TEST_TMP/$name
-  delete:
-    enabled: true
-http:
-  addr: 127.0.0.1:$port
-auth:
-$auth
-EOF
-	"$REGISTRY_BIN" serve "$TEST_TMP/$name.yml" >"$TEST_TMP/$name.log" 2>&1 &
-	PIDS="$PIDS $!"
-	eval "REG_$name=http://127.0.0.1:$port"
-	for _ in $(seq 1 100); do
-		[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/" 2>/dev/null)" = 401 ] &&
-			return 0
-		sleep 0.1
-	done
-	return 1
-}
-
 # ---- the real registry ---------------------------------------------------------
-htpasswd -Bbn warren 's3cret-pw' >"$TEST_TMP/htpasswd"
-if ! start_registry basic "  htpasswd:
-    realm: warren-test
-    path: $TEST_TMP/htpasswd"; then
+if ! start_registry_htpasswd basic warren 's3cret-pw'; then
 	fail "docker-registry starts on its own port, with htpasswd" "$(tail -5 "$TEST_TMP/basic.log")"
 	exit 0
 fi

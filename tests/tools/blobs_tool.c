@@ -99,7 +99,7 @@ static int run(struct blobs_client *c, int argc, char **argv,
 		return r;
 	}
 	if (!strcmp(cmd, "manifest-put") && argc >= 6) {
-		struct blobs_descriptor layers[16];
+		struct blobs_descriptor layers[16] = {0};
 		struct blobs_manifest m = {.layers = layers,
 					   .n_layers = (size_t)argc - 5};
 		if (m.n_layers > ARRAY_SIZE(layers) ||

@@ -443,6 +443,60 @@ static void test_manifest_round_trip(void **state)
 	wr_error_freep(&err);
 }
 
+/* annotations on the manifest and on a layer: built, parsed back, the same
+ * bytes again; what is not an object of strings refused both ways */
+static void test_manifest_annotations(void **state)
+{
+	(void)state;
+	struct blobs_descriptor layer = {
+	    .media_type = BLOBS_MEDIA_LAYER_ZSTD, .digest = D2, .size = 10};
+	layer.annotations = json_pack("{s:s}", "org.warren.layer.id", "abc");
+	struct blobs_manifest m = {
+	    .config = {.media_type = BLOBS_MEDIA_CONFIG,
+		       .digest = D1,
+		       .size = 2},
+	    .layers = &layer,
+	    .n_layers = 1,
+	    .annotations = json_pack("{s:s, s:s}", "org.warren.snapshot.id",
+				     "s1", "org.warren.snapshot.commit", "c1")};
+	struct wr_error *err = NULL;
+	char *json = NULL;
+	assert_int_equal(blobs_manifest_build(&m, &json, &err), 0);
+	struct blobs_manifest back;
+	assert_int_equal(blobs_manifest_parse(json, strlen(json), &back, &err),
+			 0);
+	assert_string_equal(json_string_value(json_object_get(
+				back.annotations, "org.warren.snapshot.id")),
+			    "s1");
+	assert_string_equal(
+	    json_string_value(json_object_get(back.layers[0].annotations,
+					      "org.warren.layer.id")),
+	    "abc");
+	assert_null(back.config.annotations);
+	char *again = NULL;
+	assert_int_equal(blobs_manifest_build(&back, &again, &err), 0);
+	assert_string_equal(json, again);
+	free(again);
+	free(json);
+	blobs_manifest_clear(&back);
+
+	/* a value that is not a string: refused at build and at parse */
+	json_object_set_new(m.annotations, "n", json_integer(1));
+	assert_int_equal(blobs_manifest_build(&m, &json, &err), -EINVAL);
+	assert_non_null(strstr(err->msg, "manifest: annotations: 'n'"));
+	wr_error_freep(&err);
+	const char *bad =
+	    "{\"schemaVersion\":2,\"config\":{\"mediaType\":\"a/b\","
+	    "\"digest\":\"" D1 "\",\"size\":1},\"layers\":[{\"mediaType\":"
+	    "\"a/b\",\"digest\":\"" D2 "\",\"size\":1,\"annotations\":[]}]}";
+	assert_int_equal(blobs_manifest_parse(bad, strlen(bad), &back, &err),
+			 -EINVAL);
+	assert_non_null(strstr(err->msg, "layers[0]: annotations"));
+	wr_error_freep(&err);
+	json_decref(m.annotations);
+	json_decref(layer.annotations);
+}
+
 static void expect_manifest_error(const char *json, const char *needle)
 {
 	struct blobs_manifest m = {.n_layers = 99};
@@ -532,6 +586,7 @@ int main(void)
 	    cmocka_unit_test(test_token),
 	    cmocka_unit_test(test_error_body),
 	    cmocka_unit_test(test_manifest_round_trip),
+	    cmocka_unit_test(test_manifest_annotations),
 	    cmocka_unit_test(test_manifest_rejects),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

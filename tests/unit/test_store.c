@@ -1217,6 +1217,64 @@ static void test_verify_detects_changes(void **s)
 	snap_store_close(st);
 }
 
+/* evict removes only the layers it is given, and of those only what gc
+ * would: not a referenced, pinned or in-use one */
+static void test_evict(void **s)
+{
+	(void)s;
+	struct snap_store *h1 = open_store();
+	char a[1][SNAP_ID_LEN + 1], b[SNAP_ID_LEN + 1], c[SNAP_ID_LEN + 1],
+	    d[SNAP_ID_LEN + 1];
+	publish_content(h1, "referenced", NULL, a[0]);
+	struct snap_manifest *m = make_manifest("r", a, 1, 1);
+	publish_manifest_ok(h1, m);
+	publish_content(h1, "unused-1", NULL, b);
+	publish_content(h1, "unused-2", NULL, c);
+	publish_content(h1, "in-use", NULL, d);
+	snap_store_close(h1); /* its pins go with it */
+	struct snap_store *h2 = open_store();
+	size_t removed = 99;
+	uint64_t bytes = 99;
+	struct wr_error *err = NULL;
+	const char *in_use[] = {d};
+	const char *ids[] = {a[0], b, d};
+	OK(snap_store_evict(h2, in_use, 1, ids, 3, &removed, &bytes, &err),
+	   err);
+	assert_int_equal(removed, 1);
+	assert_int_equal(bytes, strlen("unused-1"));
+	assert_true(exists(P("data/layers/%s", a[0])));
+	assert_false(exists(P("data/layers/%s", b)));
+	assert_true(exists(P("data/layers/%s", c))); /* not asked for */
+	assert_true(exists(P("data/layers/%s", d)));
+	OK(snap_store_evict(h2, NULL, 0, NULL, 0, &removed, &bytes, &err), err);
+	assert_int_equal(removed, 0);
+	const char *bad[] = {"../x"};
+	assert_int_equal(
+	    snap_store_evict(h2, NULL, 0, bad, 1, &removed, &bytes, &err),
+	    -EINVAL);
+	assert_true(err && err->bad_input);
+	wr_error_free(err);
+	err = NULL;
+	/* a held layer is pinned: evict leaves it until the handle closes */
+	struct snap_store *h3 = open_store();
+	OK(snap_store_layer_hold(h3, c, &err), err);
+	char none[SNAP_ID_LEN + 1];
+	memset(none, 'f', SNAP_ID_LEN);
+	none[SNAP_ID_LEN] = '\0';
+	assert_int_equal(snap_store_layer_hold(h3, none, &err), -ENOENT);
+	const char *unused[] = {c};
+	OK(snap_store_evict(h2, NULL, 0, unused, 1, &removed, &bytes, &err),
+	   err);
+	assert_int_equal(removed, 0);
+	snap_store_close(h3);
+	OK(snap_store_evict(h2, NULL, 0, unused, 1, &removed, &bytes, &err),
+	   err);
+	assert_int_equal(removed, 1);
+	assert_false(exists(P("data/layers/%s", c)));
+	snap_manifest_free(m);
+	snap_store_close(h2);
+}
+
 static void test_gc(void **s)
 {
 	(void)s;
@@ -1482,6 +1540,7 @@ int main(void)
 	    T(test_corrupt_manifests),
 	    T(test_verify_detects_changes),
 	    T(test_gc),
+	    T(test_evict),
 	    T(test_gc_spares_layers_between_publish_and_manifest),
 	    T(test_publish_manifest_alloc_failure_at_every_n),
 	    T(test_get_and_list_alloc_failure_at_every_n),

@@ -115,7 +115,8 @@ struct serve_config {
 	/* "slack": the slash command, mentions and outcome posts */
 	bool has_slack;
 	struct slack_config slack;
-	/* "blobs": the OCI registry of blobs (nothing uses it yet) */
+	/* "blobs": the OCI registry of blobs: each snapshot built is pushed
+	 * there (sched/snapshots.c) */
 	bool has_blobs;
 	struct blobs_config blobs;
 	/* "api": what one client may hold (0: the API's defaults) */

@@ -324,6 +324,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	int code = EXIT_FAIL;
+	_cleanup_free_ char *config_abs = NULL; /* the blobs' file */
 	struct control_forge *forges = NULL;
 	struct perimeter_credentials *creds = NULL;
 	struct control_staleness *stale = NULL;
@@ -345,6 +346,11 @@ int main(int argc, char **argv)
 	}
 	cfg.control.data_dir = data;
 	cfg.control.warren_bin = warren;
+	/* builds are pushed to the registry: `warren snapshot push --blobs`
+	 * reads the "blobs" object from the configuration file itself */
+	if (cfg.has_blobs && config_opt)
+		config_abs = realpath(config_opt, NULL);
+	cfg.control.blobs_file = config_abs;
 	cfg.control.default_agent_json = cfg.agent_json;
 	/* the egress proxy keeps sandboxes away from the API itself */
 	cfg.control.api_addr = listen_addr;
