@@ -607,6 +607,8 @@ int control_cancel(struct control *c, const char *session_id, const char *user,
 		pthread_mutex_lock(&c->builds.mu);
 		pthread_cond_broadcast(&c->builds.cv);
 		pthread_mutex_unlock(&c->builds.mu);
+		/* its runner's own build, if nobody else waits for it */
+		control_build_owner_cancelled(c, run, user);
 	}
 	/* wait (bounded) for the runner to stop the sandbox */
 	uint64_t gen = control_event_generation(c);
@@ -1496,6 +1498,7 @@ static void control_free(struct control *c)
 	pthread_mutex_destroy(&c->builds.mu);
 	pthread_mutex_destroy(&c->build_state_mu);
 	json_decref(c->builds.cancels);
+	json_decref(c->builds.waiting);
 	pthread_mutex_destroy(&c->ev_mu);
 	pthread_cond_destroy(&c->ev_cv);
 	pthread_mutex_destroy(&c->metrics_mu);

@@ -127,6 +127,11 @@ struct control {
 		} workers[CONTROL_BUILD_PARALLEL_MAX];
 		pid_t pids[16]; /* `warren snapshot` children, to stop them */
 		char pid_repo[16][STORE_ID_MAX]; /* whose build each is */
+		/* the session whose runner builds in that slot (NULL: a
+		 * refresh worker), whose cancel stops a build nobody else
+		 * waits for */
+		const struct run *owner[16];
+		json_t *waiting; /* repository id -> sessions waiting */
 		json_t *cancels; /* repository id -> who cancelled its build */
 	} builds;
 
@@ -205,6 +210,10 @@ void run_sandbox_request(const struct run *run, struct sandbox_request *req);
 int run_sandbox_cmd(struct run *run, const struct sandbox_cmdline *cl,
 		    size_t max, char **out, const char *what,
 		    struct wr_error **err);
+/* snapshots.c: run was cancelled; a build its runner runs that no other
+ * session waits for is stopped (failed, "cancelled by BY"). */
+void control_build_owner_cancelled(struct control *c, const struct run *run,
+				   const char *by);
 /* snapshots.c: a repository's last build, kept in DATA/builds/<id>.json
  * (survives restarts): {"state": queued|building|ready|failed,
  * "queued_ms", "started_ms", "finished_ms", "error", "snapshot"}. */

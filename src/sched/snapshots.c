@@ -527,8 +527,8 @@ static void snapshot_push(struct control *c, const char *repo_id,
  * registry. */
 static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 			    const struct control_staleness *policy,
-			    json_t **report, struct store_snapshot *out,
-			    struct wr_error **err)
+			    const struct run *owner, json_t **report,
+			    struct store_snapshot *out, struct wr_error **err)
 {
 	char max_age[32], max_behind[32];
 	_cleanup_free_ char *log_dir = wr_asprintf("%s/logs", c->data_dir);
@@ -596,6 +596,7 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 		*slot = -1; /* reserved until the child's pid is known */
 		snprintf(c->builds.pid_repo[slot - c->builds.pids],
 			 sizeof(c->builds.pid_repo[0]), "%s", repo->id);
+		c->builds.owner[slot - c->builds.pids] = owner;
 	}
 	bool cancelled = json_object_get(c->builds.cancels, repo->id) != NULL;
 	pthread_mutex_unlock(&c->builds.mu);
@@ -603,6 +604,7 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 		if (slot) {
 			pthread_mutex_lock(&c->builds.mu);
 			*slot = 0;
+			c->builds.owner[slot - c->builds.pids] = NULL;
 			pthread_mutex_unlock(&c->builds.mu);
 		}
 		if (log_fd >= 0)
@@ -618,6 +620,7 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	if (slot) {
 		pthread_mutex_lock(&c->builds.mu);
 		*slot = 0;
+		c->builds.owner[slot - c->builds.pids] = NULL;
 		pthread_mutex_unlock(&c->builds.mu);
 	}
 	if (log_fd >= 0)
@@ -688,6 +691,43 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 	return c->st->ops->snapshot_latest(c->st, repo->id, out, err);
 }
 
+/* With builds.mu held: n more (or fewer) sessions wait for repo_id's
+ * build. */
+static void waiting_add(struct control *c, const char *repo_id, int n)
+{
+	if (!c->builds.waiting)
+		c->builds.waiting = json_object();
+	json_int_t now =
+	    json_integer_value(json_object_get(c->builds.waiting, repo_id)) + n;
+	if (now > 0)
+		json_object_set_new(c->builds.waiting, repo_id,
+				    json_integer(now));
+	else
+		json_object_del(c->builds.waiting, repo_id);
+}
+
+void control_build_owner_cancelled(struct control *c, const struct run *run,
+				   const char *by)
+{
+	pthread_mutex_lock(&c->builds.mu);
+	for (size_t i = 0; i < ARRAY_SIZE(c->builds.pids); i++) {
+		const char *repo_id = c->builds.pid_repo[i];
+		if (c->builds.owner[i] != run || c->builds.pids[i] == 0 ||
+		    json_object_get(c->builds.waiting, repo_id))
+			continue;
+		/* failed, saying by whom (snapshot_ensure); the pid may be
+		 * reserved (-1) and not known yet: the cancel mark stops it
+		 * before it starts */
+		if (!c->builds.cancels)
+			c->builds.cancels = json_object();
+		json_object_set_new(c->builds.cancels, repo_id,
+				    json_string(by && *by ? by : "someone"));
+		if (c->builds.pids[i] > 0)
+			kill(c->builds.pids[i], SIGTERM);
+	}
+	pthread_mutex_unlock(&c->builds.mu);
+}
+
 /* With builds.mu held: has the session waiting for a build been
  * cancelled, expired or shut down (its flags are under mu)? */
 static bool waiter_stopped(struct control *c, const struct run *w)
@@ -714,11 +754,15 @@ static int snapshot_ensure(struct control *c, const struct store_repo *repo,
 	bool waited = false;
 	/* a session waiting for another's build: its cancel, expiry or the
 	 * server's stop wakes it (control_cancel broadcasts builds.cv) */
+	if (waiter)
+		waiting_add(c, repo->id, 1);
 	while (building(c, repo->id) && !c->builds.stopping &&
 	       !waiter_stopped(c, waiter)) {
 		waited = true;
 		pthread_cond_wait(&c->builds.cv, &c->builds.mu);
 	}
+	if (waiter)
+		waiting_add(c, repo->id, -1);
 	if (c->builds.stopping || waiter_stopped(c, waiter)) {
 		pthread_mutex_unlock(&c->builds.mu);
 		return wr_error_set(err, ECANCELED,
@@ -743,7 +787,7 @@ static int snapshot_ensure(struct control *c, const struct store_repo *repo,
 	pthread_mutex_unlock(&c->builds.mu);
 
 	control_build_state_set(c, repo->id, "building", NULL, NULL);
-	int r = snapshot_refresh(c, repo, policy, report, out, err);
+	int r = snapshot_refresh(c, repo, policy, waiter, report, out, err);
 	pthread_mutex_lock(&c->builds.mu);
 	bool stopping = c->builds.stopping;
 	/* cancelled (control_build_cancel): failed, saying by whom */

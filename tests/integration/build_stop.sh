@@ -37,6 +37,25 @@ wait_state "$S" cancelled 10
 ms=$((($(date +%s%N) - t0) / 1000000))
 [ "$STATE" = cancelled ] && [ "$ms" -lt 5000 ] && pass "cancel of a session waiting for a build ends it at once (${ms} ms)" ||
 	fail "cancel of a session waiting for a build ends it at once" "$STATE after $ms ms"
+# a session whose own runner runs the build (the registration's build
+# was cancelled: nobody else builds): its cancel ends it at once and
+# stops that build, which nobody else waits for
+"$WARREN" repo cancel-build hung --server "$URL" --token "$TOKEN" >/dev/null 2>&1
+for _ in $(seq 1 100); do pgrep -f "$MARK" >/dev/null || break; sleep 0.1; done
+S2="$(submit hung "y" 'true')"
+for _ in $(seq 1 100); do pgrep -f "$MARK" >/dev/null && break; sleep 0.1; done
+pgrep -f "$MARK" >/dev/null && pass "the session's runner builds the snapshot itself" ||
+	fail "the session's runner builds the snapshot itself" "$(tail -5 "$SERVER_LOG")"
+t0="$(date +%s%N)"
+"$WARREN" cancel "$S2" --server "$URL" --token "$TOKEN" >/dev/null 2>&1
+wait_state "$S2" cancelled 10
+ms=$((($(date +%s%N) - t0) / 1000000))
+for _ in $(seq 1 100); do pgrep -f "$MARK" >/dev/null || break; sleep 0.1; done
+api GET /api/v1/repositories
+berr="$(echo "$BODY" | jq -r '.repositories[] | select(.name == "hung") | .build.state + ": " + (.build.error // "")')"
+[ "$STATE" = cancelled ] && [ "$ms" -lt 5000 ] && ! pgrep -f "$MARK" >/dev/null && echo "$berr" | grep -q "^failed: cancelled by" &&
+	pass "cancel of a session building its own snapshot ends it and its build at once (${ms} ms)" ||
+	fail "cancel of a session building its own snapshot ends it and its build at once" "$STATE after $ms ms; hook: $(pgrep -af "$MARK"); build: $berr"
 before_sb="$(warren_records | wc -l)"
 server_stop
 gone=0
