@@ -816,15 +816,12 @@ int control_repo_remove(struct control *c, const char *id_or_name,
 	for (size_t i = 0; i < c->builds.n_building; i++)
 		busy |= !strcmp(c->builds.building[i], r.id);
 	/* a refresh queued for it is not run */
-	for (size_t i = 0; !busy && i < c->builds.n_refresh;) {
-		if (!strcmp(c->builds.refresh_queue[i], r.id)) {
-			free(c->builds.refresh_queue[i]);
-			memmove(c->builds.refresh_queue + i, c->builds.refresh_queue + i + 1,
-				(c->builds.n_refresh - i - 1) * sizeof(char *));
-			c->builds.n_refresh--;
-		} else {
-			i++;
-		}
+	if (!busy) {
+		struct wr_error *qerr = NULL;
+		if (c->st->ops->build_unqueue(c->st, r.id, NULL, &qerr) < 0)
+			wr_log(WR_LOG_WARN, "builds", "repository %s: %s",
+			       r.name, qerr && qerr->msg ? qerr->msg : "?");
+		wr_error_free(qerr);
 	}
 	pthread_mutex_unlock(&c->builds.mu);
 	if (busy) {
@@ -856,23 +853,12 @@ int control_repo_refresh(struct control *c, const char *id_or_name,
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&c->builds.mu);
-	bool queued = false, queued_now = false;
-	for (size_t i = 0; i < c->builds.n_refresh; i++)
-		if (!strcmp(c->builds.refresh_queue[i], repo.id))
-			queued = true;
-	if (!queued && !c->cfg.no_worker) {
-		char **q = wr_realloc(c->builds.refresh_queue,
-				      (c->builds.n_refresh + 1) * sizeof(*q));
-		char *id = q ? wr_strdup(repo.id) : NULL;
-		if (q)
-			c->builds.refresh_queue = q;
-		if (id) {
-			q[c->builds.n_refresh++] = id;
-			queued_now = true;
-		} else {
-			r = wr_error_set(err, ENOMEM, "refresh");
-		}
-	}
+	bool queued_now = false;
+	/* the queue is the store's: a restart finds it, and so does a
+	 * server running builds when an API server took the refresh */
+	if (!c->cfg.no_worker || c->st->ops->watch)
+		r = c->st->ops->build_enqueue(c->st, repo.id, store_now_ms(),
+					      &queued_now, err);
 	/* a build already running keeps saying so; written before mu goes,
 	 * so that a worker taking the refresh now says "building" after it */
 	bool running = false;
@@ -902,11 +888,16 @@ static void *refresh_main(void *arg)
 	struct refresh_worker *w = arg;
 	struct control *c = w->c;
 	pthread_mutex_lock(&c->builds.mu);
-	while (!c->builds.stopping && c->builds.n_refresh > 0) {
-		char *id = c->builds.refresh_queue[0];
-		memmove(c->builds.refresh_queue, c->builds.refresh_queue + 1,
-			(c->builds.n_refresh - 1) * sizeof(char *));
-		c->builds.n_refresh--;
+	while (!c->builds.stopping) {
+		char *id = NULL;
+		struct wr_error *qerr = NULL;
+		int q = c->st->ops->build_dequeue(c->st, &id, &qerr);
+		if (q < 0 && q != -ENOENT)
+			wr_log(WR_LOG_WARN, "builds", "%s",
+			       qerr && qerr->msg ? qerr->msg : "take a build");
+		wr_error_free(qerr);
+		if (q < 0)
+			break;
 		pthread_mutex_unlock(&c->builds.mu);
 		struct store_repo repo;
 		struct wr_error *err = NULL;
@@ -947,9 +938,18 @@ static void refresh_workers_start(struct control *c)
 	/* a worker started takes a queued refresh once it runs: at most as
 	 * many new ones as are queued */
 	size_t started_now = 0;
+	/* how many wait, in the store (taken since: a worker finds none) */
+	char **queued = NULL;
+	size_t n_queued = 0;
+	struct wr_error *qerr = NULL;
+	if (running < parallel &&
+	    c->st->ops->build_queue_list(c->st, &queued, &n_queued, &qerr) < 0)
+		wr_log(WR_LOG_WARN, "builds", "%s",
+		       qerr && qerr->msg ? qerr->msg : "list queued builds");
+	wr_error_free(qerr);
+	store_strv_free(queued, n_queued);
 	for (unsigned i = 0; i < parallel && !c->builds.stopping &&
-			     running < parallel &&
-			     started_now < c->builds.n_refresh;
+			     running < parallel && started_now < n_queued;
 	     i++) {
 		struct refresh_worker *w = &c->builds.workers[i];
 		if (w->running)
@@ -1479,9 +1479,6 @@ static void control_free(struct control *c)
 	/* no call from the store's thread after this */
 	if (c->st && c->st->ops->watch)
 		c->st->ops->watch(c->st, NULL, NULL, NULL);
-	for (size_t i = 0; i < c->builds.n_refresh; i++)
-		free(c->builds.refresh_queue[i]);
-	free(c->builds.refresh_queue);
 	free(c->builds.building);
 	/* after the runners: their sandboxes are gone, so are the
 	 * proxy's sessions */

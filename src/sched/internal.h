@@ -115,8 +115,7 @@ struct control {
 		bool stopping;	   /* the server stops: no new build */
 		char **building;   /* repository ids with a build running */
 		size_t n_building;
-		char **refresh_queue; /* repository ids to refresh */
-		size_t n_refresh;
+		/* (the refresh queue is the store's: build_enqueue) */
 		/* the refresh workers: up to cfg.build_parallel builds at
 		 * once, each of another repository (a build of one never
 		 * waits for another's, a hung one included) */

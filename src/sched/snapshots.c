@@ -1043,15 +1043,11 @@ int control_build_cancel(struct control *c, const char *id_or_name,
 	pthread_mutex_lock(&c->builds.mu);
 	/* a refresh waiting in the queue is taken out of it */
 	bool queued = false;
-	for (size_t i = 0; i < c->builds.n_refresh; i++)
-		if (!strcmp(c->builds.refresh_queue[i], repo.id)) {
-			free(c->builds.refresh_queue[i]);
-			memmove(c->builds.refresh_queue + i, c->builds.refresh_queue + i + 1,
-				(c->builds.n_refresh - i - 1) * sizeof(char *));
-			c->builds.n_refresh--;
-			queued = true;
-			break;
-		}
+	struct wr_error *qerr = NULL;
+	if (c->st->ops->build_unqueue(c->st, repo.id, &queued, &qerr) < 0)
+		wr_log(WR_LOG_WARN, "builds", "repository %s: %s", repo.name,
+		       qerr && qerr->msg ? qerr->msg : "unqueue");
+	wr_error_free(qerr);
 	bool running = building(c, repo.id);
 	if (running) {
 		if (!c->builds.cancels)

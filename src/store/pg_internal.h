@@ -36,6 +36,10 @@ enum pg_stmt {
 	PG_REPO_GET,
 	PG_REPO_LIST,
 	PG_REPO_SET_REFRESHED,
+	PG_BUILD_ENQUEUE,
+	PG_BUILD_DEQUEUE,
+	PG_BUILD_UNQUEUE,
+	PG_BUILD_QUEUE_LIST,
 	PG_REPO_UPDATE,
 	PG_REPO_REMOVE,
 	PG_REPO_ACTIVE,
@@ -110,7 +114,16 @@ struct pg_conn {
 /* The NOTIFY channel of appended events (payload: "SESSION KIND"). */
 #define PG_WATCH_CHANNEL "warren_events"
 
-struct pg_watch; /* pg_watch.c */
+struct pg_watch; /* pg_builds.c */
+int pg_build_enqueue(struct store *st, const char *repo_id, int64_t now_ms,
+		     bool *added, struct wr_error **err);
+int pg_build_dequeue(struct store *st, char **repo_id, struct wr_error **err);
+int pg_build_unqueue(struct store *st, const char *repo_id, bool *removed,
+		     struct wr_error **err);
+int pg_build_queue_list(struct store *st, char ***ids, size_t *n,
+			struct wr_error **err);
+
+/* pg_watch.c */
 
 struct pg_store {
 	struct store base;
@@ -127,6 +140,15 @@ struct pg_store {
 	atomic_uint_fast64_t session_writes;
 	struct pg_watch *watch; /* NULL until pg_watch */
 };
+
+/* pg_builds.c */
+int pg_build_enqueue(struct store *st, const char *repo_id, int64_t now_ms,
+		     bool *added, struct wr_error **err);
+int pg_build_dequeue(struct store *st, char **repo_id, struct wr_error **err);
+int pg_build_unqueue(struct store *st, const char *repo_id, bool *removed,
+		     struct wr_error **err);
+int pg_build_queue_list(struct store *st, char ***ids, size_t *n,
+			struct wr_error **err);
 
 /* pg_watch.c */
 int pg_watch(struct store *st, store_changed_fn changed, void *ctx,

@@ -171,6 +171,12 @@ const struct pg_migration pg_migrations[] = {
 	"  max_sandboxes INTEGER NOT NULL DEFAULT 0,"
 	"  stopped_ms BIGINT"
 	");"},
+    /* The snapshot builds waiting (SQLite's migration 6). */
+    {6, "CREATE TABLE build_queue ("
+	"  repo_id " C_TEXT " PRIMARY KEY,"
+	"  queued_ms BIGINT NOT NULL"
+	");"
+	"CREATE INDEX build_queue_by_age ON build_queue (queued_ms, repo_id);"},
 };
 const size_t pg_n_migrations = sizeof(pg_migrations) / sizeof(pg_migrations[0]);
 
@@ -224,6 +230,16 @@ static const char *const stmt_sql[PG_STMT_MAX] = {
 	")",
     [PG_REPO_ACTIVE] = "SELECT COUNT(*) FROM sessions WHERE repo_id = $1 "
 		       "AND state NOT IN " STORE_TERMINAL_STATES,
+    [PG_BUILD_ENQUEUE] = "INSERT INTO build_queue (repo_id, queued_ms) "
+			 "VALUES ($1, $2) ON CONFLICT (repo_id) DO NOTHING",
+    /* servers taking builds at once each take another */
+    [PG_BUILD_DEQUEUE] = "DELETE FROM build_queue WHERE repo_id = "
+			 "(SELECT repo_id FROM build_queue ORDER BY "
+			 "queued_ms, repo_id LIMIT 1 FOR UPDATE SKIP LOCKED) "
+			 "RETURNING repo_id",
+    [PG_BUILD_UNQUEUE] = "DELETE FROM build_queue WHERE repo_id = $1",
+    [PG_BUILD_QUEUE_LIST] = "SELECT repo_id FROM build_queue ORDER BY "
+			    "queued_ms, repo_id",
     [PG_REPO_SET_REFRESHED] = "UPDATE repositories SET last_refresh_ms = $2 "
 			      "WHERE id = $1",
 

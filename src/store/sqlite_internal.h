@@ -36,6 +36,10 @@ enum sq_stmt {
 	SQ_REPO_UPDATE,
 	SQ_REPO_REMOVE,
 	SQ_REPO_ACTIVE,
+	SQ_BUILD_ENQUEUE,
+	SQ_BUILD_DEQUEUE,
+	SQ_BUILD_UNQUEUE,
+	SQ_BUILD_QUEUE_LIST,
 	SQ_SNAPSHOT_ADD,
 	SQ_SNAPSHOT_LATEST,
 	SQ_SNAPSHOT_LIST_REPO,
@@ -216,6 +220,14 @@ int sq_repo_update(struct store *st, const struct store_repo *r,
 		   struct wr_error **err);
 int sq_repo_remove(struct store *st, const char *id, int64_t now_ms,
 		   struct wr_error **err);
+/* sqlite_builds.c */
+int sq_build_enqueue(struct store *st, const char *repo_id, int64_t now_ms,
+		     bool *added, struct wr_error **err);
+int sq_build_dequeue(struct store *st, char **repo_id, struct wr_error **err);
+int sq_build_unqueue(struct store *st, const char *repo_id, bool *removed,
+		     struct wr_error **err);
+int sq_build_queue_list(struct store *st, char ***ids, size_t *n,
+			struct wr_error **err);
 int sq_repo_set_refreshed(struct store *st, const char *id, int64_t when_ms,
 			  struct wr_error **err);
 int sq_snapshot_add(struct store *st, const struct store_snapshot *s,

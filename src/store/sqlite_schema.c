@@ -179,6 +179,13 @@ const struct sq_migration sq_migrations[] = {
 	"  max_sandboxes INTEGER NOT NULL DEFAULT 0,"
 	"  stopped_ms BIGINT"
 	");"},
+    /* The snapshot builds waiting for a refresh worker, oldest first:
+     * in the store, so that a restart (or another server) finds them. */
+    {6, "CREATE TABLE build_queue ("
+	"  repo_id TEXT PRIMARY KEY,"
+	"  queued_ms BIGINT NOT NULL"
+	");"
+	"CREATE INDEX build_queue_by_age ON build_queue (queued_ms, repo_id);"},
 };
 const size_t sq_n_migrations = sizeof(sq_migrations) / sizeof(sq_migrations[0]);
 
@@ -223,6 +230,14 @@ static const char *const stmt_sql[SQ_SESSION_LIST] = {
 	")",
     [SQ_REPO_ACTIVE] = "SELECT COUNT(*) FROM sessions WHERE repo_id = ?1 "
 		       "AND state NOT IN " STORE_TERMINAL_STATES,
+    [SQ_BUILD_ENQUEUE] = "INSERT INTO build_queue (repo_id, queued_ms) "
+			 "VALUES (?1, ?2) ON CONFLICT (repo_id) DO NOTHING",
+    [SQ_BUILD_DEQUEUE] = "DELETE FROM build_queue WHERE repo_id = "
+			 "(SELECT repo_id FROM build_queue ORDER BY "
+			 "queued_ms, repo_id LIMIT 1) RETURNING repo_id",
+    [SQ_BUILD_UNQUEUE] = "DELETE FROM build_queue WHERE repo_id = ?1",
+    [SQ_BUILD_QUEUE_LIST] = "SELECT repo_id FROM build_queue ORDER BY "
+			    "queued_ms, repo_id",
     [SQ_REPO_SET_REFRESHED] = "UPDATE repositories SET last_refresh_ms = ?2 "
 			      "WHERE id = ?1",
 

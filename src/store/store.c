@@ -1184,3 +1184,10 @@ int store_claims_out(int r, struct store_claim *v, size_t n,
 	*n_out = n;
 	return (int)n;
 }
+
+void store_strv_free(char **v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i]);
+	free(v);
+}

@@ -250,6 +250,21 @@ struct store_ops {
 	/* The schema version the database is at after open. */
 	int (*schema_version)(struct store *st);
 
+	/* The snapshot builds waiting for a refresh worker (one per
+	 * repository, oldest first). enqueue: *added false when it is
+	 * queued already; dequeue: takes the oldest (-ENOENT when none;
+	 * concurrent callers take different ones), *repo_id the caller's;
+	 * unqueue: *removed false when it was not queued; list: the ids in
+	 * order (free with store_strv_free). */
+	int (*build_enqueue)(struct store *st, const char *repo_id,
+			     int64_t now_ms, bool *added, struct wr_error **err);
+	int (*build_dequeue)(struct store *st, char **repo_id,
+			     struct wr_error **err);
+	int (*build_unqueue)(struct store *st, const char *repo_id,
+			     bool *removed, struct wr_error **err);
+	int (*build_queue_list)(struct store *st, char ***ids, size_t *n,
+				struct wr_error **err);
+
 	/* Stores the token whose hash is hash_hex: t->user, t->role and
 	 * t->name are required (-EINVAL), created_ms 0 means now; it starts
 	 * active (revoked_ms, last_used_ms and id are not read). -EEXIST if
@@ -506,6 +521,7 @@ void store_worker_clear(struct store_worker *w);
 bool store_token_name_valid(const char *name);
 /* Free an array returned by a *_list call (clears every element). */
 void store_repos_free(struct store_repo *v, size_t n);
+void store_strv_free(char **v, size_t n);
 void store_snapshots_free(struct store_snapshot *v, size_t n);
 void store_sessions_free(struct store_session *v, size_t n);
 void store_events_free(struct store_event *v, size_t n);

@@ -304,7 +304,7 @@ static void test_open_in_memory(void **state)
 	store_close(st);
 }
 
-/* A database two versions behind (migrations 5 and 4 undone) is brought
+/* A database three versions behind (migrations 6, 5 and 4 undone) is brought
  * up to date at open, its data kept; opening again changes nothing. */
 static void test_open_migrates_older_schema(void **state)
 {
@@ -316,7 +316,8 @@ static void test_open_migrates_older_schema(void **state)
 	add_repo(st, "c-hello", repo);
 	add_session(st, repo, sid);
 	store_close(st);
-	raw_sql("old.db", "DROP TABLE workers;"
+	raw_sql("old.db", "DROP TABLE build_queue;"
+			  "DROP TABLE workers;"
 			  "DROP INDEX sessions_by_worker;"
 			  "DROP INDEX sessions_by_lease;"
 			  "ALTER TABLE sessions DROP COLUMN worker_id;"
@@ -485,6 +486,56 @@ static void test_open_urls(void **state)
 }
 
 /* ---- tokens, repositories, snapshots ------------------------------------ */
+
+/* The snapshot build queue: one entry per repository, oldest first, taken
+ * once; what is queued survives a reopen (a restart). */
+static void test_build_queue(void **state)
+{
+	(void)state;
+	struct store *st = open_db("queue.db");
+	char a[STORE_ID_MAX], b[STORE_ID_MAX];
+	add_repo(st, "qa", a);
+	add_repo(st, "qb", b);
+	struct wr_error *err = NULL;
+	bool added = false;
+	assert_int_equal(st->ops->build_enqueue(st, b, 100, &added, &err), 0);
+	assert_true(added);
+	assert_int_equal(st->ops->build_enqueue(st, a, 200, &added, &err), 0);
+	assert_true(added);
+	/* queued already: not twice, its place kept */
+	assert_int_equal(st->ops->build_enqueue(st, b, 300, &added, &err), 0);
+	assert_false(added);
+	char **ids = NULL;
+	size_t n = 0;
+	assert_int_equal(st->ops->build_queue_list(st, &ids, &n, &err), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(ids[0], b);
+	assert_string_equal(ids[1], a);
+	store_strv_free(ids, n);
+	store_close(st);
+	st = open_db("queue.db");
+	char *got = NULL;
+	assert_int_equal(st->ops->build_dequeue(st, &got, &err), 0);
+	assert_string_equal(got, b);
+	free(got);
+	bool removed = false;
+	assert_int_equal(st->ops->build_unqueue(st, b, &removed, &err), 0);
+	assert_false(removed);
+	assert_int_equal(st->ops->build_unqueue(st, a, &removed, &err), 0);
+	assert_true(removed);
+	assert_int_equal(st->ops->build_dequeue(st, &got, &err), -ENOENT);
+	assert_null(got);
+	assert_null(err);
+	/* no id: refused, nothing queued */
+	assert_int_equal(st->ops->build_enqueue(st, "", 1, &added, &err),
+			 -ENOENT);
+	wr_error_free(err);
+	err = NULL;
+	assert_int_equal(st->ops->build_queue_list(st, &ids, &n, &err), 0);
+	assert_int_equal(n, 0);
+	store_strv_free(ids, n);
+	store_close(st);
+}
 
 static void test_tokens(void **state)
 {
@@ -1828,6 +1879,7 @@ int main(void)
 	    T(test_open_errors),
 	    T(test_open_in_memory),
 	    T(test_open_migrates_older_schema),
+	    T(test_build_queue),
 	    T(test_concurrent_opens),
 	    T(test_open_urls),
 	    T(test_tokens),
