@@ -114,16 +114,7 @@ struct pg_conn {
 /* The NOTIFY channel of appended events (payload: "SESSION KIND"). */
 #define PG_WATCH_CHANNEL "warren_events"
 
-struct pg_watch; /* pg_builds.c */
-int pg_build_enqueue(struct store *st, const char *repo_id, int64_t now_ms,
-		     bool *added, struct wr_error **err);
-int pg_build_dequeue(struct store *st, char **repo_id, struct wr_error **err);
-int pg_build_unqueue(struct store *st, const char *repo_id, bool *removed,
-		     struct wr_error **err);
-int pg_build_queue_list(struct store *st, char ***ids, size_t *n,
-			struct wr_error **err);
-
-/* pg_watch.c */
+struct pg_watch; /* pg_watch.c */
 
 struct pg_store {
 	struct store base;
