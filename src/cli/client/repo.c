@@ -381,7 +381,10 @@ static int repo_rm(struct client *c)
 	return r < 0 ? client_exit(c, r, NULL) : CLIENT_EXIT_OK;
 }
 
-static int repo_refresh(struct client *c)
+/* POST to the repository's route suffix (REPOSITORY the argument), then
+ * its answer: JSON with --json, else the line line_of makes of it. */
+static int repo_post(struct client *c, const char *suffix,
+		     char *(*line_of)(struct client *c, const json_t *answer))
 {
 	int code = client_check_args(c, 1, 1, "repository ID or NAME");
 	if (code != CLIENT_CONTINUE)
@@ -389,7 +392,7 @@ static int repo_refresh(struct client *c)
 	json_t *answer = NULL;
 	struct wr_error *err = NULL;
 	int r;
-	_cleanup_free_ char *path = repo_path(c, "/refresh", &r, &err);
+	_cleanup_free_ char *path = repo_path(c, suffix, &r, &err);
 	if (!path)
 		return client_exit(c, r, err);
 	r = client_post(c, path, NULL, &answer, &err);
@@ -398,9 +401,7 @@ static int repo_refresh(struct client *c)
 	if (c->json) {
 		r = client_print_json(answer);
 	} else {
-		_cleanup_free_ char *line = wr_asprintf(
-		    "refresh of %s %s", c->args[0],
-		    client_or(client_json_str(answer, "status"), "queued"));
+		_cleanup_free_ char *line = line_of(c, answer);
 		_cleanup_free_ char *clean = line ? client_clean(line) : NULL;
 		if (clean)
 			printf("%s\n", clean);
@@ -409,6 +410,18 @@ static int repo_refresh(struct client *c)
 	}
 	json_decref(answer);
 	return r < 0 ? client_exit(c, r, NULL) : CLIENT_EXIT_OK;
+}
+
+static char *refresh_line(struct client *c, const json_t *answer)
+{
+	return wr_asprintf(
+	    "refresh of %s %s", c->args[0],
+	    client_or(client_json_str(answer, "status"), "queued"));
+}
+
+static int repo_refresh(struct client *c)
+{
+	return repo_post(c, "/refresh", refresh_line);
 }
 
 static void print_time(const char *key, int64_t ms, int64_t now)
@@ -586,36 +599,18 @@ static int repo_log(struct client *c)
 	return CLIENT_EXIT_OK;
 }
 
+static char *cancel_build_line(struct client *c, const json_t *answer)
+{
+	return wr_asprintf("build %s of %s: %s (%s)",
+			   client_or(client_json_str(answer, "id"), "?"),
+			   c->args[0],
+			   client_or(client_json_str(answer, "state"), "?"),
+			   client_or(client_json_str(answer, "error"), ""));
+}
+
 static int repo_cancel_build(struct client *c)
 {
-	int code = client_check_args(c, 1, 1, "repository ID or NAME");
-	if (code != CLIENT_CONTINUE)
-		return code;
-	json_t *answer = NULL;
-	struct wr_error *err = NULL;
-	int r;
-	_cleanup_free_ char *path = repo_path(c, "/builds/cancel", &r, &err);
-	if (!path)
-		return client_exit(c, r, err);
-	r = client_post(c, path, NULL, &answer, &err);
-	if (r < 0)
-		return client_exit(c, r, err);
-	if (c->json) {
-		r = client_print_json(answer);
-	} else {
-		_cleanup_free_ char *line = wr_asprintf(
-		    "build %s of %s: %s (%s)",
-		    client_or(client_json_str(answer, "id"), "?"), c->args[0],
-		    client_or(client_json_str(answer, "state"), "?"),
-		    client_or(client_json_str(answer, "error"), ""));
-		_cleanup_free_ char *clean = line ? client_clean(line) : NULL;
-		if (clean)
-			printf("%s\n", clean);
-		else
-			r = -ENOMEM;
-	}
-	json_decref(answer);
-	return r < 0 ? client_exit(c, r, NULL) : CLIENT_EXIT_OK;
+	return repo_post(c, "/builds/cancel", cancel_build_line);
 }
 
 int client_cmd_repo(struct client *c, int argc, char **argv)
