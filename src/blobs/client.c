@@ -459,7 +459,11 @@ static int fetch_token(struct blobs_client *c, const struct request *rq,
 		explicit_bzero(resp.body.data, resp.body.len);
 	response_clear(&resp);
 	if (r == 0) {
-		*token = blobs_token_store(&c->tokens, scope, tok, expires_in);
+		/* kept under the key the next request looks up (its kind's
+		 * scope), not the challenge's text: the registry lists a
+		 * scope's actions in any order ("pull,push" or "push,pull") */
+		*token = blobs_token_store(&c->tokens, scope_of(c, rq->scope),
+					   tok, expires_in);
 		if (!*token)
 			r = wr_error_set(err, ENOMEM, "registry token");
 	}

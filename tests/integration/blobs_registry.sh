@@ -173,7 +173,7 @@ out="$(R push "$TEST_TMP/small" 2>&1)"
 ntok="$(grep -c '"path": "/token' "$TEST_TMP/tokens.log")"
 [ "$out" = "$swant 300000" ] && [ "$ntok" = 1 ] &&
 	pass "token auth: push, with one token for its scope" ||
-	fail "token auth: push, with one token for its scope" "$out; $ntok token requests"
+	fail "token auth: push, with one token for its scope" "$out; $ntok token requests: $(tr '\n' ' ' <"$TEST_TMP/tokens.log" | head -c 1500)"
 out="$(R pull "$swant" "$TEST_TMP/small.real" 2>&1)"
 [ $? = 0 ] && cmp -s "$TEST_TMP/small" "$TEST_TMP/small.real" &&
 	pass "token auth: pull" || fail "token auth: pull" "$out"
