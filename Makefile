@@ -15,7 +15,7 @@
 CC      ?= cc
 BUILD   ?= build
 SAN     ?= 0
-DEBIAN_PACKAGES := gcc make pkg-config libseccomp-dev libjansson-dev \
+DEBIAN_PACKAGES := gcc make pkg-config libseccomp-dev libjansson-dev e2fsprogs \
                    libcmocka-dev musl-tools libsodium-dev git \
                    libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev \
                    libpsl-dev libpq-dev libarchive-dev

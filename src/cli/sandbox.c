@@ -44,8 +44,11 @@ static const char sandbox_usage[] =
     "  --memory SIZE         memory limit (default 4G)\n"
     "  --cpus N              CPU limit, fractional allowed (default: none)\n"
     "  --pids N              process limit (default 4096)\n"
-    "  --disk SIZE           size cap of the scratch writable layer (default "
-    "10G)\n"
+    "  --disk SIZE           size cap of the writable layer (default 10G for\n"
+    "                        the scratch layer); with --upper DIR the layer\n"
+    "                        is an ext4 image DIR/layer.img of SIZE\n"
+    "  --inodes N            with --upper and --disk: files the image holds\n"
+    "                        (default: one per 16 KiB)\n"
     "  --timeout DURATION    wall-clock limit: 90s, 5m, 1h30m (default: none)\n"
     "  --net none            network: loopback only (the only mode for now)\n"
     "  --backend NAME        native (namespaces, seccomp) or gvisor (the same\n"
@@ -94,6 +97,7 @@ enum {
 	OPT_CPUS,
 	OPT_PIDS,
 	OPT_DISK,
+	OPT_INODES,
 	OPT_TIMEOUT,
 	OPT_NET,
 	OPT_JSON,
@@ -119,6 +123,7 @@ static const struct option sandbox_options[] = {
     {SBX_OPT_CPUS, required_argument, NULL, OPT_CPUS},
     {SBX_OPT_PIDS, required_argument, NULL, OPT_PIDS},
     {SBX_OPT_DISK, required_argument, NULL, OPT_DISK},
+    {SBX_OPT_INODES, required_argument, NULL, OPT_INODES},
     {SBX_OPT_TIMEOUT, required_argument, NULL, OPT_TIMEOUT},
     {SBX_OPT_NET, required_argument, NULL, OPT_NET},
     {SBX_OPT_JSON, no_argument, NULL, OPT_JSON},
@@ -255,6 +260,16 @@ int cli_parse_sandbox_opts(int argc, char **argv, struct cli_sandbox_opts *o,
 				cli_usage_error(verb,
 						"--disk '%s': expected a size "
 						"like 1G",
+						optarg);
+				return -1;
+			}
+			break;
+		case OPT_INODES:
+			if (wr_parse_uint(optarg, 1, UINT32_MAX, &o->cfg.inodes) <
+			    0) {
+				cli_usage_error(verb,
+						"--inodes '%s': expected a "
+						"count like 100000",
 						optarg);
 				return -1;
 			}

@@ -136,12 +136,6 @@ int sandbox_config_validate(const struct sandbox_config *cfg,
 					      cfg->env[i]);
 	}
 	if (cfg->upper) {
-		if (cfg->disk_bytes)
-			return wr_error_input(
-			    err, ENOTSUP,
-			    "--disk with --upper: a persistent upper "
-			    "directory has no size cap yet; --disk caps "
-			    "the scratch layer");
 		char upper[PATH_MAX], other[PATH_MAX];
 		/* a not-yet-existing upper is created: resolve its parent */
 		if (resolve_maybe_missing(cfg->upper, upper) == 0) {
@@ -168,6 +162,12 @@ int sandbox_config_validate(const struct sandbox_config *cfg,
 		return wr_error_input(err, EINVAL, "--memory: at least 4M");
 	if (cfg->disk_bytes && cfg->disk_bytes < (1ULL << 20))
 		return wr_error_input(err, EINVAL, "--disk: at least 1M");
+	if (cfg->inodes && !(cfg->upper && cfg->disk_bytes))
+		return wr_error_input(err, EINVAL,
+				      "--inodes needs --upper and --disk (the "
+				      "layer's own filesystem)");
+	if (cfg->inodes && cfg->inodes < 64)
+		return wr_error_input(err, EINVAL, "--inodes: at least 64");
 	if (cfg->pids && cfg->pids < 2)
 		return wr_error_input(err, EINVAL, "--pids: at least 2");
 	return 0;

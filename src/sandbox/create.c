@@ -134,14 +134,43 @@ bool sandbox_is_upper_dir(const char *path)
 	struct stat st;
 	char layer[PATH_MAX];
 	snprintf(layer, sizeof(layer), "%s/upper", path);
-	return stat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
-	       wr_in_store_range(st.st_uid) && stat(layer, &st) == 0 &&
-	       S_ISDIR(st.st_mode);
+	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode) ||
+	    !wr_in_store_range(st.st_uid))
+		return false;
+	return (stat(layer, &st) == 0 && S_ISDIR(st.st_mode)) ||
+	       layer_image_present(path);
 }
 
-int sandbox_prepare_upper(struct sandbox *sb, const char *upper,
+/* --upper DIR --disk N: the layer in DIR/layer.img (layerimg.c), made
+ * now if DIR is new. */
+static int prepare_upper_image(struct sandbox *sb,
+			       const struct sandbox_config *cfg,
+			       struct wr_error **err)
+{
+	_cleanup_free_ char *plain = wr_asprintf("%s/upper", sb->upper_real);
+	struct stat st;
+	if (!plain)
+		return wr_error_set(err, ENOMEM, "--upper");
+	if (!layer_image_present(sb->upper_real) && lstat(plain, &st) == 0)
+		return wr_error_input(
+		    err, EINVAL,
+		    "--disk with --upper %s: it holds a layer directory made "
+		    "without --disk, which has no size cap; use a new "
+		    "directory",
+		    cfg->upper);
+	int r = make_store_dir(sb->upper_real, 0700);
+	if (r < 0)
+		return wr_error_set(err, -r, "--upper: prepare %s",
+				    sb->upper_real);
+	sb->upper_image = true;
+	return layer_image_create(sb->upper_real, cfg->disk_bytes,
+				  cfg->inodes, err);
+}
+
+int sandbox_prepare_upper(struct sandbox *sb, const struct sandbox_config *cfg,
 			  struct wr_error **err)
 {
+	const char *upper = cfg->upper;
 	struct stat st;
 	if (lstat(upper, &st) < 0) {
 		if (errno != ENOENT)
@@ -171,6 +200,10 @@ int sandbox_prepare_upper(struct sandbox *sb, const char *upper,
 				      "--upper %s is in use by sandbox %s",
 				      real, user);
 	sb->upper_real = wr_strdup(real);
+	if (!sb->upper_real)
+		return wr_error_set(err, ENOMEM, "--upper");
+	if (cfg->disk_bytes || layer_image_present(real))
+		return prepare_upper_image(sb, cfg, err);
 	sb->work_dir = wr_asprintf("%s/work", real);
 	_cleanup_free_ char *layer = wr_asprintf("%s/upper", real);
 	if (!sb->upper_real || !sb->work_dir || !layer)
@@ -241,28 +274,22 @@ static int userns_for(struct prepared *p, uid_t owner, int slot)
 static int open_layer(struct prepared *p, const char *path, int slot,
 		      const char *what, struct wr_error **err)
 {
-	/* the writable layer of an earlier --upper is DIR/upper */
-	char layer[PATH_MAX];
-	if (sandbox_is_upper_dir(path)) {
-		snprintf(layer, sizeof(layer), "%s/upper", path);
-		path = layer;
-	}
-	struct stat st;
-	if (stat(path, &st) < 0)
-		return wr_error_input(err, errno, "%s %s", what, path);
-	int ns = userns_for(p, st.st_uid, slot);
+	uid_t owner;
+	_cleanup_close_ int fd = layer_source_open(path, what, &owner, err);
+	if (fd < 0)
+		return fd;
+	int ns = userns_for(p, owner, slot);
 	if (ns < 0)
 		return wr_error_set(err, -ns,
 				    "%s %s: create a user namespace (are user "
 				    "namespaces disabled or restricted on this "
 				    "host? see docs/security.md)",
 				    what, path);
-	int fd =
-	    idmap_mount_open(path, ns, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV);
-	if (fd < 0)
-		return wr_error_set(err, -fd, "%s %s: idmapped mount", what,
+	int r = idmap_mount_set(fd, ns, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV);
+	if (r < 0)
+		return wr_error_set(err, -r, "%s %s: idmapped mount", what,
 				    path);
-	p->plan.layer_fds[p->plan.n_layer_fds++] = fd;
+	p->plan.layer_fds[p->plan.n_layer_fds++] = TAKE_FD(fd);
 	return 0;
 }
 
@@ -498,7 +525,7 @@ int sandbox_record_start(struct sandbox *sb, const struct sandbox_config *cfg,
 	if (r == 0)
 		r = runtime_record_write(rec, err);
 	if (r == 0 && cfg->upper) {
-		r = sandbox_prepare_upper(sb, cfg->upper, err);
+		r = sandbox_prepare_upper(sb, cfg, err);
 		if (r == 0) {
 			rec->upper = sb->upper_real;
 			rec->work_dir = sb->work_dir;
@@ -577,12 +604,12 @@ static int native_create(const struct sandbox_config *cfg,
 	}
 	if (sb->upper_real) {
 		int ns = userns_for(&prep, WR_STORE_UID, slot);
-		int fd = ns < 0 ? ns
-				: idmap_mount_open(sb->upper_real, ns,
-						   MOUNT_ATTR_NODEV);
+		int fd = ns < 0 ? wr_error_set(err, -ns,
+					       "--upper %s: user namespace",
+					       sb->upper_real)
+				: upper_mount_open(sb, ns, err);
 		if (fd < 0) {
-			r = wr_error_set(err, -fd, "--upper %s: idmapped mount",
-					 sb->upper_real);
+			r = fd;
 			goto fail;
 		}
 		prep.plan.upper_parent_fd = fd;

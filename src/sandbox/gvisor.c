@@ -514,30 +514,23 @@ static int open_layers(struct launcher *l, const struct sandbox_config *cfg,
 	for (size_t i = 0; i < cfg->n_layers && n <= WR_MAX_LAYERS; i++)
 		paths[n++] = cfg->layers[i];
 	for (size_t i = 0; i < n; i++) {
-		char layer[4096];
-		const char *path = paths[i];
-		if (sandbox_is_upper_dir(path)) {
-			snprintf(layer, sizeof(layer), "%s/upper", path);
-			path = layer;
-		}
-		struct stat st;
-		if (stat(path, &st) < 0)
-			return wr_error_input(err, errno, "layer %s", path);
-		int fd = idmap_mount_open(
-		    path, wr_in_store_range(st.st_uid) ? store_ns : zero_ns,
-		    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV);
+		uid_t owner;
+		_cleanup_close_ int fd =
+		    layer_source_open(paths[i], "layer", &owner, err);
 		if (fd < 0)
-			return wr_error_set(err, -fd, "layer %s: idmapped mount",
-					    path);
-		l->plan.layer_fds[l->plan.n_layer_fds++] = fd;
+			return fd;
+		int r = idmap_mount_set(
+		    fd, wr_in_store_range(owner) ? store_ns : zero_ns,
+		    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV);
+		if (r < 0)
+			return wr_error_set(err, -r, "layer %s: idmapped mount",
+					    paths[i]);
+		l->plan.layer_fds[l->plan.n_layer_fds++] = TAKE_FD(fd);
 	}
 	if (sb->upper_real) {
-		int fd = idmap_mount_open(sb->upper_real, store_ns,
-					  MOUNT_ATTR_NODEV);
+		int fd = upper_mount_open(sb, store_ns, err);
 		if (fd < 0)
-			return wr_error_set(err, -fd,
-					    "--upper %s: idmapped mount",
-					    sb->upper_real);
+			return fd;
 		l->plan.upper_parent_fd = fd;
 		l->plan.upper_name = "upper";
 		l->plan.work_name = "work";

@@ -83,14 +83,8 @@ int idmap_userns_open(uid_t inside, uid_t outside, uint32_t count)
 	return r < 0 ? r : fd;
 }
 
-int idmap_mount_open(const char *path, int userns_fd, uint64_t attr_set)
+int idmap_mount_set(int fd, int userns_fd, uint64_t attr_set)
 {
-	/* a private, non-recursive clone: no submounts (overlayfs refuses
-	 * lower layers with submounts) and nothing propagates back */
-	_cleanup_close_ int fd = (int)syscall(
-	    SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-	if (fd < 0)
-		return -errno;
 	struct mount_attr attr = {.attr_set = attr_set};
 	if (userns_fd >= 0) {
 		attr.attr_set |= MOUNT_ATTR_IDMAP;
@@ -99,5 +93,17 @@ int idmap_mount_open(const char *path, int userns_fd, uint64_t attr_set)
 	if (attr.attr_set && syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH,
 				     &attr, sizeof(attr)) < 0)
 		return -errno;
-	return TAKE_FD(fd);
+	return 0;
+}
+
+int idmap_mount_open(const char *path, int userns_fd, uint64_t attr_set)
+{
+	/* a private, non-recursive clone: no submounts (overlayfs refuses
+	 * lower layers with submounts) and nothing propagates back */
+	_cleanup_close_ int fd = (int)syscall(
+	    SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int r = idmap_mount_set(fd, userns_fd, attr_set);
+	return r < 0 ? r : TAKE_FD(fd);
 }

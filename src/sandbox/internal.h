@@ -85,6 +85,34 @@ int idmap_userns_open(uid_t inside, uid_t outside, uint32_t count);
 /* A detached clone of path (open_tree), idmapped through userns_fd (if >= 0)
  * and with the given MOUNT_ATTR_* flags. Returns an fd or -errno. */
 int idmap_mount_open(const char *path, int userns_fd, uint64_t attr_set);
+/* The same for a detached mount already open as fd: the MOUNT_ATTR_* flags,
+ * and the mapping of userns_fd (if >= 0). Returns 0 or -errno. */
+int idmap_mount_set(int fd, int userns_fd, uint64_t attr_set);
+
+/* ---- writable layers in an image of their own (layerimg.c) -------------- */
+#define LAYER_IMAGE_NAME "layer.img"
+/* Does the layer directory dir keep its layer in dir/layer.img? */
+bool layer_image_present(const char *dir);
+/* Makes dir/layer.img, an ext4 filesystem of bytes (inodes files; 0:
+ * mke2fs's ratio), unless it is there. Returns 0 or -errno (err set). */
+int layer_image_create(const char *dir, uint64_t bytes, uint64_t inodes,
+		       struct wr_error **err);
+/* The image's filesystem as a detached mount, nodev and nosuid: writable
+ * with upper/ and an empty work/ made, or read-only. Returns an fd or
+ * -errno (err set). */
+int layer_image_mount(const char *dir, bool read_only, struct wr_error **err);
+/* The writable layer of sb's --upper as a detached mount (DIR itself, or
+ * the filesystem of DIR/layer.img), nodev, idmapped through store_ns.
+ * Returns an fd or -errno (err set). */
+int upper_mount_open(const struct sandbox *sb, int store_ns,
+		     struct wr_error **err);
+/* A --layer path as a detached read-only clone, not yet idmapped: the
+ * layer of a writable-layer directory (DIR/upper, or upper/ in its
+ * image), else the path itself; *owner: the owner of its root, which
+ * picks the mapping; what names it in errors ("--layer"). Returns an fd
+ * or -errno (err set). */
+int layer_source_open(const char *path, const char *what, uid_t *owner,
+		      struct wr_error **err);
 
 /* A compiled seccomp program (security.c). */
 struct seccomp_program {
@@ -194,7 +222,10 @@ struct sandbox {
 		    * gvisor launcher (`runsc run`) */
 	pid_t init_pid;
 	char *upper_real; /* persistent upper (realpath) or NULL */
-	char *work_dir;	  /* its overlay work dir, ours to remove */
+	char *work_dir;	  /* its overlay work dir, ours to remove (NULL
+			   * for an image: its work dir is emptied at
+			   * each mount) */
+	bool upper_image; /* the layer is in upper_real/layer.img */
 	uint64_t timeout_ms;
 	uint64_t started_us;
 	struct sandbox_timings timings;
@@ -208,9 +239,10 @@ struct sandbox {
 struct sandbox *sandbox_alloc(const struct sandbox_config *cfg,
 			      enum sandbox_mode mode);
 void sandbox_free(struct sandbox *sb);
-/* Checks and prepares --upper DIR (store-owned DIR, DIR/upper, DIR/work);
- * fills sb->upper_real and sb->work_dir. */
-int sandbox_prepare_upper(struct sandbox *sb, const char *upper,
+/* Checks and prepares --upper DIR (store-owned DIR, DIR/upper, DIR/work;
+ * with --disk, DIR/layer.img instead); fills sb->upper_real, sb->work_dir
+ * and sb->upper_image. */
+int sandbox_prepare_upper(struct sandbox *sb, const struct sandbox_config *cfg,
 			  struct wr_error **err);
 /* The path of warren-init ($WARREN_INIT, beside warren, or libexec). */
 char *sandbox_find_init(void);

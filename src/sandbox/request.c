@@ -120,6 +120,7 @@ static void request_options(struct builder *b, const struct sandbox_request *r)
 	}
 	opt_u64(b, "--" SBX_OPT_PIDS, r->pids);
 	opt_u64(b, "--" SBX_OPT_DISK, r->disk_bytes);
+	opt_u64(b, "--" SBX_OPT_INODES, r->inodes);
 	if (r->timeout_ms) {
 		add(b, "--" SBX_OPT_TIMEOUT);
 		add_fmt(b, "%llums", (unsigned long long)r->timeout_ms);

@@ -37,6 +37,7 @@
 #define SBX_OPT_CPUS "cpus"
 #define SBX_OPT_PIDS "pids"
 #define SBX_OPT_DISK "disk"
+#define SBX_OPT_INODES "inodes"
 #define SBX_OPT_TIMEOUT "timeout"
 #define SBX_OPT_NET "net"
 #define SBX_OPT_JSON "json"
@@ -67,7 +68,8 @@ struct sandbox_request {
 	uint64_t memory_bytes; /* 0: the default */
 	uint64_t millicpus;
 	uint64_t pids;
-	uint64_t disk_bytes;
+	uint64_t disk_bytes; /* with upper: the layer's image size */
+	uint64_t inodes;     /* with upper and disk_bytes */
 	uint64_t timeout_ms;
 	bool die_with_parent; /* torn down when the caller dies */
 	bool json;	      /* run: print the result as JSON */

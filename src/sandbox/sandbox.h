@@ -81,7 +81,11 @@ struct sandbox_config {
 	uint64_t memory_bytes;
 	uint64_t millicpus; /* 0: unlimited */
 	uint64_t pids;
-	uint64_t disk_bytes; /* size cap of the writable layer */
+	uint64_t disk_bytes; /* size cap of the writable layer: the scratch
+			      * layer's tmpfs, or with upper the size of
+			      * the layer's image (upper/layer.img) */
+	uint64_t inodes;     /* with upper and disk_bytes: files the image
+			      * holds (0: one per 16 KiB) */
 	uint64_t timeout_ms; /* 0: none */
 	enum sandbox_net net;
 	enum sandbox_backend backend; /* zero: native */

@@ -173,6 +173,11 @@ static int parse_pids(const char *text, uint64_t *out)
 	return wr_parse_uint(text, 1, 1u << 22, out);
 }
 
+static int parse_inodes(const char *text, uint64_t *out)
+{
+	return wr_parse_uint(text, 64, UINT32_MAX, out);
+}
+
 int control_limits_from_json(const char *what, const void *json_obj,
 			     struct control_limits *out, struct wr_error **err)
 {
@@ -197,6 +202,9 @@ int control_limits_from_json(const char *what, const void *json_obj,
 		else if (!strcmp(key, "disk"))
 			r = limit_value(what, key, v, wr_parse_size,
 					&l.disk_bytes, err);
+		else if (!strcmp(key, "inodes"))
+			r = limit_value(what, key, v, parse_inodes, &l.inodes,
+					err);
 		else if (!strcmp(key, "lifetime"))
 			r = limit_value(what, key, v, wr_parse_duration,
 					&l.lifetime_ms, err);
@@ -207,8 +215,8 @@ int control_limits_from_json(const char *what, const void *json_obj,
 			r = wr_error_input(
 			    err, EINVAL,
 			    "%s: unknown key '%s' (expected "
-			    "cpus, memory, pids, disk, lifetime, "
-			    "idle)",
+			    "cpus, memory, pids, disk, inodes, "
+			    "lifetime, idle)",
 			    what, key);
 		if (r < 0)
 			return r;
@@ -234,6 +242,8 @@ void control_builtin_maximums(const char *data_dir, struct control_limits *mx)
 	struct statvfs fs;
 	if (!mx->disk_bytes && data_dir && statvfs(data_dir, &fs) == 0)
 		mx->disk_bytes = (uint64_t)fs.f_blocks * fs.f_frsize / 4;
+	if (!mx->inodes)
+		mx->inodes = CONTROL_BUILTIN_MAX_INODES;
 }
 
 /* The limits a session asks for must stay within the server's maximums. */
@@ -252,6 +262,7 @@ static int limits_check(const struct control *c,
 	    {"memory", asked->memory_bytes, mx->memory_bytes},
 	    {"pids", asked->pids, mx->pids},
 	    {"disk", asked->disk_bytes, mx->disk_bytes},
+	    {"inodes", asked->inodes, mx->inodes},
 	    {"lifetime", asked->lifetime_ms, mx->lifetime_ms},
 	    {"idle", asked->idle_ms, mx->idle_ms},
 	};
@@ -287,6 +298,7 @@ void control_limits_resolve(const struct control *c,
 	RESOLVE(memory_bytes);
 	RESOLVE(pids);
 	RESOLVE(disk_bytes);
+	RESOLVE(inodes);
 	RESOLVE(lifetime_ms);
 	RESOLVE(idle_ms);
 #undef RESOLVE
@@ -307,6 +319,9 @@ json_t *control_limits_to_json(const struct control_limits *l)
 	if (l->disk_bytes)
 		json_object_set_new(o, "disk",
 				    json_integer((json_int_t)l->disk_bytes));
+	if (l->inodes)
+		json_object_set_new(o, "inodes",
+				    json_integer((json_int_t)l->inodes));
 	if (l->lifetime_ms)
 		json_object_set_new(
 		    o, "lifetime",

@@ -31,7 +31,8 @@ struct control_limits {
 	uint64_t millicpus;
 	uint64_t memory_bytes;
 	uint64_t pids;
-	uint64_t disk_bytes;
+	uint64_t disk_bytes; /* the workspace's filesystem (its image's size) */
+	uint64_t inodes;     /* files that filesystem holds */
 	uint64_t lifetime_ms;
 	uint64_t idle_ms;
 };
@@ -253,7 +254,8 @@ void control_limits_resolve(const struct control *c,
 			    struct control_limits *out);
 
 /* Parses a JSON limits object ({"cpus":"1.5","memory":"1G","pids":256,
- * "disk":"2G","lifetime":"1h","idle":"10m"}); unknown keys are an error. */
+ * "disk":"2G","inodes":100000,"lifetime":"1h","idle":"10m"}); unknown keys
+ * are an error. */
 int control_limits_from_json(const char *what, const void *json_obj,
 			     struct control_limits *out, struct wr_error **err);
 
@@ -262,8 +264,10 @@ int control_limits_from_json(const char *what, const void *json_obj,
  * the host; only an admin's limits.max raises them): memory, half the
  * host's; CPUs, three quarters of the host's (at least one); pids
  * CONTROL_BUILTIN_MAX_PIDS; lifetime CONTROL_BUILTIN_MAX_LIFETIME_MS;
- * disk, a quarter of the data directory's filesystem. */
+ * disk, a quarter of the data directory's filesystem; inodes
+ * CONTROL_BUILTIN_MAX_INODES. */
 #define CONTROL_BUILTIN_MAX_PIDS 16384
+#define CONTROL_BUILTIN_MAX_INODES (1ull << 20)
 #define CONTROL_MAX_OUTPUT_DEFAULT (64ull << 20)
 #define CONTROL_BUILTIN_MAX_LIFETIME_MS (24ull * 3600 * 1000)
 void control_builtin_maximums(const char *data_dir,

@@ -221,6 +221,11 @@ void control_build_state_set(struct control *c, const char *repo_id,
 			     const char *snapshot_id);
 /* The session's bytes on disk: workspace, evidence, artifacts. */
 uint64_t run_disk_used(const struct run *run);
+/* Is the workspace's own filesystem full (of bytes or of files), by the
+ * kernel's figures for the running sandbox? why: the reason, said to the
+ * user. False for a workspace directory or without a sandbox. */
+#define WORKSPACE_FULL_BYTES (64u << 10)
+bool run_workspace_full(const struct run *run, char *why, size_t why_size);
 /* Is the sandbox's init alive (after an exec that ended with status)? */
 bool run_sandbox_alive(struct run *run, int status);
 

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,8 +100,9 @@ static void set_child(struct run *run, pid_t pid)
 	pthread_mutex_unlock(&run->ctl->mu);
 }
 
-/* Bytes a workspace holds on disk (a persistent upper has no size cap of
- * its own, so the disk limit is checked by looking). */
+/* Bytes a session holds on disk, by looking: a workspace's image counts
+ * what it has allocated (its filesystem caps that), a workspace
+ * directory and the evidence what they hold. */
 static __thread uint64_t usage_sum;
 static int usage_add(const char *p, const struct stat *st, int flag,
 		     struct FTW *ftw)
@@ -117,6 +119,49 @@ static uint64_t workspace_bytes(const char *dir)
 	usage_sum = 0;
 	nftw(dir, usage_add, 16, FTW_PHYS | FTW_MOUNT);
 	return usage_sum;
+}
+
+/* A workspace made before workspaces had a filesystem of their own: its
+ * layer is a directory on the data directory's filesystem (only measured:
+ * no size cap of its own). */
+static bool workspace_is_directory(const char *dir)
+{
+	_cleanup_free_ char *plain = wr_asprintf("%s/upper", dir);
+	_cleanup_free_ char *img = wr_asprintf("%s/layer.img", dir);
+	struct stat st;
+	return plain && img && lstat(plain, &st) == 0 && lstat(img, &st) < 0;
+}
+
+bool run_workspace_full(const struct run *run, char *why, size_t why_size)
+{
+	struct control *c = run->ctl;
+	_cleanup_free_ char *dir =
+	    wr_asprintf("%s/sessions/%s", c->data_dir, run->id);
+	if (!dir || workspace_is_directory(dir) || run->init_pid <= 0)
+		return false;
+	/* the kernel's figures for the sandbox's root, the overlay, whose
+	 * free space is its writable layer's: the workspace's filesystem */
+	char root[64];
+	snprintf(root, sizeof(root), "/proc/%d/root/", (int)run->init_pid);
+	struct statvfs fs;
+	if (statvfs(root, &fs) < 0)
+		return false;
+	uint64_t bsize = fs.f_frsize ? fs.f_frsize : fs.f_bsize;
+	if (fs.f_files && fs.f_favail == 0) {
+		snprintf(why, why_size,
+			 "inode limit exceeded: the workspace's %llu files are "
+			 "used up",
+			 (unsigned long long)fs.f_files);
+		return true;
+	}
+	if ((uint64_t)fs.f_bavail * bsize < WORKSPACE_FULL_BYTES) {
+		snprintf(why, why_size,
+			 "disk limit exceeded: the workspace's filesystem "
+			 "(%llu MiB, the session's disk limit) is full",
+			 (unsigned long long)(run->limits.disk_bytes >> 20));
+		return true;
+	}
+	return false;
 }
 
 uint64_t run_disk_used(const struct run *run)
@@ -272,6 +317,15 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	    .ref = s->ref,
 	};
 	run_sandbox_request(run, &req);
+	/* the workspace's own filesystem, the session's disk and inode
+	 * limits enforced by the kernel (a workspace directory of an
+	 * earlier version stays one, measured) */
+	if (!workspace_is_directory(upper)) {
+		req.disk_bytes = run->limits.disk_bytes;
+		uint64_t most = run->limits.disk_bytes / 4096;
+		req.inodes = run->limits.inodes < most ? run->limits.inodes
+						       : most;
+	}
 	struct sandbox_cmdline cl;
 	int r = perimeter_sandbox_request(&perim, &req);
 	if (r == 0)
@@ -339,6 +393,7 @@ struct turn {
 	double spawned_ms;
 	double first_line_ms; /* 0 until the first line */
 	uint64_t disk_used;   /* set when the disk limit was crossed */
+	char disk_full[160];  /* set when the workspace's filesystem filled */
 };
 
 static void emit_line(struct turn *t, const char *stream, const char *line,
@@ -554,6 +609,10 @@ static int turn_run(struct run *run, const struct store_session *s, int number,
 			if (used > run->limits.disk_bytes) {
 				t->disk_used = used;
 				kill(p.pid, SIGTERM);
+			} else if (run_workspace_full(run, t->disk_full,
+						      sizeof(t->disk_full))) {
+				t->disk_used = used;
+				kill(p.pid, SIGTERM);
 			}
 		}
 		struct pollfd pf[3] = {
@@ -645,10 +704,20 @@ static void checkpoint(struct run *run)
 	}
 	_cleanup_free_ char *upper =
 	    wr_asprintf("%s/sessions/%s", c->data_dir, run->id);
-	int fd = upper ? open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-	if (fd >= 0) {
-		syncfs(fd);
-		close(fd);
+	/* the workspace's own filesystem first (through the sandbox's root,
+	 * the overlay, whose sync is its writable layer's), then the data
+	 * directory's, which holds its image */
+	char root[64];
+	snprintf(root, sizeof(root), "/proc/%d/root/", (int)run->init_pid);
+	const char *const dirs[] = {run->init_pid > 0 ? root : NULL, upper};
+	for (size_t i = 0; i < 2; i++) {
+		int fd = dirs[i] ? open(dirs[i], O_RDONLY | O_DIRECTORY |
+							 O_CLOEXEC)
+				 : -1;
+		if (fd >= 0) {
+			syncfs(fd);
+			close(fd);
+		}
 	}
 	json_object_set_new(data, "workspace", json_string(upper ? upper : ""));
 	control_event(c, run->id, EVENT_CHECKPOINT, data);
@@ -774,6 +843,10 @@ static enum turn_end agent_once(struct run *run, struct store_session *s,
 	}
 	if (run_stop_requested(run))
 		return TURN_STOPPED;
+	if (t.disk_used && t.disk_full[0]) {
+		snprintf(why, why_size, "%s", t.disk_full);
+		return TURN_FAILED;
+	}
 	if (t.disk_used) {
 		snprintf(why, why_size,
 			 "disk limit exceeded: the workspace holds %llu MiB, "
@@ -794,7 +867,22 @@ static enum turn_end agent_once(struct run *run, struct store_session *s,
 	}
 	*exit_code = status;
 	if (status != 0) {
-		snprintf(why, why_size, "agent exited with status %d", status);
+		/* a write that failed for want of room is the likeliest cause
+		 * of a failure with the workspace full: say that */
+		char full[160];
+		if (run_workspace_full(run, full, sizeof(full)))
+			snprintf(why, why_size,
+				 "agent exited with status %d; %s", status,
+				 full);
+		else
+			snprintf(why, why_size, "agent exited with status %d",
+				 status);
+		return TURN_FAILED;
+	}
+	/* a turn that ends with its workspace full ends on the limit, as
+	 * one stopped there: what it left may be cut short */
+	if (run_workspace_full(run, t.disk_full, sizeof(t.disk_full))) {
+		snprintf(why, why_size, "%s", t.disk_full);
 		return TURN_FAILED;
 	}
 	return TURN_OK;

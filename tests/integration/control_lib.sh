@@ -107,6 +107,13 @@ sandbox_exec_in() {
 	"$WARREN" sandbox exec "ws-$id" -- "$@" 2>&1
 }
 
+# workspace_cat DATA ID PATH: a file of a session's workspace, read from
+# its filesystem's image (DATA/sessions/ID/layer.img, never mounted on the
+# host) with debugfs; PATH is inside the sandbox (/workspace/…)
+workspace_cat() {
+	debugfs -R "cat /upper$3" "$1/sessions/$2/layer.img" 2>/dev/null
+}
+
 sandbox_init_pid() {
 	"$WARREN" sandbox ls --all --json 2>/dev/null | jq -r --arg n "$1" '(if type == "array" then . else .sandboxes end)[] | select(.name == $n) | .init_pid' 2>/dev/null
 }

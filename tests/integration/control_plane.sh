@@ -122,8 +122,8 @@ wait_state "$S5" expired 60
 log="$(session_log "$S5")"
 [ "$STATE" = expired ] && pass "lifetime reached: expired" || fail "lifetime reached: expired" "$STATE $log"
 echo "$log" | grep -q 'checkpoint' && pass "expiry checkpoints the workspace first" || fail "expiry checkpoints the workspace first" "$log"
-[ "$(cat "$D/sessions/$S5/upper/workspace/work.txt" 2>/dev/null)" = precious ] &&
-	pass "no work lost at the hard timeout (workspace kept)" || fail "no work lost at the hard timeout (workspace kept)" "$(ls -la "$D/sessions/$S5/upper" 2>&1 | head)"
+[ "$(workspace_cat "$D" "$S5" /workspace/work.txt)" = precious ] &&
+	pass "no work lost at the hard timeout (workspace kept)" || fail "no work lost at the hard timeout (workspace kept)" "$(ls -la "$D/sessions/$S5" 2>&1 | head)"
 
 # --- idle: a resting sandbox gives its slot back; a follow-up brings it back --
 S6="$(submit proj "idle" 'echo quick' '{"idle": "1s"}')"

@@ -61,13 +61,14 @@ finished "$S3"
 	pass "object_bytes records the change's size" || fail "object_bytes records the change's size" "$(jget .outcome.result.object_bytes)"
 server_stop
 
-# the session's disk limit caps the change: a 4 MiB blob with a 5 MiB
-# limit (more than half of it is the blob itself) is refused
+# the session's disk limit caps the change: a 4 MiB blob with a 7 MiB
+# limit (the workspace's filesystem holds it; with the blob counted, what
+# is left of the limit cannot hold its evidence too) is refused
 cat >"$TEST_TMP/serve2.json" <<EOF
 {"repositories": [{"name": "greeter", "url": "$REMOTE"}]}
 EOF
 server_start "$TEST_TMP/data2" "$TEST_TMP/serve2.json"
-S4="$(submit greeter "a blob near the disk limit" 'head -c 4194304 /dev/urandom >blob.bin' '{"disk": "5M"}')"
+S4="$(submit greeter "a blob near the disk limit" 'head -c 4194304 /dev/urandom >blob.bin' '{"disk": "7M"}')"
 finished "$S4"
 reason="$(jget .reason)"
 [ "$STATE" = failed ] && echo "$reason" | grep -Eq 'over the limit|disk limit' &&
