@@ -100,9 +100,16 @@ int perimeter_broker_prepare(struct perimeter *p,
 	}
 	_cleanup_free_ char *mirror =
 	    git_mirror_path(p->cfg.data_dir, repo.url, NULL);
-	_cleanup_free_ char *client = client_path(p);
-	_cleanup_free_ char *dir =
-	    wr_asprintf("%s/sessions/%s.broker", p->cfg.data_dir, s->id);
+	_cleanup_free_ char *client = NULL, *dir = NULL;
+	r = perimeter_fs_path(p, s->id, "broker", &dir, err);
+	if (r == 0)
+		r = perimeter_fs_path(p, s->id, "bin/" PERIMETER_FS_GIT_CLIENT,
+				      &client, err);
+	if (r < 0) {
+		secrets_value_free(secret, secret_len);
+		store_repo_clear(&repo);
+		return wr_error_wrap(err, "credential broker");
+	}
 	struct broker_remote remote = {
 	    .name = repo.name,
 	    .url = repo.url,

@@ -30,6 +30,10 @@ struct perimeter {
 		char **hosts;
 		size_t n;
 	} policy_cache[64];
+
+	/* each session's perimeter files (sessfs.c), under fs_mu */
+	pthread_mutex_t fs_mu;
+	struct perimeter_fs *fs_list;
 };
 
 static inline int64_t perimeter_event(struct perimeter *p,
@@ -41,7 +45,23 @@ static inline int64_t perimeter_event(struct perimeter *p,
 
 /* perimeter.c: DATA/sessions/<id>.<what> (the session's socket
  * directory) and warren-relay beside warren, which must be there. */
-int perimeter_relay_paths(const struct perimeter *p, const char *session_id,
+/* sessfs.c: a session's perimeter files, in a tmpfs of its own that is
+ * mounted nowhere (made at the first call, with the relay and the git
+ * client in bin/). *out: /proc/PID/fd/N/what, the path of what in it, for
+ * the server and as a bind source for the sandbox (what: "egress",
+ * "broker", "gateway", which also get a symlink DATA/sessions/<id>.<what>
+ * for the host's view; or "bin/NAME"). Caller frees *out. */
+#define PERIMETER_FS_RELAY "warren-relay"
+#define PERIMETER_FS_GIT_CLIENT "warren-git-connect"
+#define PERIMETER_FS_NAME_MAX 128
+int perimeter_fs_path(struct perimeter *p, const char *session_id,
+		      const char *what, char **out, struct wr_error **err);
+/* Frees the session's files (its symlinks go; the sockets and sandboxes
+ * that still hold the tmpfs keep it until they go). */
+void perimeter_fs_close(struct perimeter *p, const char *session_id);
+void perimeter_fs_close_all(struct perimeter *p);
+
+int perimeter_relay_paths(struct perimeter *p, const char *session_id,
 			  const char *what, char **dir, char **relay,
 			  struct wr_error **err);
 /* egress.c */

@@ -26,6 +26,7 @@ int perimeter_new(const struct perimeter_config *cfg,
 	p->cfg = *cfg;
 	p->host = *host;
 	pthread_mutex_init(&p->mu, NULL);
+	pthread_mutex_init(&p->fs_mu, NULL);
 	*out = p;
 	return 0;
 }
@@ -54,8 +55,10 @@ void perimeter_free(struct perimeter *p)
 	perimeter_egress_stop(p);
 	perimeter_gateway_stop(p);
 	broker_stop(p->broker);
+	perimeter_fs_close_all(p);
 	free(p->build_egress_config);
 	pthread_mutex_destroy(&p->mu);
+	pthread_mutex_destroy(&p->fs_mu);
 	free(p);
 }
 
@@ -64,22 +67,17 @@ const char *perimeter_build_egress_config(const struct perimeter *p)
 	return p ? p->build_egress_config : NULL;
 }
 
-int perimeter_relay_paths(const struct perimeter *p, const char *session_id,
+int perimeter_relay_paths(struct perimeter *p, const char *session_id,
 			  const char *what, char **dir, char **relay,
 			  struct wr_error **err)
 {
-	_cleanup_free_ char *bin = wr_strdup(p->cfg.warren_bin);
-	_cleanup_free_ char *r =
-	    bin ? wr_asprintf("%s/warren-relay", dirname(bin)) : NULL;
-	_cleanup_free_ char *d = wr_asprintf("%s/sessions/%s.%s",
-					     p->cfg.data_dir, session_id, what);
-	if (!r || !d)
-		return wr_error_set(err, ENOMEM, "%s", what);
-	if (access(r, X_OK) < 0)
-		return wr_error_set(err, errno,
-				    "%s: %s (the relay the sandbox needs; "
-				    "`make` builds it)",
-				    what, r);
+	_cleanup_free_ char *d = NULL, *r = NULL;
+	int e = perimeter_fs_path(p, session_id, what, &d, err);
+	if (e == 0)
+		e = perimeter_fs_path(p, session_id, "bin/" PERIMETER_FS_RELAY,
+				      &r, err);
+	if (e < 0)
+		return wr_error_wrap(err, "%s", what);
 	*dir = TAKE_PTR(d);
 	*relay = TAKE_PTR(r);
 	return 0;
@@ -192,6 +190,7 @@ void perimeter_sandbox_close(struct perimeter *p, const char *session_id)
 	egress_session_close(p->egress, session_id);
 	broker_session_close(p->broker, session_id);
 	gateway_session_close(p->gateway, session_id);
+	perimeter_fs_close(p, session_id);
 }
 
 void perimeter_session_end(struct perimeter *p, const char *session_id)

@@ -271,6 +271,25 @@ static int userns_for(struct prepared *p, uid_t owner, int slot)
 	return *ns;
 }
 
+bool bind_wants_overlay(const char *path)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return false; /* a file, or not there: bound as it is */
+	bool socket = false;
+	struct dirent *de;
+	while (!socket && (de = readdir(d))) {
+		struct stat st;
+		socket = de->d_type == DT_SOCK ||
+			 (de->d_type == DT_UNKNOWN &&
+			  fstatat(dirfd(d), de->d_name, &st,
+				  AT_SYMLINK_NOFOLLOW) == 0 &&
+			  S_ISSOCK(st.st_mode));
+	}
+	closedir(d);
+	return !socket;
+}
+
 static int open_layer(struct prepared *p, const char *path, int slot,
 		      const char *what, struct wr_error **err)
 {
@@ -627,6 +646,9 @@ static int native_create(const struct sandbox_config *cfg,
 			goto fail;
 		}
 		prep.plan.bind_fds[i] = fd;
+		prep.plan.bind_overlay[i] =
+		    cfg->binds[i].read_only &&
+		    bind_wants_overlay(cfg->binds[i].source);
 	}
 	if (mode == SANDBOX_MODE_SERVE) {
 		prep.listen_fd = open_listen_socket(sb->name, err);

@@ -82,6 +82,10 @@ int cgroup_paths_for(const char *name, struct sandbox_cgroup *cg);
  * mount_setattr(MOUNT_ATTR_IDMAP): inside [inside, inside+count) maps to host
  * [outside, ...). Returns an fd or -errno. */
 int idmap_userns_open(uid_t inside, uid_t outside, uint32_t count);
+/* Does a read-only bind of path become an overlay of it (rootfs.c)? A
+ * directory that holds no unix socket at its top (overlayfs passes no
+ * connection through to a socket in a lower layer). */
+bool bind_wants_overlay(const char *path);
 /* A detached clone of path (open_tree), idmapped through userns_fd (if >= 0)
  * and with the given MOUNT_ATTR_* flags. Returns an fd or -errno. */
 int idmap_mount_open(const char *path, int userns_fd, uint64_t attr_set);
@@ -141,6 +145,9 @@ struct child_plan {
 	const char *upper_name;
 	const char *work_name;
 	int bind_fds[WR_MAX_BINDS];
+	/* a read-only directory bind mounted as a read-only overlay of it, so
+	 * that its mount names no host path (see rootfs.c) */
+	bool bind_overlay[WR_MAX_BINDS];
 	char **init_env; /* environment for init (run mode: the command's) */
 	struct seccomp_program seccomp;
 	bool host_mode;

@@ -266,6 +266,38 @@ static int attach_fd(int mount_fd, const char *target)
 			    MOVE_MOUNT_F_EMPTY_PATH);
 }
 
+/* A read-only directory bind as a read-only overlay of it: its clone is
+ * attached in the staging directory (the current directory) under a
+ * relative name, with an empty directory as the second lower layer
+ * (overlayfs wants two without an upper), so the mount shows "overlay" and
+ * relative names where a bind would show its source's host path. The
+ * staging directory goes at pivot_root; overlayfs keeps its own
+ * references. Returns the overlay's detached mount, or -errno. */
+static int bind_overlay_open(int bind_fd, size_t i)
+{
+	char name[32], empty[40], lower[80];
+	snprintf(name, sizeof(name), "bind%zu", i);
+	snprintf(empty, sizeof(empty), "bind%zu.e", i);
+	snprintf(lower, sizeof(lower), "%s:%s", name, empty);
+	if (mkdir(name, 0755) < 0 || mkdir(empty, 0755) < 0 ||
+	    attach_fd(bind_fd, name) < 0)
+		return -errno;
+	_cleanup_close_ int fs =
+	    (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return -errno;
+	if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "lowerdir", lower,
+		    0) < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "userxattr", NULL,
+		    0) < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return -errno;
+	int m = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
+			     MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+				 MOUNT_ATTR_NODEV);
+	return m < 0 ? -errno : m;
+}
+
 static int attach_binds(struct child_plan *plan, int root_fd,
 			struct child_report *report)
 {
@@ -281,9 +313,18 @@ static int attach_binds(struct child_plan *plan, int root_fd,
 			return step_fail(report, -target,
 					 "create bind target %s",
 					 cfg->binds[i].dest);
+		_cleanup_close_ int ovl = -1;
+		if (plan->bind_overlay[i]) {
+			ovl = bind_overlay_open(plan->bind_fds[i], i);
+			if (ovl < 0)
+				return step_fail(report, -ovl,
+						 "bind %s: overlay",
+						 cfg->binds[i].source);
+		}
 		/* attach onto the fd itself: a /proc/self/fd path would be a
 		 * magic link, which move_mount does not follow */
-		if (syscall(SYS_move_mount, plan->bind_fds[i], "", target, "",
+		if (syscall(SYS_move_mount, ovl >= 0 ? ovl : plan->bind_fds[i],
+			    "", target, "",
 			    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) <
 		    0)
 			return STEP_FAIL(report, "bind %s on %s",

@@ -200,7 +200,8 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 
 /* runner.c */
 bool run_stop_requested(struct run *run);
-/* The run's memory, CPU and pids limits and its backend, into req. */
+/* The run's memory, CPU and pids limits and its backend, into req; with
+ * req->upper set, its disk and inode limits as that layer's filesystem. */
 void run_sandbox_request(const struct run *run, struct sandbox_request *req);
 /* Runs a `warren sandbox` command line to completion (its pid tracked in
  * run->child while it runs), keeping at most max bytes of its stdout in

@@ -181,6 +181,17 @@ void run_sandbox_request(const struct run *run, struct sandbox_request *req)
 	req->millicpus = run->limits.millicpus;
 	req->pids = run->limits.pids;
 	req->backend = run->backend;
+	/* a writable layer of the session's (its workspace, a verification's)
+	 * is a filesystem of its own: the session's disk and inode limits,
+	 * enforced by the kernel (a workspace directory of an earlier
+	 * version stays one, measured) */
+	if (req->upper && run->limits.disk_bytes &&
+	    !workspace_is_directory(req->upper)) {
+		req->disk_bytes = run->limits.disk_bytes;
+		uint64_t most = run->limits.disk_bytes / 4096;
+		req->inodes =
+		    run->limits.inodes < most ? run->limits.inodes : most;
+	}
 }
 
 int run_sandbox_cmd(struct run *run, const struct sandbox_cmdline *cl,
@@ -317,15 +328,6 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	    .ref = s->ref,
 	};
 	run_sandbox_request(run, &req);
-	/* the workspace's own filesystem, the session's disk and inode
-	 * limits enforced by the kernel (a workspace directory of an
-	 * earlier version stays one, measured) */
-	if (!workspace_is_directory(upper)) {
-		req.disk_bytes = run->limits.disk_bytes;
-		uint64_t most = run->limits.disk_bytes / 4096;
-		req.inodes = run->limits.inodes < most ? run->limits.inodes
-						       : most;
-	}
 	struct sandbox_cmdline cl;
 	int r = perimeter_sandbox_request(&perim, &req);
 	if (r == 0)

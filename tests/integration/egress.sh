@@ -176,10 +176,12 @@ echo "$ev" | jq -e '[.[] | select(.decision == "denied" and .host == "private.te
 
 # the socket, as the sandbox sees it, and on the host
 sock="$D/sessions/$S.egress/proxy.sock"
-[ -S "$sock" ] && [ "$(stat -c %a "$D/sessions/$S.egress")" = 711 ] && [ "$(stat -c %a "$sock")" = 666 ] &&
-	[ "$(stat -c %a "$D/sessions")" = 700 ] &&
-	pass "the socket: 0666 in a 0711 directory under the 0700 sessions directory" ||
-	fail "the socket: 0666 in a 0711 directory under the 0700 sessions directory" "$(ls -la "$D/sessions" "$D/sessions/$S.egress" 2>&1 | tr '\n' ' ')"
+# (DATA/sessions/ID.egress links into the session's perimeter filesystem,
+# a tmpfs the server holds and mounts nowhere)
+[ -S "$sock" ] && [ "$(stat -L -c %a "$D/sessions/$S.egress")" = 711 ] && [ "$(stat -c %a "$sock")" = 666 ] &&
+	[ "$(stat -f -L -c %T "$D/sessions/$S.egress")" = tmpfs ] && [ "$(stat -c %a "$D/sessions")" = 700 ] &&
+	pass "the socket: 0666 in a 0711 directory of the session's own tmpfs, under the 0700 sessions directory" ||
+	fail "the socket: 0666 in a 0711 directory of the session's own tmpfs, under the 0700 sessions directory" "$(ls -la "$D/sessions" "$D/sessions/$S.egress/" 2>&1 | tr '\n' ' ')"
 
 # --- the sandbox dies: a new one gets the proxy again ------------------------------
 pid="$(sandbox_init_pid "ws-$S")"
