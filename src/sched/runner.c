@@ -960,6 +960,26 @@ static enum session_step op_provision(void *ctx, char *why)
 					"policy", policy));
 		json_object_set_new(x->outcome, "snapshot_policy", policy);
 	}
+	/* a snapshot built elsewhere (the store names it, the data
+	 * directory lacks it): pulled from the registry first, its time in
+	 * the start breakdown */
+	json_t *pull = NULL;
+	if (control_snapshot_local(c, x->snap.id, run, &pull, &err) < 0) {
+		snprintf(why, SESSION_WHY_MAX, "%s",
+			 err && err->msg ? err->msg : "snapshot pull failed");
+		wr_error_free(err);
+		return run_stop_requested(run) ? SESSION_STEP_STOPPED
+					       : SESSION_STEP_FAILED;
+	}
+	if (pull) {
+		double pull_ms = json_real_value(json_object_get(pull, "ms"));
+		json_object_set_new(start, "pull", json_real(pull_ms));
+		metrics_observe(c, PHASE_PULL, pull_ms);
+		control_event(c, run->id, EVENT_PHASE,
+			      json_pack("{s:s, s:O}", "phase", "pull", "pull",
+					pull));
+		json_object_set_new(x->outcome, "pull", pull);
+	}
 	struct control_limits from_spec, lim;
 	uint64_t spec_refresh;
 	json_decref(run->verify);

@@ -836,6 +836,175 @@ int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
 	return snapshot_ensure(c, repo, refresh, NULL, NULL, NULL, out, err);
 }
 
+/* ---- a snapshot pulled before a session starts -------------------------- */
+
+static bool snapshot_here(const struct control *c, const char *id)
+{
+	_cleanup_free_ char *path =
+	    wr_asprintf("%s/snapshots/%s.json", c->data_dir, id);
+	return path && access(path, F_OK) == 0;
+}
+
+/* under builds.mu */
+static ssize_t pulling_index(const struct control *c, const char *id)
+{
+	for (size_t i = 0; i < c->builds.n_pulling; i++)
+		if (!strcmp(c->builds.pulling[i], id))
+			return (ssize_t)i;
+	return -1;
+}
+
+/* `warren snapshot pull ID` into the data directory; its answer (the
+ * --json object) into *answer. */
+static int snapshot_pull(struct control *c, const char *id, json_t **answer,
+			 struct wr_error **err)
+{
+	char *argv[] = {(char *)c->warren_bin,
+			"snapshot",
+			"pull",
+			(char *)id,
+			"--data",
+			(char *)c->data_dir,
+			"--blobs",
+			(char *)c->cfg.blobs_file,
+			"--json",
+			NULL};
+	pthread_mutex_lock(&c->builds.mu);
+	pid_t *slot = c->builds.stopping ? NULL : build_slot(c);
+	if (slot) {
+		*slot = -1; /* reserved until the child's pid is known */
+		/* no repository: a build's cancel never stops a pull */
+		c->builds.pid_repo[slot - c->builds.pids][0] = '\0';
+		c->builds.owner[slot - c->builds.pids] = NULL;
+	}
+	bool stopping = c->builds.stopping;
+	pthread_mutex_unlock(&c->builds.mu);
+	if (stopping)
+		return wr_error_set(err, ECANCELED, "server stopping");
+	_cleanup_free_ char *output = NULL, *errors = NULL;
+	int status = proc_run_tracked(argv, 64 << 10, -1, &output, &errors,
+				      slot, &c->builds.mu, err);
+	if (slot) {
+		pthread_mutex_lock(&c->builds.mu);
+		*slot = 0;
+		pthread_mutex_unlock(&c->builds.mu);
+	}
+	if (status < 0)
+		return status;
+	if (status != 0) {
+		/* its one error line ("warren snapshot pull: ...") */
+		char *e = errors ? errors : "";
+		size_t len = strlen(e);
+		while (len && (e[len - 1] == '\n' || e[len - 1] == '\r'))
+			e[--len] = '\0';
+		char *last = strrchr(e, '\n');
+		const char *line = last ? last + 1 : e;
+		const char *prefix = "warren snapshot pull: ";
+		if (!strncmp(line, prefix, strlen(prefix)))
+			line += strlen(prefix);
+		if (!line[0])
+			return wr_error_set(err, EIO, "exit status %d", status);
+		return wr_error_set(err, EIO, "%s", line);
+	}
+	json_t *a = output ? json_loads(output, 0, NULL) : NULL;
+	if (!json_is_object(a)) {
+		json_decref(a);
+		return wr_error_set(err, EPROTO, "no answer");
+	}
+	*answer = a;
+	return 0;
+}
+
+int control_snapshot_local(struct control *c, const char *snapshot_id,
+			   const struct run *waiter, json_t **pull,
+			   struct wr_error **err)
+{
+	*pull = NULL;
+	if (snapshot_here(c, snapshot_id))
+		return 0;
+	if (!c->cfg.blobs_file)
+		return wr_error_set(err, ENOENT,
+				    "snapshot %s is not in the data directory, "
+				    "and the server has no registry (blobs) to "
+				    "pull it from",
+				    snapshot_id);
+	double t0 = mono_ms();
+	bool waited = false;
+	pthread_mutex_lock(&c->builds.mu);
+	for (;;) {
+		if (c->builds.stopping || waiter_stopped(c, waiter)) {
+			bool stopping = c->builds.stopping;
+			pthread_mutex_unlock(&c->builds.mu);
+			if (stopping)
+				return wr_error_set(err, ECANCELED,
+						    "server stopping");
+			return wr_error_set(err, ECANCELED,
+					    "stopped while waiting for the "
+					    "pull of snapshot %s",
+					    snapshot_id);
+		}
+		if (pulling_index(c, snapshot_id) < 0)
+			break;
+		/* another session's runner pulls it: its end wakes us */
+		waited = true;
+		pthread_cond_wait(&c->builds.cv, &c->builds.mu);
+	}
+	/* the pull waited for may have brought it (or failed: then this
+	 * one tries again) */
+	if (waited && snapshot_here(c, snapshot_id)) {
+		pthread_mutex_unlock(&c->builds.mu);
+		*pull = json_pack("{s:f, s:b}", "ms", mono_ms() - t0, "waited",
+				  1);
+		return 0;
+	}
+	char **grown = wr_realloc(c->builds.pulling,
+				  (c->builds.n_pulling + 1) * sizeof(*grown));
+	char *mine = wr_strdup(snapshot_id);
+	if (grown)
+		c->builds.pulling = grown;
+	if (!grown || !mine) {
+		pthread_mutex_unlock(&c->builds.mu);
+		free(mine);
+		return wr_error_set(err, ENOMEM, "pull");
+	}
+	c->builds.pulling[c->builds.n_pulling++] = mine;
+	pthread_mutex_unlock(&c->builds.mu);
+
+	json_t *answer = NULL;
+	int r = snapshot_pull(c, snapshot_id, &answer, err);
+	double ms = mono_ms() - t0;
+
+	pthread_mutex_lock(&c->builds.mu);
+	ssize_t i = pulling_index(c, snapshot_id);
+	if (i >= 0) {
+		free(c->builds.pulling[i]);
+		c->builds.pulling[i] =
+		    c->builds.pulling[--c->builds.n_pulling];
+	}
+	pthread_cond_broadcast(&c->builds.cv);
+	pthread_mutex_unlock(&c->builds.mu);
+	if (r < 0) {
+		wr_log(WR_LOG_WARN, "sessions",
+		       "pull of snapshot %.12s from the registry failed: %s",
+		       snapshot_id, err && *err && (*err)->msg ? (*err)->msg
+							       : "failed");
+		return wr_error_wrap(err,
+				     "snapshot %s is not in the data "
+				     "directory; its pull from the registry "
+				     "failed",
+				     snapshot_id);
+	}
+	wr_log(WR_LOG_INFO, "sessions",
+	       "pulled snapshot %.12s from the registry in %.0f ms",
+	       snapshot_id, ms);
+	*pull = json_pack(
+	    "{s:f, s:b, s:O?, s:O?}", "ms", ms, "waited", waited,
+	    "layers_fetched", json_object_get(answer, "layers_fetched"),
+	    "bytes_fetched", json_object_get(answer, "bytes_fetched"));
+	json_decref(answer);
+	return 0;
+}
+
 /* The repository's policy, else the server's default, else NULL. */
 static const struct control_staleness *
 staleness_policy(const struct control *c, const struct store_repo *repo)
