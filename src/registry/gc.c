@@ -24,25 +24,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* a set of strings: small, linear (a registry of Warren's holds hundreds
- * of snapshots, not millions) */
+/* a set of strings: appended to, then sealed (sorted) before it is
+ * asked; 10,000 tags of a few blobs each stay n log n */
 struct strset {
 	char **v;
 	size_t n, cap;
+	bool sealed;
 };
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void strset_seal(struct strset *s)
+{
+	if (s->n)
+		qsort(s->v, s->n, sizeof(*s->v), cmp_str);
+	s->sealed = true;
+}
 
 static bool strset_has(const struct strset *s, const char *x)
 {
-	for (size_t i = 0; i < s->n; i++)
-		if (!strcmp(s->v[i], x))
-			return true;
-	return false;
+	return s->sealed && s->n &&
+	       bsearch(&x, s->v, s->n, sizeof(*s->v), cmp_str) != NULL;
 }
 
 static int strset_add(struct strset *s, const char *x)
 {
-	if (strset_has(s, x))
-		return 0;
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 32;
 		char **grown = wr_realloc(s->v, cap * sizeof(*grown));
@@ -54,6 +63,7 @@ static int strset_add(struct strset *s, const char *x)
 	if (!(s->v[s->n] = wr_strdup(x)))
 		return -ENOMEM;
 	s->n++;
+	s->sealed = false;
 	return 0;
 }
 
@@ -169,20 +179,43 @@ void reg_gc_result_clear(struct reg_gc_result *res)
 	memset(res, 0, sizeof(*res));
 }
 
+static int cmp_item_digest(const void *a, const void *b)
+{
+	return strcmp(((const struct reg_gc_item *)a)->digest,
+		      ((const struct reg_gc_item *)b)->digest);
+}
+
+/* Keeps the items of v whose digest kept lacks, one per digest (sorted
+ * by digest). */
+static void items_filter(struct reg_gc_item *v, size_t *n,
+			 const struct strset *kept)
+{
+	if (*n)
+		qsort(v, *n, sizeof(*v), cmp_item_digest);
+	size_t w = 0;
+	for (size_t i = 0; i < *n; i++) {
+		if (strset_has(kept, v[i].digest) ||
+		    (w && !strcmp(v[w - 1].digest, v[i].digest)))
+			continue;
+		v[w++] = v[i];
+	}
+	*n = w;
+}
+
 /* What goes: the unreferenced snapshots' manifests and the blobs no
  * manifest that stays uses. */
 static int plan(struct snap_store *store, struct blobs_client *c,
 		const char *const *keep, size_t n_keep,
 		struct reg_gc_result *out, struct wr_error **err)
 {
-	struct strset referenced = {0}, kept_blobs = {0}, gone_blobs = {0};
-	struct strset gone_manifests = {0};
+	struct strset referenced = {0}, kept_blobs = {0}, kept_manifests = {0};
 	char **tags = NULL;
 	size_t n_tags = 0;
 	int r = local_snapshots(store, &referenced, err);
 	for (size_t i = 0; r == 0 && i < n_keep; i++)
 		if (strset_add(&referenced, keep[i]) < 0)
 			r = wr_error_set(err, ENOMEM, "gc");
+	strset_seal(&referenced);
 	if (r == 0)
 		r = local_blobs(store, &kept_blobs, err);
 	if (r == 0 && (r = blobs_tags(c, &tags, &n_tags, err)) == -ENOENT) {
@@ -208,7 +241,7 @@ static int plan(struct snap_store *store, struct blobs_client *c,
 			else
 				out->other_tags++;
 			if (add_descriptors(&kept_blobs, &m) < 0 ||
-			    strset_add(&referenced, digest) < 0)
+			    strset_add(&kept_manifests, digest) < 0)
 				r = wr_error_set(err, ENOMEM, "gc");
 		} else {
 			if (item_add(&out->manifests, &out->n_manifests,
@@ -225,33 +258,21 @@ static int plan(struct snap_store *store, struct blobs_client *c,
 		}
 		blobs_manifest_clear(&m);
 	}
-	/* a manifest another tag keeps (the same digest) stays */
-	size_t w = 0;
-	for (size_t i = 0; r == 0 && i < out->n_manifests; i++) {
-		if (strset_has(&referenced, out->manifests[i].digest) ||
-		    strset_has(&gone_manifests, out->manifests[i].digest))
-			continue;
-		if (strset_add(&gone_manifests, out->manifests[i].digest) < 0)
-			r = wr_error_set(err, ENOMEM, "gc");
-		out->manifests[w++] = out->manifests[i];
-	}
-	if (r == 0)
-		out->n_manifests = w;
-	for (size_t i = 0; r == 0 && i < n_cand; i++) {
-		if (strset_has(&kept_blobs, cand[i].digest) ||
-		    strset_has(&gone_blobs, cand[i].digest))
-			continue;
-		if (strset_add(&gone_blobs, cand[i].digest) < 0 ||
-		    item_add(&out->blobs, &out->n_blobs, cand[i].name,
-			     cand[i].digest, cand[i].bytes) < 0)
-			r = wr_error_set(err, ENOMEM, "gc");
+	strset_seal(&kept_manifests);
+	strset_seal(&kept_blobs);
+	if (r == 0) {
+		/* a manifest another tag keeps (the same digest) stays */
+		items_filter(out->manifests, &out->n_manifests,
+			     &kept_manifests);
+		items_filter(cand, &n_cand, &kept_blobs);
+		out->blobs = TAKE_PTR(cand);
+		out->n_blobs = n_cand;
 	}
 	free(cand);
 	blobs_tags_free(tags, n_tags);
 	strset_clear(&referenced);
 	strset_clear(&kept_blobs);
-	strset_clear(&gone_blobs);
-	strset_clear(&gone_manifests);
+	strset_clear(&kept_manifests);
 	return r;
 }
 

@@ -9,7 +9,8 @@
 # directory still works and runs), keeps a tag that is not a snapshot id
 # and what --keep names, and removes the unreferenced layer and its blob
 # record from the local layer cache. A wrong password, a registry with
-# deletes off and a repository nothing was pushed to give clear answers.
+# deletes off, a manifest that is not one (a stand-in registry) and a
+# repository nothing was pushed to give clear answers.
 . "$(dirname "$0")/../lib.sh"
 . "$ROOT_DIR/tests/registry_server.sh"
 
@@ -17,7 +18,8 @@ if [ -z "$REGISTRY_BIN" ] || ! command -v htpasswd >/dev/null; then
 	echo "SKIP registry_gc: docker-registry or htpasswd is not installed (apt-get install docker-registry apache2-utils)" >&2
 	exit 0
 fi
-trap 'registry_stop_all; rm -rf "$TEST_TMP"' EXIT
+STANDIN_PID=""
+trap 'registry_stop_all; [ -n "$STANDIN_PID" ] && kill "$STANDIN_PID" 2>/dev/null; rm -rf "$TEST_TMP"' EXIT
 
 A="$TEST_TMP/a"
 B="$TEST_TMP/b"
@@ -155,5 +157,28 @@ else
 	fail "docker-registry starts with deletes off" "$(tail -5 "$TEST_TMP/nodel.log")"
 fi
 registry_stop_all
+
+# a manifest the registry serves that is not one (a stand-in registry,
+# tests/tools/registry_standin.py, takes any bytes): gc stops, naming the
+# tag, nothing deleted
+python3 "$ROOT_DIR/tests/tools/registry_standin.py" --user tok-user --password tok-pw \
+	--log "$TEST_TMP/standin.log" >"$TEST_TMP/standin.port" 2>"$TEST_TMP/standin.err" &
+STANDIN_PID=$!
+for _ in $(seq 1 100); do [ -s "$TEST_TMP/standin.port" ] && break; sleep 0.1; done
+SREG="http://127.0.0.1:$(head -1 "$TEST_TMP/standin.port")"
+printf 'tok-pw\n' >"$TEST_TMP/tokpw" && chmod 600 "$TEST_TMP/tokpw"
+write_config "$TEST_TMP/standin.json" "$SREG" warren/gc "$TEST_TMP/tokpw" tok-user
+tok="$(curl -s -u tok-user:tok-pw "$SREG/token?service=standin&scope=repository:warren/gc:push" | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')"
+BAD="$(printf '%064d' 7)"
+curl -s -o /dev/null -X PUT -H "Authorization: Bearer $tok" -H 'Content-Type: application/vnd.oci.image.manifest.v1+json' \
+	--data-binary '{"schemaVersion": 2, "layers": "not a list"}' "$SREG/v2/warren/gc/manifests/$BAD"
+out="$(snapA gc --blobs "$TEST_TMP/standin.json" 2>&1)"
+rc=$?
+[ $rc != 0 ] && echo "$out" | grep -q "registry gc (nothing deleted): tag $BAD: its manifest" &&
+	! grep -q '"DELETE' "$TEST_TMP/standin.log" &&
+	pass "a manifest that is not one stops gc, naming the tag, nothing deleted" ||
+	fail "a manifest that is not one stops gc, naming the tag, nothing deleted" "rc=$rc $out"
+kill "$STANDIN_PID" 2>/dev/null
+wait "$STANDIN_PID" 2>/dev/null
 left="$(pgrep -af "$TEST_TMP" || true)"
 [ -z "$left" ] && pass "nothing left running" || fail "nothing left running" "$left"
