@@ -976,8 +976,8 @@ static enum session_step op_provision(void *ctx, char *why)
 		json_object_set_new(start, "pull", json_real(pull_ms));
 		metrics_observe(c, PHASE_PULL, pull_ms);
 		control_event(c, run->id, EVENT_PHASE,
-			      json_pack("{s:s, s:O}", "phase", "pull", "pull",
-					pull));
+			      json_pack("{s:s, s:f, s:O}", "phase", "pull", "ms",
+					pull_ms, "pull", pull));
 		json_object_set_new(x->outcome, "pull", pull);
 	}
 	struct control_limits from_spec, lim;
