@@ -181,12 +181,16 @@ int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
  * record: {"max_age_ms", "max_behind", "newest": "fresh"|"behind"|
  * "stale"|"none", "age_ms", "commits_behind", "waited": bool}. waiter:
  * the session's run, whose cancel, expiry or shutdown ends a wait for
- * another's build (-ECANCELED). */
+ * another's build (-ECANCELED). With a policy, the newest snapshot the
+ * store names is pulled first when the data directory lacks it
+ * (control_snapshot_local), so that the refresh measures it rather than
+ * building again: *pull (when pull is given) says that pull, NULL
+ * without one. */
 int control_snapshot_for_session(struct control *c,
 				 const struct store_repo *repo,
 				 const struct run *waiter,
 				 struct store_snapshot *out, json_t **decision,
-				 struct wr_error **err);
+				 json_t **pull, struct wr_error **err);
 
 /* Makes sure the data directory holds snapshot_id before a session
  * starts from it: 0 when it does; else, with the server's registry

@@ -522,6 +522,36 @@ static void snapshot_push(struct control *c, const char *repo_id,
 	json_decref(push);
 }
 
+static bool snapshot_here(const struct control *c, const char *id);
+
+/* The refresh measures the data directory's newest snapshot of the
+ * repository: the store's newest, when the data directory lacks it (built
+ * on another host), is pulled first so that it is not built again here.
+ * A failed pull is logged; the refresh then builds. */
+static void refresh_pull_newest(struct control *c,
+				const struct store_repo *repo,
+				const struct run *owner)
+{
+	if (!c->cfg.blobs_file)
+		return;
+	struct store_snapshot newest = {0};
+	if (c->st->ops->snapshot_latest(c->st, repo->id, &newest, NULL) < 0)
+		return;
+	if (!snapshot_here(c, newest.id)) {
+		json_t *pull = NULL;
+		struct wr_error *err = NULL;
+		if (control_snapshot_local(c, newest.id, owner, &pull, &err) <
+		    0)
+			wr_log(WR_LOG_WARN, "builds",
+			       "repository %s: the refresh builds: %s",
+			       repo->name ? repo->name : repo->id,
+			       err && err->msg ? err->msg : "pull failed");
+		wr_error_free(err);
+		json_decref(pull);
+	}
+	store_snapshot_clear(&newest);
+}
+
 /* Runs `warren snapshot refresh` for repo and records the snapshot it
  * reports (built or kept), and pushes one it built when the server has a
  * registry. */
@@ -530,6 +560,7 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 			    const struct run *owner, json_t **report,
 			    struct store_snapshot *out, struct wr_error **err)
 {
+	refresh_pull_newest(c, repo, owner);
 	char max_age[32], max_behind[32];
 	_cleanup_free_ char *log_dir = wr_asprintf("%s/logs", c->data_dir);
 	_cleanup_free_ char *log_path =
@@ -1024,9 +1055,11 @@ int control_snapshot_for_session(struct control *c,
 				 const struct store_repo *repo,
 				 const struct run *waiter,
 				 struct store_snapshot *out, json_t **decision,
-				 struct wr_error **err)
+				 json_t **pull, struct wr_error **err)
 {
 	*decision = NULL;
+	if (pull)
+		*pull = NULL;
 	const struct control_staleness *policy = staleness_policy(c, repo);
 	if (!policy || (policy->max_age_ms <= 0 && policy->max_behind <= 0))
 		return snapshot_ensure(c, repo, false, NULL, waiter, NULL, out,
@@ -1036,6 +1069,24 @@ int control_snapshot_for_session(struct control *c,
 	struct store_snapshot newest = {0};
 	bool had_none =
 	    c->st->ops->snapshot_latest(c->st, repo->id, &newest, NULL) < 0;
+	/* the refresh measures the newest snapshot of the data directory:
+	 * one built elsewhere is pulled first, else it would build again
+	 * what the registry has (a failed pull: it builds) */
+	if (!had_none && pull && c->cfg.blobs_file) {
+		struct wr_error *perr = NULL;
+		if (control_snapshot_local(c, newest.id, waiter, pull, &perr) <
+		    0) {
+			if (waiter_stopped(c, waiter)) {
+				store_snapshot_clear(&newest);
+				if (err && !*err)
+					*err = perr;
+				else
+					wr_error_free(perr);
+				return -ECANCELED;
+			}
+			wr_error_free(perr);
+		}
+	}
 	store_snapshot_clear(&newest);
 	/* the refresh fetches the mirror, measures the newest snapshot
 	 * against the ref, and builds only when it is beyond the policy */
@@ -1044,6 +1095,10 @@ int control_snapshot_for_session(struct control *c,
 				err);
 	if (r < 0) {
 		json_decref(report);
+		if (pull) {
+			json_decref(*pull);
+			*pull = NULL;
+		}
 		return r;
 	}
 	json_t *d = report ? report : json_object();

@@ -29,10 +29,11 @@ printf 'serve-pw\n' >"$TEST_TMP/pw"
 chmod 600 "$TEST_TMP/pw"
 greeter_remote
 
-# serve_with REGISTRY: a configuration with the repository and the registry
+# serve_with REGISTRY [EXTRA]: a configuration with the repository and the
+# registry (EXTRA: more top-level keys, with a trailing comma)
 serve_with() {
 	cat >"$TEST_TMP/serve.json" <<EOF
-{"repositories": [{"name": "greeter", "url": "$REMOTE"}],
+{"repositories": [{"name": "greeter", "url": "$REMOTE"}], ${2:-}
  "blobs": {"registry": "$1", "repository": "warren/served", "username": "warren",
            "password_file": "$TEST_TMP/pw"}}
 EOF
@@ -134,6 +135,47 @@ n_pull=$([ "$other_ok" = waited ] && echo 2 || echo 1)
 echo "$BODY" | grep -q "warren_start_latency_ms_count{phase=\"snapshot_pull\"} $n_pull\$" &&
 	pass "the start latency metric has the pull phase" || fail "the start latency metric has the pull phase" "$(echo "$BODY" | grep snapshot_pull | head -3)"
 server_stop
+
+# with a staleness policy the refresh measures the newest snapshot: the one
+# the store names is pulled first, not built again
+"$WARREN" snapshot rm "$snap" --data "$TEST_TMP/data" >/dev/null
+"$WARREN" snapshot gc --data "$TEST_TMP/data" >/dev/null
+serve_with "$REG_reg" '"staleness": {"max_behind": 5},'
+server_start "$TEST_TMP/data" "$TEST_TMP/serve.json"
+P3="$(submit greeter "policy" 'cat greeting.txt')"
+wait_state "$P3" review 120
+api GET "/api/v1/sessions/$P3"
+o3="$(jraw .outcome)"
+if [ "$STATE" = review ] && [ "$(echo "$o3" | jq -r .session.snapshot)" = "$snap" ] &&
+	[ "$(echo "$o3" | jq -r .snapshot_policy.newest)" = fresh ] &&
+	[ "$(echo "$o3" | jq -r '.pull.layers_fetched // empty')" = 2 ] &&
+	[ "$(ls "$TEST_TMP/data/snapshots")" = "$snap.json" ]; then
+	pass "under a staleness policy the newest snapshot is pulled, not built again"
+else
+	fail "under a staleness policy the newest snapshot is pulled, not built again" "state $STATE: $(echo "$o3" | jq -c '{session, snapshot_policy, pull}'); want $snap; $(ls "$TEST_TMP/data/snapshots")"
+fi
+# a refresh (here the API's) on a data directory lacking the store's newest
+# pulls it first and keeps it rather than building it again
+"$WARREN" snapshot rm "$snap" --data "$TEST_TMP/data" >/dev/null
+rid="$(repo_id)"
+api GET "/api/v1/repositories/$rid/builds"
+nb="$(echo "$BODY" | jq '.builds | length')"
+api POST "/api/v1/repositories/$rid/refresh" '{}'
+b=""
+for _ in $(seq 1 300); do
+	api GET "/api/v1/repositories/$rid/builds"
+	if [ "$(echo "$BODY" | jq '.builds | length')" -gt "$nb" ]; then
+		b="$(echo "$BODY" | jq -c '.builds[0]')"
+		case "$(echo "$b" | jq -r .state)" in ready | failed) break ;; esac
+	fi
+	sleep 0.2
+done
+[ "$(echo "$b" | jq -r .state)" = ready ] && [ "$(echo "$b" | jq -r .snapshot_id)" = "$snap" ] &&
+	[ "$(ls "$TEST_TMP/data/snapshots")" = "$snap.json" ] &&
+	pass "a refresh pulls the store's newest snapshot first and keeps it" ||
+	fail "a refresh pulls the store's newest snapshot first and keeps it" "$b; $(ls "$TEST_TMP/data/snapshots")"
+server_stop
+serve_with "$REG_reg"
 
 # a pull that fails is the session's failure reason
 "$WARREN" snapshot rm "$snap" --data "$TEST_TMP/data" >/dev/null
