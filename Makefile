@@ -220,6 +220,11 @@ $(BUILD)/bench/sandbox: bench/sandbox.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c17 -D_GNU_SOURCE -O2 -Wall -Wextra -o $@ $<
 
+# the store's claim latency, SQLite and PostgreSQL (bench/claim.sh)
+$(BUILD)/bench/claim: bench/claim.c $(SERVER_OBJ) $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS)
+
 check: all test-deps $(UNIT_TESTS) $(PROBE) $(TEST_TOOLS)
 	@BUILD=$(BUILD) SAN=$(SAN) tests/run.sh
 
@@ -229,7 +234,7 @@ check: all test-deps $(UNIT_TESTS) $(PROBE) $(TEST_TOOLS)
 unit: $(BINARIES) $(UNIT_TESTS)
 	@BUILD=$(BUILD) SAN=$(SAN) tests/run.sh --unit
 
-bench: all $(BUILD)/bench/sandbox
+bench: all $(BUILD)/bench/sandbox $(BUILD)/bench/claim
 	@BUILD=$(BUILD) bench/run.sh
 
 demo: all

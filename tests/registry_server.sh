@@ -2,12 +2,13 @@
 # the tests' own, on loopback (sourced by the shell tests that want one:
 # tests/integration/blobs_registry.sh, snapshot_registry.sh). Not the
 # package's service: a configuration of our own, filesystem storage under
-# $TEST_TMP, deletes on, a free port.
+# $TEST_TMP, deletes on (unless asked), a free port.
 #
 #   REGISTRY_BIN                    docker-registry's path, "" when it is
 #                                   not installed (the caller says SKIP)
 #   free_port                       a free TCP port on 127.0.0.1
-#   start_registry NAME AUTH        starts one: its configuration's "auth:"
+#   start_registry NAME AUTH        starts one ($REGISTRY_DELETE=false: with
+#                                   deletes off): its configuration's "auth:"
 #                                   section is AUTH (indented), its storage
 #                                   $TEST_TMP/NAME, its log (with the access
 #                                   log: a line per request, "METHOD PATH")
@@ -44,7 +45,7 @@ storage:
   filesystem:
     rootdirectory: $TEST_TMP/$name
   delete:
-    enabled: true
+    enabled: ${REGISTRY_DELETE:-true}
 http:
   addr: 127.0.0.1:$port
 auth:

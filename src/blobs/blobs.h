@@ -180,5 +180,10 @@ void blobs_tags_free(char **tags, size_t n);
  * deletes). */
 int blobs_manifest_delete(struct blobs_client *c, const char *digest,
 			  struct wr_error **err);
+/* Deletes the repository's link to the blob with this digest (202; the
+ * registry's own garbage collection frees its storage): -ENOENT when the
+ * repository does not hold it, -EOPNOTSUPP (405) when deletes are off. */
+int blobs_blob_delete(struct blobs_client *c, const char *digest,
+		      struct wr_error **err);
 
 #endif

@@ -1024,3 +1024,18 @@ int blobs_manifest_delete(struct blobs_client *c, const char *digest,
 		response_clear(&resp);
 	return r;
 }
+
+int blobs_blob_delete(struct blobs_client *c, const char *digest,
+		      struct wr_error **err)
+{
+	_cleanup_free_ char *url = NULL, *what = NULL;
+	int r = ref_url(c, "delete blob", "blobs", digest, false, &url, &what,
+			err);
+	if (r < 0)
+		return r;
+	struct request rq = request_of("DELETE", url, SCOPE_DELETE, what);
+	struct response resp;
+	if ((r = call_expect(c, &rq, 202, &resp, err)) == 0)
+		response_clear(&resp);
+	return r;
+}

@@ -86,6 +86,21 @@ static void usage(FILE *out)
 	    "See `warren sandbox --help` and docs/ for details.\n");
 }
 
+/* gc with --blobs or --dry-run is warren-registry's */
+static bool gc_needs_registry(int argc, char **argv)
+{
+	for (int i = 3; i < argc; i++) {
+		if (!strcmp(argv[i], "--"))
+			break;
+		if (!strcmp(argv[i], "--blobs") ||
+		    !strncmp(argv[i], "--blobs=", 8) ||
+		    !strcmp(argv[i], "--dry-run") || !strcmp(argv[i], "--keep") ||
+		    !strncmp(argv[i], "--keep=", 7))
+			return true;
+	}
+	return false;
+}
+
 int main(int argc, char **argv)
 {
 	wr_json_alloc_init(); /* specs, manifests, --json output */
@@ -100,9 +115,11 @@ int main(int argc, char **argv)
 		return exec_helper("warren-client", argv);
 	if (!strcmp(verb, "sandbox"))
 		return cmd_sandbox(argc - 1, argv + 1);
-	/* push and pull link libcurl and libarchive: their own executable */
+	/* push and pull link libcurl and libarchive: their own executable;
+	 * so does gc of a registry (--blobs), and gc's --dry-run */
 	if (!strcmp(verb, "snapshot") && argc > 2 &&
-	    (!strcmp(argv[2], "push") || !strcmp(argv[2], "pull")))
+	    (!strcmp(argv[2], "push") || !strcmp(argv[2], "pull") ||
+	     (!strcmp(argv[2], "gc") && gc_needs_registry(argc, argv))))
 		return exec_helper("warren-registry", argv);
 	if (!strcmp(verb, "snapshot"))
 		return cmd_snapshot(argc - 1, argv + 1);

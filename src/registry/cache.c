@@ -189,8 +189,30 @@ static int list_layers(struct snap_store *store, const char *const *in_use,
 	return 0;
 }
 
+/* Removes the records of DATA/blobs whose layer is gone (a plain gc
+ * removed it). */
+static void records_sweep(struct snap_store *store)
+{
+	_cleanup_free_ char *dir =
+	    wr_asprintf("%s/blobs", snap_store_dir(store));
+	DIR *d = dir ? opendir(dir) : NULL;
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!snap_id_valid(de->d_name))
+			continue;
+		_cleanup_free_ char *layer =
+		    snap_store_layer_path(store, de->d_name);
+		struct stat st;
+		if (layer && lstat(layer, &st) < 0 && errno == ENOENT)
+			(void)unlinkat(dirfd(d), de->d_name, 0);
+	}
+	closedir(d);
+}
+
 int reg_cache_trim(struct snap_store *store, uint64_t max,
-		   const char *const *in_use, size_t n_in_use,
+		   const char *const *in_use, size_t n_in_use, bool dry_run,
 		   struct reg_trim_result *res, struct wr_error **err)
 {
 	struct cached_layer *ls = NULL;
@@ -216,6 +238,15 @@ int reg_cache_trim(struct snap_store *store, uint64_t max,
 		doomed[n_doomed++] = ls[i].id;
 		total -= ls[i].bytes;
 	}
+	if (dry_run) {
+		/* what would go, not rechecked under the lock */
+		out.evicted = n_doomed;
+		out.evicted_bytes = out.total_bytes - total;
+		free(doomed);
+		free(ls);
+		*res = out;
+		return 0;
+	}
 	if (n_doomed)
 		r = snap_store_evict(store, in_use, n_in_use, doomed, n_doomed,
 				     &out.evicted, &out.evicted_bytes, err);
@@ -234,6 +265,7 @@ int reg_cache_trim(struct snap_store *store, uint64_t max,
 	free(ls);
 	if (r < 0)
 		return wr_error_wrap(err, "trim the layer cache");
+	records_sweep(store);
 	*res = out;
 	return 0;
 }

@@ -87,9 +87,10 @@ struct reg_trim_result {
 /* Evicts unreferenced layers, least recently used first, until the
  * layers of DATA add up to at most max bytes or none is left to evict;
  * in_use: the ids of layers live sandboxes use (kept). The store rechecks
- * each under its lock (snap_store_evict). */
+ * each under its lock (snap_store_evict); then the records whose layer is
+ * gone are removed. dry_run: res says what would go, nothing is removed. */
 int reg_cache_trim(struct snap_store *store, uint64_t max,
-		   const char *const *in_use, size_t n_in_use,
+		   const char *const *in_use, size_t n_in_use, bool dry_run,
 		   struct reg_trim_result *res, struct wr_error **err);
 
 /* ---- push and pull (publish.c, pull.c) ----------------------------------- */
@@ -135,5 +136,36 @@ struct reg_pull_result {
 int reg_pull(struct snap_store *store, struct blobs_client *c,
 	     const char *snapshot_id, struct reg_pull_result *res,
 	     struct wr_error **err);
+
+/* ---- garbage collection (gc.c) ------------------------------------------- */
+
+struct reg_gc_item {
+	char name[SNAP_ID_LEN + 1]; /* the snapshot (a manifest), the layer
+				       id (a layer's blob), or "" (config) */
+	char digest[BLOBS_DIGEST_MAX];
+	uint64_t bytes;
+};
+
+struct reg_gc_result {
+	struct reg_gc_item *manifests; /* deleted (dry_run: to delete) */
+	size_t n_manifests;
+	struct reg_gc_item *blobs; /* the same, blobs no manifest left uses */
+	size_t n_blobs;
+	uint64_t bytes;	   /* manifests' and blobs' sizes */
+	size_t kept;	   /* snapshot manifests kept: referenced */
+	size_t other_tags; /* tags that are not snapshot ids: kept */
+	bool dry_run;
+};
+
+/* Deletes from c's repository every snapshot (a tag that is a snapshot
+ * id) whose manifest store's data directory lacks and keep (n_keep full
+ * ids) does not name, then each blob those manifests used that no
+ * remaining manifest and no local blob record uses. Everything is read
+ * before anything is deleted (a failure then deletes nothing); manifests
+ * go before blobs. dry_run: res says what would go. */
+int reg_gc(struct snap_store *store, struct blobs_client *c,
+	   const char *const *keep, size_t n_keep, bool dry_run,
+	   struct reg_gc_result *res, struct wr_error **err);
+void reg_gc_result_clear(struct reg_gc_result *res);
 
 #endif

@@ -1495,6 +1495,9 @@ static void control_free(struct control *c)
 	if (c->st && c->st->ops->watch)
 		c->st->ops->watch(c->st, NULL, NULL, NULL);
 	free(c->builds.building);
+	for (size_t i = 0; i < c->builds.n_pulling; i++)
+		free(c->builds.pulling[i]);
+	free(c->builds.pulling);
 	/* after the runners: their sandboxes are gone, so are the
 	 * proxy's sessions */
 	perimeter_free(c->perimeter);

@@ -19,6 +19,7 @@ enum metric_phase {
 	PHASE_RESTORE,	/* sandbox from the snapshot's layers */
 	PHASE_SYNC,	/* drift sync and session hooks */
 	PHASE_SERVICES, /* services started and ready */
+	PHASE_PULL,	/* the snapshot pulled from the registry */
 	PHASE_AGENT,	/* agent exec -> its first output line */
 	PHASE_TOTAL,	/* created -> first output line */
 	PHASE_MAX
@@ -132,6 +133,10 @@ struct control {
 		const struct run *owner[16];
 		json_t *waiting; /* repository id -> sessions waiting */
 		json_t *cancels; /* repository id -> who cancelled its build */
+		/* snapshot ids being pulled from the registry: one pull
+		 * each, whoever else needs it waits (cv) */
+		char **pulling;
+		size_t n_pulling;
 	} builds;
 
 	/* the spec settings of snapshots already looked at (guarded by
@@ -176,12 +181,29 @@ int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
  * record: {"max_age_ms", "max_behind", "newest": "fresh"|"behind"|
  * "stale"|"none", "age_ms", "commits_behind", "waited": bool}. waiter:
  * the session's run, whose cancel, expiry or shutdown ends a wait for
- * another's build (-ECANCELED). */
+ * another's build (-ECANCELED). With a policy, the newest snapshot the
+ * store names is pulled first when the data directory lacks it
+ * (control_snapshot_local), so that the refresh measures it rather than
+ * building again: *pull (when pull is given) says that pull, NULL
+ * without one. */
 int control_snapshot_for_session(struct control *c,
 				 const struct store_repo *repo,
 				 const struct run *waiter,
 				 struct store_snapshot *out, json_t **decision,
-				 struct wr_error **err);
+				 json_t **pull, struct wr_error **err);
+
+/* Makes sure the data directory holds snapshot_id before a session
+ * starts from it: 0 when it does; else, with the server's registry
+ * (cfg.blobs_file), pulls it (`warren snapshot pull` as a child, in a
+ * build slot so that the server's stop ends it), once however many
+ * sessions need it at the same time: the others wait for that pull.
+ * *pull written on success when a pull ran or was waited for (NULL
+ * otherwise): {"ms", "waited": bool, "layers_fetched", "bytes_fetched"}.
+ * Errors say the snapshot is missing and why it could not be pulled;
+ * waiter's cancel, expiry or the server's stop end a wait (-ECANCELED). */
+int control_snapshot_local(struct control *c, const char *snapshot_id,
+			   const struct run *waiter, json_t **pull,
+			   struct wr_error **err);
 
 /* What the repository's spec at a snapshot's commit asks for: its limits
  * (customizations.warren.limits) and refresh interval; read once per

@@ -15,6 +15,7 @@ static const double bucket_le[METRIC_BUCKETS - 1] = {
 static const char *const phase_names[PHASE_MAX] = {
     [PHASE_QUEUE] = "queue_wait",    [PHASE_RESTORE] = "restore",
     [PHASE_SYNC] = "sync",	     [PHASE_SERVICES] = "services_ready",
+    [PHASE_PULL] = "snapshot_pull",
     [PHASE_AGENT] = "agent_started", [PHASE_TOTAL] = "total",
 };
 

@@ -1034,8 +1034,9 @@ static enum session_step op_provision(void *ctx, char *why)
 	json_t *policy = NULL;
 	snapshot_wait_said(run, &x->repo);
 	store_snapshot_clear(&x->snap);
+	json_t *pull = NULL;
 	if (control_snapshot_for_session(c, &x->repo, run, &x->snap, &policy,
-					 &err) < 0) {
+					 &pull, &err) < 0) {
 		snprintf(why, SESSION_WHY_MAX, "no snapshot: %s",
 			 err && err->msg ? err->msg : "failed");
 		wr_error_free(err);
@@ -1049,6 +1050,33 @@ static enum session_step op_provision(void *ctx, char *why)
 			      json_pack("{s:s, s:O}", "snapshot", x->snap.id,
 					"policy", policy));
 		json_object_set_new(x->outcome, "snapshot_policy", policy);
+	}
+	/* a snapshot built elsewhere (the store names it, the data
+	 * directory lacks it): pulled from the registry first, its time in
+	 * the start breakdown */
+	json_t *own_pull = NULL;
+	if (control_snapshot_local(c, x->snap.id, run, &own_pull, &err) < 0) {
+		json_decref(pull);
+		snprintf(why, SESSION_WHY_MAX, "%s",
+			 err && err->msg ? err->msg : "snapshot pull failed");
+		wr_error_free(err);
+		return run_stop_requested(run) ? SESSION_STEP_STOPPED
+					       : SESSION_STEP_FAILED;
+	}
+	/* (a policy's pull of the newest, before its refresh, is time this
+	 * start spent too, even when the refresh then built another) */
+	if (own_pull) {
+		json_decref(pull);
+		pull = own_pull;
+	}
+	if (pull) {
+		double pull_ms = json_real_value(json_object_get(pull, "ms"));
+		json_object_set_new(start, "pull", json_real(pull_ms));
+		metrics_observe(c, PHASE_PULL, pull_ms);
+		control_event(c, run->id, EVENT_PHASE,
+			      json_pack("{s:s, s:f, s:O}", "phase", "pull", "ms",
+					pull_ms, "pull", pull));
+		json_object_set_new(x->outcome, "pull", pull);
 	}
 	struct control_limits from_spec, lim;
 	uint64_t spec_refresh;

@@ -522,6 +522,36 @@ static void snapshot_push(struct control *c, const char *repo_id,
 	json_decref(push);
 }
 
+static bool snapshot_here(const struct control *c, const char *id);
+
+/* The refresh measures the data directory's newest snapshot of the
+ * repository: the store's newest, when the data directory lacks it (built
+ * on another host), is pulled first so that it is not built again here.
+ * A failed pull is logged; the refresh then builds. */
+static void refresh_pull_newest(struct control *c,
+				const struct store_repo *repo,
+				const struct run *owner)
+{
+	if (!c->cfg.blobs_file)
+		return;
+	struct store_snapshot newest = {0};
+	if (c->st->ops->snapshot_latest(c->st, repo->id, &newest, NULL) < 0)
+		return;
+	if (!snapshot_here(c, newest.id)) {
+		json_t *pull = NULL;
+		struct wr_error *err = NULL;
+		if (control_snapshot_local(c, newest.id, owner, &pull, &err) <
+		    0)
+			wr_log(WR_LOG_WARN, "builds",
+			       "repository %s: the refresh builds: %s",
+			       repo->name ? repo->name : repo->id,
+			       err && err->msg ? err->msg : "pull failed");
+		wr_error_free(err);
+		json_decref(pull);
+	}
+	store_snapshot_clear(&newest);
+}
+
 /* Runs `warren snapshot refresh` for repo and records the snapshot it
  * reports (built or kept), and pushes one it built when the server has a
  * registry. */
@@ -530,6 +560,7 @@ static int snapshot_refresh(struct control *c, const struct store_repo *repo,
 			    const struct run *owner, json_t **report,
 			    struct store_snapshot *out, struct wr_error **err)
 {
+	refresh_pull_newest(c, repo, owner);
 	char max_age[32], max_behind[32];
 	_cleanup_free_ char *log_dir = wr_asprintf("%s/logs", c->data_dir);
 	_cleanup_free_ char *log_path =
@@ -836,6 +867,175 @@ int control_snapshot_ensure(struct control *c, const struct store_repo *repo,
 	return snapshot_ensure(c, repo, refresh, NULL, NULL, NULL, out, err);
 }
 
+/* ---- a snapshot pulled before a session starts -------------------------- */
+
+static bool snapshot_here(const struct control *c, const char *id)
+{
+	_cleanup_free_ char *path =
+	    wr_asprintf("%s/snapshots/%s.json", c->data_dir, id);
+	return path && access(path, F_OK) == 0;
+}
+
+/* under builds.mu */
+static ssize_t pulling_index(const struct control *c, const char *id)
+{
+	for (size_t i = 0; i < c->builds.n_pulling; i++)
+		if (!strcmp(c->builds.pulling[i], id))
+			return (ssize_t)i;
+	return -1;
+}
+
+/* `warren snapshot pull ID` into the data directory; its answer (the
+ * --json object) into *answer. */
+static int snapshot_pull(struct control *c, const char *id, json_t **answer,
+			 struct wr_error **err)
+{
+	char *argv[] = {(char *)c->warren_bin,
+			"snapshot",
+			"pull",
+			(char *)id,
+			"--data",
+			(char *)c->data_dir,
+			"--blobs",
+			(char *)c->cfg.blobs_file,
+			"--json",
+			NULL};
+	pthread_mutex_lock(&c->builds.mu);
+	pid_t *slot = c->builds.stopping ? NULL : build_slot(c);
+	if (slot) {
+		*slot = -1; /* reserved until the child's pid is known */
+		/* no repository: a build's cancel never stops a pull */
+		c->builds.pid_repo[slot - c->builds.pids][0] = '\0';
+		c->builds.owner[slot - c->builds.pids] = NULL;
+	}
+	bool stopping = c->builds.stopping;
+	pthread_mutex_unlock(&c->builds.mu);
+	if (stopping)
+		return wr_error_set(err, ECANCELED, "server stopping");
+	_cleanup_free_ char *output = NULL, *errors = NULL;
+	int status = proc_run_tracked(argv, 64 << 10, -1, &output, &errors,
+				      slot, &c->builds.mu, err);
+	if (slot) {
+		pthread_mutex_lock(&c->builds.mu);
+		*slot = 0;
+		pthread_mutex_unlock(&c->builds.mu);
+	}
+	if (status < 0)
+		return status;
+	if (status != 0) {
+		/* its one error line ("warren snapshot pull: ...") */
+		char *e = errors ? errors : "";
+		size_t len = strlen(e);
+		while (len && (e[len - 1] == '\n' || e[len - 1] == '\r'))
+			e[--len] = '\0';
+		char *last = strrchr(e, '\n');
+		const char *line = last ? last + 1 : e;
+		const char *prefix = "warren snapshot pull: ";
+		if (!strncmp(line, prefix, strlen(prefix)))
+			line += strlen(prefix);
+		if (!line[0])
+			return wr_error_set(err, EIO, "exit status %d", status);
+		return wr_error_set(err, EIO, "%s", line);
+	}
+	json_t *a = output ? json_loads(output, 0, NULL) : NULL;
+	if (!json_is_object(a)) {
+		json_decref(a);
+		return wr_error_set(err, EPROTO, "no answer");
+	}
+	*answer = a;
+	return 0;
+}
+
+int control_snapshot_local(struct control *c, const char *snapshot_id,
+			   const struct run *waiter, json_t **pull,
+			   struct wr_error **err)
+{
+	*pull = NULL;
+	if (snapshot_here(c, snapshot_id))
+		return 0;
+	if (!c->cfg.blobs_file)
+		return wr_error_set(err, ENOENT,
+				    "snapshot %s is not in the data directory, "
+				    "and the server has no registry (blobs) to "
+				    "pull it from",
+				    snapshot_id);
+	double t0 = mono_ms();
+	bool waited = false;
+	pthread_mutex_lock(&c->builds.mu);
+	for (;;) {
+		if (c->builds.stopping || waiter_stopped(c, waiter)) {
+			bool stopping = c->builds.stopping;
+			pthread_mutex_unlock(&c->builds.mu);
+			if (stopping)
+				return wr_error_set(err, ECANCELED,
+						    "server stopping");
+			return wr_error_set(err, ECANCELED,
+					    "stopped while waiting for the "
+					    "pull of snapshot %s",
+					    snapshot_id);
+		}
+		if (pulling_index(c, snapshot_id) < 0)
+			break;
+		/* another session's runner pulls it: its end wakes us */
+		waited = true;
+		pthread_cond_wait(&c->builds.cv, &c->builds.mu);
+	}
+	/* the pull waited for may have brought it (or failed: then this
+	 * one tries again) */
+	if (waited && snapshot_here(c, snapshot_id)) {
+		pthread_mutex_unlock(&c->builds.mu);
+		*pull = json_pack("{s:f, s:b}", "ms", mono_ms() - t0, "waited",
+				  1);
+		return 0;
+	}
+	char **grown = wr_realloc(c->builds.pulling,
+				  (c->builds.n_pulling + 1) * sizeof(*grown));
+	char *mine = wr_strdup(snapshot_id);
+	if (grown)
+		c->builds.pulling = grown;
+	if (!grown || !mine) {
+		pthread_mutex_unlock(&c->builds.mu);
+		free(mine);
+		return wr_error_set(err, ENOMEM, "pull");
+	}
+	c->builds.pulling[c->builds.n_pulling++] = mine;
+	pthread_mutex_unlock(&c->builds.mu);
+
+	json_t *answer = NULL;
+	int r = snapshot_pull(c, snapshot_id, &answer, err);
+	double ms = mono_ms() - t0;
+
+	pthread_mutex_lock(&c->builds.mu);
+	ssize_t i = pulling_index(c, snapshot_id);
+	if (i >= 0) {
+		free(c->builds.pulling[i]);
+		c->builds.pulling[i] =
+		    c->builds.pulling[--c->builds.n_pulling];
+	}
+	pthread_cond_broadcast(&c->builds.cv);
+	pthread_mutex_unlock(&c->builds.mu);
+	if (r < 0) {
+		wr_log(WR_LOG_WARN, "sessions",
+		       "pull of snapshot %.12s from the registry failed: %s",
+		       snapshot_id, err && *err && (*err)->msg ? (*err)->msg
+							       : "failed");
+		return wr_error_wrap(err,
+				     "snapshot %s is not in the data "
+				     "directory; its pull from the registry "
+				     "failed",
+				     snapshot_id);
+	}
+	wr_log(WR_LOG_INFO, "sessions",
+	       "pulled snapshot %.12s from the registry in %.0f ms",
+	       snapshot_id, ms);
+	*pull = json_pack(
+	    "{s:f, s:b, s:O?, s:O?}", "ms", ms, "waited", waited,
+	    "layers_fetched", json_object_get(answer, "layers_fetched"),
+	    "bytes_fetched", json_object_get(answer, "bytes_fetched"));
+	json_decref(answer);
+	return 0;
+}
+
 /* The repository's policy, else the server's default, else NULL. */
 static const struct control_staleness *
 staleness_policy(const struct control *c, const struct store_repo *repo)
@@ -855,9 +1055,11 @@ int control_snapshot_for_session(struct control *c,
 				 const struct store_repo *repo,
 				 const struct run *waiter,
 				 struct store_snapshot *out, json_t **decision,
-				 struct wr_error **err)
+				 json_t **pull, struct wr_error **err)
 {
 	*decision = NULL;
+	if (pull)
+		*pull = NULL;
 	const struct control_staleness *policy = staleness_policy(c, repo);
 	if (!policy || (policy->max_age_ms <= 0 && policy->max_behind <= 0))
 		return snapshot_ensure(c, repo, false, NULL, waiter, NULL, out,
@@ -867,6 +1069,24 @@ int control_snapshot_for_session(struct control *c,
 	struct store_snapshot newest = {0};
 	bool had_none =
 	    c->st->ops->snapshot_latest(c->st, repo->id, &newest, NULL) < 0;
+	/* the refresh measures the newest snapshot of the data directory:
+	 * one built elsewhere is pulled first, else it would build again
+	 * what the registry has (a failed pull: it builds) */
+	if (!had_none && pull && c->cfg.blobs_file) {
+		struct wr_error *perr = NULL;
+		if (control_snapshot_local(c, newest.id, waiter, pull, &perr) <
+		    0) {
+			if (waiter_stopped(c, waiter)) {
+				store_snapshot_clear(&newest);
+				if (err && !*err)
+					*err = perr;
+				else
+					wr_error_free(perr);
+				return -ECANCELED;
+			}
+			wr_error_free(perr);
+		}
+	}
 	store_snapshot_clear(&newest);
 	/* the refresh fetches the mirror, measures the newest snapshot
 	 * against the ref, and builds only when it is beyond the policy */
@@ -875,6 +1095,10 @@ int control_snapshot_for_session(struct control *c,
 				err);
 	if (r < 0) {
 		json_decref(report);
+		if (pull) {
+			json_decref(*pull);
+			*pull = NULL;
+		}
 		return r;
 	}
 	json_t *d = report ? report : json_object();
