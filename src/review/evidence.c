@@ -182,8 +182,8 @@ static int export_tree(const struct evidence_request *q, const char *pack_path,
 	if (built < 0)
 		return wr_error_set(err, -built, "read the work tree");
 	const char *const *argv = (const char *const *)cl.argv;
-	static const char *const env[] = {"PATH=/usr/bin:/bin", "LC_ALL=C",
-					  NULL};
+	const char *const env[] = {"PATH=/usr/bin:/bin", "LC_ALL=C",
+				   sandbox_runtime_env(), NULL};
 	size_t len = 0;
 	struct spawn_call c = {
 	    .argv = argv,

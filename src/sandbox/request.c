@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,23 @@ static int finish(struct builder *b)
 	if (b->err)
 		sandbox_cmdline_clear(b->cl);
 	return b->err;
+}
+
+static char runtime_env[4200];
+static void runtime_env_init(void)
+{
+	const char *dir = getenv("WARREN_RUNTIME_DIR");
+	if (dir && dir[0] &&
+	    strlen(dir) + sizeof("WARREN_RUNTIME_DIR=") <= sizeof(runtime_env))
+		snprintf(runtime_env, sizeof(runtime_env),
+			 "WARREN_RUNTIME_DIR=%s", dir);
+}
+
+const char *sandbox_runtime_env(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, runtime_env_init);
+	return runtime_env[0] ? runtime_env : NULL;
 }
 
 static void request_options(struct builder *b, const struct sandbox_request *r)

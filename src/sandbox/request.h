@@ -92,6 +92,11 @@ struct sandbox_cmdline {
 	size_t n_owned;
 };
 
+/* "WARREN_RUNTIME_DIR=DIR" when this process runs with a runtime
+ * directory of its own, for a `warren sandbox` command started with a fixed
+ * environment of its own; NULL otherwise. */
+const char *sandbox_runtime_env(void);
+
 /* The command lines of `warren sandbox create|run|exec|rm`, warren being
  * the path of the lean binary. -E2BIG if it does not fit, -ENOMEM. */
 int sandbox_cmdline_create(const char *warren, const struct sandbox_request *req,

@@ -91,8 +91,14 @@ int64_t control_event(struct control *c, const char *session_id,
 {
 	char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
 	struct wr_error *err = NULL;
-	int64_t seq = c->st->ops->event_append(c->st, session_id, kind,
-					       text ? text : "{}", &err);
+	/* a worker's write about a session it holds carries its epoch */
+	int64_t epoch = lease_epoch(c, session_id);
+	int64_t seq = epoch ? c->st->ops->event_append_fenced(
+				  c->st, session_id, epoch, kind,
+				  text ? text : "{}", &err)
+			    : c->st->ops->event_append(c->st, session_id, kind,
+						       text ? text : "{}",
+						       &err);
 	free(text);
 	if (seq < 0) {
 		const char *name = event_kind_name(kind);
@@ -112,10 +118,14 @@ int64_t control_transition_as(struct control *c, const char *user,
 			      const struct store_session_update *upd,
 			      json_t *extra, struct wr_error **err)
 {
-	struct store_session_update none = STORE_SESSION_UPDATE_INIT;
+	struct store_session_update u = STORE_SESSION_UPDATE_INIT;
+	if (upd)
+		u = *upd;
+	if (!u.epoch)
+		u.epoch = lease_epoch(c, id);
 	char *text = extra ? json_dumps(extra, JSON_COMPACT) : NULL;
-	int64_t r = c->st->ops->session_transition(
-	    c->st, id, from, to, upd ? upd : &none, text, err);
+	int64_t r =
+	    c->st->ops->session_transition(c->st, id, from, to, &u, text, err);
 	free(text);
 	if (r >= 0) {
 		perimeter_audit_transition(c->perimeter, user, id, from, to,
@@ -520,6 +530,14 @@ int control_submit(struct control *c, const struct control_submit *req,
 	pthread_cond_signal(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 	return r;
+}
+
+void control_wake_scheduler(struct control *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->sched_wake = true;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
 }
 
 static struct run *run_find(struct control *c, const char *id)
@@ -1156,6 +1174,28 @@ static void admit(struct control *c)
 	    .max_per_user = c->cfg.max_per_user,
 	    .min_free_memory = c->cfg.min_free_memory,
 	};
+	/* a worker: the users' shares and the total cap count what every
+	 * worker runs (the store's sessions at work), this one's own cap
+	 * what it runs */
+	struct sched_user_load *gload = NULL;
+	size_t ngload = 0;
+	if (control_is_worker(c)) {
+		pthread_mutex_unlock(&c->mu);
+		unsigned total = worker_load(c, &gload, &ngload);
+		pthread_mutex_lock(&c->mu);
+		active = runs_active(c);
+		if (gload) {
+			load = gload;
+			k = ngload;
+		}
+		if (c->cfg.max_sandboxes_total) {
+			unsigned room = total < c->cfg.max_sandboxes_total
+					    ? c->cfg.max_sandboxes_total - total
+					    : 0;
+			if (active + room < lim.max_sandboxes)
+				lim.max_sandboxes = active + room;
+		}
+	}
 	uint64_t mem = sched_mem_available();
 	size_t picked = sched_pick(e, nq, load, k, active, mem, &lim);
 	bool mem_blocked = picked == 0 && active < c->cfg.max_sandboxes &&
@@ -1195,11 +1235,20 @@ static void admit(struct control *c)
 		struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
 		upd.attempts = q[i].attempts + 1;
 		struct wr_error *terr = NULL;
-		if (control_transition(
-			c, q[i].id, SESSION_QUEUED, SESSION_PROVISIONING, &upd,
-			json_pack("{s:I}", "queued_ms", (json_int_t)queued_ms),
-			&terr) < 0) {
+		/* a worker runs only what it claimed: another may have taken
+		 * it meanwhile */
+		if (control_is_worker(c) && lease_claim(c, q[i].id) < 0)
+			continue;
+		json_t *data =
+		    json_pack("{s:I}", "queued_ms", (json_int_t)queued_ms);
+		if (control_is_worker(c))
+			json_object_set_new(data, "worker",
+					    json_string(c->cfg.worker_id));
+		if (control_transition(c, q[i].id, SESSION_QUEUED,
+				       SESSION_PROVISIONING, &upd, data,
+				       &terr) < 0) {
 			wr_error_free(terr); /* cancelled meanwhile */
+			lease_drop(c, q[i].id);
 			continue;
 		}
 		metrics_observe(c, PHASE_QUEUE, (double)queued_ms);
@@ -1216,7 +1265,9 @@ static void admit(struct control *c)
 	}
 	pthread_mutex_unlock(&c->mu);
 	free(e);
-	free(load);
+	if (load != gload)
+		free(load);
+	worker_load_free(gload, ngload);
 	store_sessions_free(q, nq);
 }
 
@@ -1273,6 +1324,7 @@ static void reap_runs(struct control *c)
 		*pp = r->next;
 		pthread_mutex_unlock(&c->mu);
 		pthread_join(r->thread, NULL);
+		lease_drop(c, r->id);
 		run_free(r);
 		pthread_mutex_lock(&c->mu);
 		pp = &c->runs; /* the list may have changed */
@@ -1326,7 +1378,12 @@ static int reconcile(struct control *c, struct wr_error **err)
 	static const enum session_state inflight[] = {
 	    SESSION_PROVISIONING, SESSION_RUNNING, SESSION_VERIFYING,
 	    SESSION_INTERRUPTED};
-	for (size_t k = 0; k < sizeof(inflight) / sizeof(inflight[0]); k++) {
+	/* a worker's sessions in flight are its leases': lease_start ends
+	 * its previous life's and they are reaped (other workers' are
+	 * theirs) */
+	for (size_t k = 0; !control_is_worker(c) &&
+			   k < sizeof(inflight) / sizeof(inflight[0]);
+	     k++) {
 		struct store_session *v = NULL;
 		size_t n = 0;
 		int r =
@@ -1394,11 +1451,13 @@ static int reconcile(struct control *c, struct wr_error **err)
 		}
 		sandbox_info_free_array(sb, nsb);
 	}
-	/* resting sessions kept a sandbox name that is gone now */
+	/* resting sessions kept a sandbox name that is gone now (a
+	 * worker's: lease.c, when its previous life's leases are reaped) */
 	struct store_session *rv = NULL;
 	size_t nr = 0;
-	if (st->ops->session_list_state(st, SESSION_REVIEW, &rv, &nr, NULL) ==
-	    0) {
+	if (!control_is_worker(c) &&
+	    st->ops->session_list_state(st, SESSION_REVIEW, &rv, &nr, NULL) ==
+		0) {
 		for (size_t i = 0; i < nr; i++) {
 			if (!rv[i].sandbox)
 				continue;
@@ -1517,6 +1576,10 @@ static void control_free(struct control *c)
 	pthread_mutex_destroy(&c->ev_mu);
 	pthread_cond_destroy(&c->ev_cv);
 	pthread_mutex_destroy(&c->metrics_mu);
+	pthread_mutex_destroy(&c->leases.mu);
+	pthread_cond_destroy(&c->leases.cv);
+	free(c->leases.held);
+	free(c->worker_id);
 	free(c->data_dir);
 	free(c->warren_bin);
 	free(c->default_agent_json);
@@ -1540,6 +1603,12 @@ int control_start(const struct control_config *cfg, struct store *st,
 	pthread_mutex_init(&c->ev_mu, NULL);
 	control_cond_init(&c->ev_cv);
 	pthread_mutex_init(&c->metrics_mu, NULL);
+	pthread_mutex_init(&c->leases.mu, NULL);
+	control_cond_init(&c->leases.cv);
+	if (cfg->worker_id && cfg->worker_id[0]) {
+		c->worker_id = wr_strdup(cfg->worker_id);
+		c->cfg.worker_id = c->worker_id;
+	}
 	c->data_dir = wr_strdup(cfg->data_dir ? cfg->data_dir : ".warren");
 	c->warren_bin = cfg->warren_bin ? wr_strdup(cfg->warren_bin) : NULL;
 	c->default_agent_json =
@@ -1617,6 +1686,13 @@ int control_start(const struct control_config *cfg, struct store *st,
 			control_free(c);
 			return r;
 		}
+		if (control_is_worker(c)) {
+			r = lease_start(c, err);
+			if (r < 0) {
+				control_free(c);
+				return r;
+			}
+		}
 		/* what was queued or building when the server stopped */
 		refresh_requeue(c);
 		int e = pthread_create(&c->sched_thread, NULL, sched_main, c);
@@ -1661,6 +1737,7 @@ void control_stop(struct control *c)
 		c->runs = r->next;
 		pthread_mutex_unlock(&c->mu);
 		pthread_join(r->thread, NULL);
+		lease_drop(c, r->id);
 		run_free(r);
 		pthread_mutex_lock(&c->mu);
 	}
@@ -1669,6 +1746,8 @@ void control_stop(struct control *c)
 		if (c->builds.workers[i].started)
 			pthread_join(c->builds.workers[i].thread, NULL);
 	}
+	/* after the runners: their sessions' states are written */
+	lease_stop(c);
 	control_notify(c);
 	control_free(c);
 }

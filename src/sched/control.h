@@ -104,6 +104,15 @@ struct control_config {
 	const struct control_staleness *staleness;
 	size_t n_staleness;
 	bool no_worker; /* accept and store, never run (fuzzing, tests) */
+	/* a worker among others on a shared store (`--role worker`): its id
+	 * (NULL: not a worker, the one server running sessions), the lease
+	 * of a claim (0: 15 s) and how often it is renewed (0: a third of
+	 * it), the sandboxes of all workers together (0: no cap but each
+	 * worker's max_sandboxes) */
+	const char *worker_id;
+	uint64_t lease_ms;
+	uint64_t renew_ms;
+	unsigned max_sandboxes_total;
 	/* the egress proxy (security/egress.h): the server configuration's
 	 * "egress" object as JSON text (NULL: the default rules), and the
 	 * API's own endpoint, which no sandbox may reach through it */

@@ -60,6 +60,8 @@ struct run {
 	bool wake;		/* a follow-up arrived */
 	bool resting;		/* in review, sandbox kept for a follow-up */
 	bool done;		/* thread finished, to be joined */
+	bool lost;		/* a worker's lease on it was lost: stopped,
+				 * its writes refused (lease.c) */
 	int64_t queued_ms;	/* time it waited in the queue (admission) */
 	int64_t life_start_ms;	/* lifetime counts from here */
 	int64_t last_active_ms; /* idle counts from here */
@@ -93,7 +95,7 @@ enum turn_end {
 };
 
 struct control {
-	char *data_dir, *warren_bin, *default_agent_json;
+	char *data_dir, *warren_bin, *default_agent_json, *worker_id;
 	struct control_config cfg; /* strings point at the copies above */
 	struct store *st;
 
@@ -105,6 +107,22 @@ struct control {
 	pthread_t sched_thread;
 	bool mem_blocked; /* admission is waiting for memory */
 	bool sched_wake;  /* work arrived since the scheduler last looked */
+
+	/* a worker's leases (lease.c): the sessions its runners hold, with
+	 * the epoch of each claim; mu is a leaf lock (taken with c->mu
+	 * held, never the other way) */
+	struct control_leases {
+		pthread_mutex_t mu;
+		pthread_cond_t cv; /* wakes the lease thread to stop */
+		struct lease_held {
+			char id[STORE_ID_MAX];
+			int64_t epoch;
+		} *held;
+		size_t n, cap;
+		pthread_t thread;
+		bool started, stopping;
+		int64_t last_renew_ms; /* the last renewal that went through */
+	} leases;
 
 	pthread_mutex_t build_state_mu; /* DATA/builds/ files */
 	/* snapshot builds and refreshes: a lock of their own. Lock order:
@@ -219,6 +237,31 @@ enum sandbox_backend control_spec_backend(struct control *c,
 void control_spec_info(struct control *c, const char *snapshot_id,
 		       struct control_limits *limits, uint64_t *refresh_ms,
 		       json_t **verify, json_t **artifacts);
+
+/* lease.c: a worker's leases (see there) */
+#define LEASE_DEFAULT_MS 15000
+#define LEASE_REAP_BATCH 500 /* lease_reap takes at most this many a call */
+#define LEASE_NOT_HELD (-1) /* an epoch no session has: refused */
+bool control_is_worker(const struct control *c);
+/* The epoch this worker's writes about session_id carry: its claim's,
+ * LEASE_NOT_HELD once lost, 0 for a session no runner of ours holds (or
+ * not a worker). */
+int64_t lease_epoch(struct control *c, const char *session_id);
+int lease_hold(struct control *c, const char *session_id, int64_t epoch);
+void lease_drop(struct control *c, const char *session_id);
+/* Claims the queued session_id for this worker: 0, -EBUSY (another
+ * worker's), or -errno. */
+int lease_claim(struct control *c, const char *session_id);
+int lease_start(struct control *c, struct wr_error **err);
+void lease_stop(struct control *c);
+void control_wake_scheduler(struct control *c);
+/* What every worker runs, from the store: *out the users' sessions at
+ * work (owned: worker_load_free); returns the sandboxes held (at work, or
+ * resting in review). */
+struct sched_user_load;
+unsigned worker_load(struct control *c, struct sched_user_load **out,
+		     size_t *n_out);
+void worker_load_free(struct sched_user_load *load, size_t n);
 
 /* runner.c */
 bool run_stop_requested(struct run *run);

@@ -19,6 +19,7 @@
 #include "session/lifecycle.h"
 
 #include "review/review.h"
+#include "snapshot/git.h"
 #include "util/alloc.h"
 #include "util/log.h"
 #include "util/cleanup.h"
@@ -933,6 +934,7 @@ static void snapshot_wait_said(struct run *run, const struct store_repo *repo)
 			 "waiting for the snapshot build of %s", repo->name);
 	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
 	upd.reason = why;
+	upd.epoch = lease_epoch(c, run->id);
 	c->st->ops->session_update(c->st, run->id, &upd, NULL);
 	control_event(c, run->id, EVENT_SNAPSHOT,
 		      json_pack("{s:b, s:s, s:s?, s:s}", "waiting", 1, "repo",
@@ -1063,6 +1065,28 @@ static enum session_step op_provision(void *ctx, char *why)
 		return run_stop_requested(run) ? SESSION_STEP_STOPPED
 					       : SESSION_STEP_FAILED;
 	}
+	/* a snapshot pulled from elsewhere came without the repository's
+	 * mirror, which the evidence borrows the base's objects from */
+	if (own_pull || pull) {
+		_cleanup_free_ char *mp =
+		    git_mirror_path(c->data_dir, x->repo.url, NULL);
+		struct stat mst;
+		if (mp && stat(mp, &mst) < 0) {
+			_cleanup_free_ char *m =
+			    git_mirror_update(c->data_dir, x->repo.url, &err);
+			if (!m) {
+				json_decref(pull);
+				json_decref(own_pull);
+				snprintf(why, SESSION_WHY_MAX,
+					 "the repository's mirror: %s",
+					 err && err->msg ? err->msg : "failed");
+				wr_error_free(err);
+				return run_stop_requested(run)
+					   ? SESSION_STEP_STOPPED
+					   : SESSION_STEP_FAILED;
+			}
+		}
+	}
 	/* (a policy's pull of the newest, before its refresh, is time this
 	 * start spent too, even when the refresh then built another) */
 	if (own_pull) {
@@ -1170,6 +1194,7 @@ static int op_next_turn(void *ctx, struct session_turn *turn, char *why)
 	if (number != x->s.turns) {
 		struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
 		upd.turns = number;
+		upd.epoch = lease_epoch(x->c, x->run->id);
 		st->ops->session_update(st, x->run->id, &upd, NULL);
 		x->s.turns = number;
 	}
@@ -1378,6 +1403,7 @@ static void op_rested(void *ctx)
 	struct runner_ctx *x = ctx;
 	struct store_session_update cl = STORE_SESSION_UPDATE_INIT;
 	cl.sandbox = "";
+	cl.epoch = lease_epoch(x->c, x->run->id);
 	x->c->st->ops->session_update(x->c->st, x->run->id, &cl, NULL);
 	control_notify(x->c);
 }

@@ -43,6 +43,7 @@ void serve_config_defaults(struct serve_config *cfg)
 void serve_config_clear(struct serve_config *cfg)
 {
 	free(cfg->listen_addr);
+	free(cfg->worker_id);
 	free(cfg->agent_json);
 	free(cfg->egress_json);
 	free(cfg->gateway_json);
@@ -782,6 +783,67 @@ static int load_review(const char *path, json_t *v,
 	return 0;
 }
 
+/* "worker": {"id", "lease", "renew", "max_sandboxes_total"}, what
+ * --role worker uses (sched/lease.c). */
+static int load_worker(const char *path, json_t *v, struct serve_config *cfg,
+		       struct wr_error **err)
+{
+	static const char expect[] =
+	    "{\"id\": NAME, \"lease\": DURATION, \"renew\": DURATION, "
+	    "\"max_sandboxes_total\": N}";
+	if (!json_is_object(v))
+		return bad(err, path, "worker", expect);
+	const char *k;
+	json_t *x;
+	json_object_foreach(v, k, x)
+	{
+		int r = 0;
+		if (!strcmp(k, "id")) {
+			const char *id = json_string_value(x);
+			if (!id || !id[0] || strlen(id) >= STORE_ID_MAX ||
+			    strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKL"
+				       "MNOPQRSTUVWXYZ0123456789.-_:") !=
+				strlen(id))
+				return bad(err, path, "worker.id",
+					   "a name of letters, digits and "
+					   ".-_: (at most 63)");
+			free(cfg->worker_id);
+			cfg->worker_id = wr_strdup(id);
+			if (!cfg->worker_id)
+				return wr_error_set(err, ENOMEM, "config");
+		} else if (!strcmp(k, "lease")) {
+			r = get_duration(path, "worker.lease", x,
+					 &cfg->control.lease_ms, err);
+			if (r == 0 && cfg->control.lease_ms < 1000)
+				r = bad(err, path, "worker.lease",
+					"a duration of at least 1s");
+		} else if (!strcmp(k, "renew")) {
+			r = get_duration(path, "worker.renew", x,
+					 &cfg->control.renew_ms, err);
+			if (r == 0 && cfg->control.renew_ms < 100)
+				r = bad(err, path, "worker.renew",
+					"a duration of at least 100ms");
+		} else if (!strcmp(k, "max_sandboxes_total")) {
+			uint64_t n = 0;
+			if (get_uint(path, "worker.max_sandboxes_total", x,
+				     1000000, &n) < 0)
+				return bad(err, path,
+					   "worker.max_sandboxes_total",
+					   "an integer 0..1000000");
+			cfg->control.max_sandboxes_total = (unsigned)n;
+		} else {
+			return bad(err, path, "worker", expect);
+		}
+		if (r < 0)
+			return r;
+	}
+	if (cfg->control.lease_ms && cfg->control.renew_ms &&
+	    cfg->control.renew_ms * 2 > cfg->control.lease_ms)
+		return bad(err, path, "worker.renew",
+			   "at most half of worker.lease");
+	return 0;
+}
+
 int serve_config_load(const char *path, struct serve_config *cfg,
 		      struct wr_error **err)
 {
@@ -880,6 +942,8 @@ int serve_config_load(const char *path, struct serve_config *cfg,
 					"an integer 1..8");
 			if (r == 0 && par)
 				cfg->control.build_parallel = (unsigned)np;
+		} else if (!strcmp(key, "worker")) {
+			r = load_worker(path, v, cfg, err);
 		} else if (!strcmp(key, "api")) {
 			r = load_api(path, v, cfg, err);
 		} else if (!strcmp(key, "review")) {

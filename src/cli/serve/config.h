@@ -119,6 +119,9 @@ struct serve_config {
 	 * there (sched/snapshots.c) */
 	bool has_blobs;
 	struct blobs_config blobs;
+	/* "worker": the worker's id (NULL: made from the host's name and
+	 * the data directory), control.lease_ms and friends */
+	char *worker_id;
 	/* "api": what one client may hold (0: the API's defaults) */
 	unsigned api_max_per_client;
 	uint64_t api_header_timeout_ms, api_body_timeout_ms;

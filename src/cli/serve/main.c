@@ -35,7 +35,7 @@
 
 static const char usage_text[] =
     "usage: warren serve [--data DIR] [--listen ADDR:PORT] [--config FILE]\n"
-    "                    [--store URL] [--role all|api]\n"
+    "                    [--store URL] [--role all|api|worker]\n"
     "\n"
     "Runs the Warren control plane: the session queue and scheduler, the\n"
     "sandboxes' lifecycle and the HTTP API (docs/api.md).\n"
@@ -49,7 +49,10 @@ static const char usage_text[] =
     "                      sqlite:PATH or a path (default DIR/warren.db)\n"
     "  --role ROLE         all (default): the API and the sessions' runners;\n"
     "                      api: the API alone, over a store that a server\n"
-    "                      running sessions shares (PostgreSQL)\n"
+    "                      running sessions shares (PostgreSQL);\n"
+    "                      worker: one of several servers running sessions\n"
+    "                      over a shared store: each session claimed with a\n"
+    "                      lease, renewed, fenced (configuration \"worker\")\n"
     "\n"
     "On first start the admin token is written to DIR/admin.token (0600).\n";
 
@@ -218,7 +221,7 @@ int main(int argc, char **argv)
 	};
 	const char *data_opt = NULL, *listen_opt = NULL, *config_opt = NULL;
 	const char *store_opt = NULL;
-	bool api_only = false;
+	bool api_only = false, worker = false;
 	int ch;
 	while ((ch = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
 		switch (ch) {
@@ -229,11 +232,12 @@ int main(int argc, char **argv)
 		case 'r':
 			if (!strcmp(optarg, "api")) {
 				api_only = true;
+			} else if (!strcmp(optarg, "worker")) {
+				worker = true;
 			} else if (strcmp(optarg, "all")) {
 				fprintf(stderr,
-					"warren serve: --role '%s': all or api "
-					"(workers of their own are not built "
-					"yet)\n",
+					"warren serve: --role '%s': all, api or "
+					"worker\n",
 					optarg);
 				return EXIT_USAGE;
 			}
@@ -419,6 +423,34 @@ int main(int argc, char **argv)
 	}
 	if (api_only)
 		cfg.control.no_worker = true;
+	/* a worker among others: claims, leases, fencing (sched/lease.c) */
+	char worker_id[STORE_ID_MAX];
+	if (worker) {
+		if (!st->ops->watch)
+			wr_log(WR_LOG_WARN, "serve",
+			       "--role worker over %s: only this host's "
+			       "processes share it",
+			       store_backend_name(st));
+		if (cfg.worker_id) {
+			snprintf(worker_id, sizeof(worker_id), "%s",
+				 cfg.worker_id);
+		} else {
+			/* the same host and data directory: the same
+			 * worker, whose previous life's leases it ends */
+			char host[64] = "";
+			gethostname(host, sizeof(host) - 1);
+			unsigned long h = 5381;
+			for (const char *p = data; *p; p++)
+				h = h * 33 + (unsigned char)*p;
+			snprintf(worker_id, sizeof(worker_id), "%.40s-%08lx",
+				 host[0] ? host : "worker", h & 0xffffffffUL);
+		}
+		cfg.control.worker_id = worker_id;
+		wr_log_info("worker %s (lease %llu ms)", worker_id,
+			    (unsigned long long)(cfg.control.lease_ms
+						     ? cfg.control.lease_ms
+						     : 15000));
+	}
 	if (control_start(&cfg.control, st, &ctl, &err) < 0) {
 		fail("control plane", err);
 		goto out;
@@ -451,7 +483,7 @@ int main(int argc, char **argv)
 	wr_log_info("listening on http://%s:%u (data %s, store %s%s)",
 		    listen_addr, (unsigned)api_port(api), data,
 		    store_shown ? store_shown : store_backend_name(st),
-		    api_only ? ", role api" : "");
+		    api_only ? ", role api" : worker ? ", role worker" : "");
 	if (web_dir)
 		wr_log_info("web UI at http://%s:%u/ (%s)", listen_addr,
 			    (unsigned)api_port(api), web_dir);

@@ -1,0 +1,182 @@
+#!/bin/bash
+# Workers on one PostgreSQL store (`warren serve --role worker`), each with
+# its data and runtime directories of its own, behind an API server
+# (--role api). A worker runs only what it claimed, with a lease (3 s
+# here, renewed every second) and an epoch that fences every write:
+#   - sessions submitted to the API server complete on the workers;
+#   - kill -9 of a worker (and of its sandboxes: the host is gone) mid-turn:
+#     the other worker reaps the lease, the session goes back to the queue
+#     and completes there, within the lease and a few seconds;
+#   - SIGSTOP of a worker past its lease, then SIGCONT: the session has
+#     moved to the other worker; the frozen one's writes are refused, it
+#     stops its sandbox on its own, and the session ends once, elsewhere.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/control_lib.sh"
+. "$(dirname "$0")/../pg_server.sh"
+. "$ROOT_DIR/tests/registry_server.sh"
+declare -A WPID
+# each worker's runtime directory, as a host of its own would have
+RT="/run/warren-test-$$"
+w_stop() { # NAME [SIGNAL]
+	local p="${WPID[$1]:-}"
+	[ -n "$p" ] || return 0
+	kill -CONT "$p" 2>/dev/null
+	kill -"${2:-TERM}" "$p" 2>/dev/null
+	wait "$p" 2>/dev/null
+	WPID[$1]=""
+}
+w_sandboxes_kill() { # NAME: what a dead host's sandboxes do: die
+	WARREN_RUNTIME_DIR="$RT-$1" "$WARREN" sandbox ls --all --json 2>/dev/null |
+		jq -r '(if type == "array" then . else .sandboxes end)[] | .init_pid' 2>/dev/null |
+		while read -r p; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done
+}
+w_sandboxes_rm() { # NAME: remove what is left of a worker's sandboxes
+	local n
+	for n in $(WARREN_RUNTIME_DIR="$RT-$1" "$WARREN" sandbox ls --all --json 2>/dev/null |
+		jq -r '(if type == "array" then . else .sandboxes end)[] | .name' 2>/dev/null); do
+		WARREN_RUNTIME_DIR="$RT-$1" "$WARREN" sandbox rm "$n" >/dev/null 2>&1
+	done
+}
+cleanup() {
+	for w in w1 w2; do w_stop $w KILL; w_sandboxes_rm $w; done
+	server_stop
+	registry_stop_all
+	pg_server_stop
+	rm -rf "$TEST_TMP" "$RT-w1" "$RT-w2"
+}
+trap cleanup EXIT
+
+if ! pg_server_bin >/dev/null; then
+	echo "SKIP $TEST_FILE: no PostgreSQL server binaries (install postgresql-15)" >&2
+	exit 0
+fi
+if [ -z "$REGISTRY_BIN" ] || ! command -v htpasswd >/dev/null; then
+	echo "SKIP $TEST_FILE: docker-registry or htpasswd is not installed" >&2
+	exit 0
+fi
+# the snapshots' registry: a build on one worker serves the others
+if ! start_registry_htpasswd reg warren 'workers-pw'; then
+	fail "docker-registry starts" "$(tail -5 "$TEST_TMP/reg.log")"
+	exit 0
+fi
+printf 'workers-pw\n' >"$TEST_TMP/pw"
+chmod 600 "$TEST_TMP/pw"
+if ! pg_server_start; then
+	fail "a PostgreSQL server of the test's own" "$PG_SERVER_WHY"
+	exit 0
+fi
+"$PG_SERVER_BIN/psql" -q "$PG_SERVER_URL" -c "CREATE DATABASE warren" || fail "create the database" "psql failed"
+STORE="postgresql://warren@/warren?host=$PG_SERVER_DIR&port=5432"
+psql_q() { "$PG_SERVER_BIN/psql" -qtA "postgresql://warren@/warren?host=$PG_SERVER_DIR&port=5432" -c "$1"; }
+
+R="$TEST_TMP/proj"
+mkdir -p "$R"
+printf '{}\n' >"$R/warren.json"
+git -C "$R" init -q -b main
+git -C "$R" -c user.email=t@warren -c user.name=test add -A
+git -C "$R" -c user.email=t@warren -c user.name=test commit -q -m initial
+
+# the API server (its data directory: the tokens' first admin)
+mkdir -p "$TEST_TMP/api"
+printf '{"store": "%s", "repositories": [{"name": "proj", "url": "%s"}]}\n' "$STORE" "$R" >"$TEST_TMP/api.json"
+PORT="$(free_port)"
+URL="http://127.0.0.1:$PORT"
+SERVER_LOG="$TEST_TMP/api.log"
+"$WARREN" serve --data "$TEST_TMP/api" --listen "127.0.0.1:$PORT" --config "$TEST_TMP/api.json" --role api >"$SERVER_LOG" 2>&1 &
+SERVER_PID=$!
+for _ in $(seq 1 100); do [ -s "$TEST_TMP/api/admin.token" ] && curl -s -o /dev/null "$URL/api/v1/healthz" && break; sleep 0.1; done
+TOKEN="$(cat "$TEST_TMP/api/admin.token" 2>/dev/null)"
+
+w_start() { # NAME
+	printf '{"store": "%s", "limits": {"max_sandboxes": 2}, "worker": {"id": "%s", "lease": "3s", "renew": "1s"},
+ "blobs": {"registry": "%s", "repository": "warren/workers", "username": "warren", "password_file": "%s"}}\n' \
+		"$STORE" "$1" "$REG_reg" "$TEST_TMP/pw" >"$TEST_TMP/$1.json"
+	local port
+	port="$(free_port)"
+	WARREN_RUNTIME_DIR="$RT-$1" "$WARREN" serve --data "$TEST_TMP/$1" --listen "127.0.0.1:$port" \
+		--config "$TEST_TMP/$1.json" --role worker >>"$TEST_TMP/$1.log" 2>&1 &
+	WPID[$1]=$!
+	for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$port/api/v1/healthz" && break; sleep 0.1; done
+}
+w_start w1
+w_start w2
+grep -q "role worker" "$TEST_TMP/w1.log" && grep -q "worker w1" "$TEST_TMP/w1.log" &&
+	pass "two workers on the API server's store (--role worker)" || fail "two workers on the API server's store" "$(tail -5 "$TEST_TMP/w1.log")"
+[ "$(psql_q "SELECT count(*) FROM workers WHERE stopped_ms IS NULL OR stopped_ms = 0")" = 2 ] &&
+	pass "both are registered in the store" || fail "both are registered in the store" "$(psql_q "SELECT * FROM workers")"
+
+worker_of() { # SESSION: the worker of its last start
+	events_json "$1" | jq -r '[.events[] | select(.kind == "state" and .data.state == "provisioning") | .data.worker] | last // empty'
+}
+
+# --- sessions through the API server complete on the workers ---------------
+S=()
+for i in 1 2 3 4; do
+	S+=("$(submit proj "task $i" 'echo working; sleep 1; echo done >out.txt')")
+done
+ok=0
+for s in "${S[@]}"; do wait_state "$s" review 120 && ok=$((ok + 1)); done
+ws="$(for s in "${S[@]}"; do worker_of "$s"; done | sort -u | tr '\n' ' ')"
+[ "$ok" = 4 ] && pass "4 sessions submitted to the API server reach review on the workers ($ws)" ||
+	fail "4 sessions submitted to the API server reach review on the workers" "$ok of 4; $(tail -3 "$TEST_TMP/w1.log") $(tail -3 "$TEST_TMP/w2.log")"
+[ "$(echo "$ws" | wc -w)" = 2 ] && pass "both workers ran sessions" || fail "both workers ran sessions" "$ws"
+epochs="$(psql_q "SELECT min(lease_epoch) FROM sessions WHERE id IN ('${S[0]}','${S[1]}','${S[2]}','${S[3]}')")"
+[ "${epochs:-0}" -ge 1 ] && pass "each session was claimed (lease epoch ${epochs} or more)" || fail "each session was claimed" "$epochs"
+for s in "${S[@]}"; do api POST "/api/v1/sessions/$s/reject" '{"reason": "test"}' >/dev/null; done
+
+# --- kill -9 of a worker mid-turn: the session finishes on the other -------
+K="$(submit proj "survive a dead worker" 'echo turn-started; sleep 6; echo finished >survived.txt')"
+wait_output "$K" turn-started 60
+victim="$(worker_of "$K")"
+other=w1
+[ "$victim" = w1 ] && other=w2
+t_kill=$(date +%s%N)
+w_stop "$victim" KILL
+w_sandboxes_kill "$victim"
+wait_state "$K" review 60
+t_done=$(date +%s%N)
+api GET "/api/v1/sessions/$K"
+[ "$STATE" = review ] && [ "$(worker_of "$K")" = "$other" ] &&
+	pass "after kill -9 of $victim the session completes on $other ($(((t_done - t_kill) / 1000000)) ms)" ||
+	fail "after kill -9 of its worker the session completes on the other" "$STATE $(jget .reason) on $(worker_of "$K")"
+log="$(session_log "$K")"
+echo "$log" | grep -q "lost its lease" && pass "its events say the worker lost its lease" || fail "its events say the worker lost its lease" "$(echo "$log" | grep state)"
+resumed_ms="$(events_json "$K" | jq -r --arg w "$other" '[.events[] | select(.kind == "state" and .data.state == "provisioning" and .data.worker == $w) | .time_ms] | last // 0')"
+[ "$resumed_ms" -gt 0 ] && [ $((resumed_ms - t_kill / 1000000)) -le 8000 ] &&
+	pass "it runs again within the lease + 5 s ($((resumed_ms - t_kill / 1000000)) ms after the kill)" ||
+	fail "it runs again within the lease + 5 s" "$((resumed_ms - t_kill / 1000000)) ms"
+api POST "/api/v1/sessions/$K/reject" '{"reason": "test"}'
+# the dead worker comes back: its previous life's sandboxes go
+w_start "$victim"
+
+# --- SIGSTOP past the lease, then SIGCONT: fenced -----------------------------
+F="$(submit proj "a frozen worker" 'echo turn-started; sleep 8; echo finished >f.txt')"
+wait_output "$F" turn-started 60
+frozen="$(worker_of "$F")"
+thawed=w1
+[ "$frozen" = w1 ] && thawed=w2
+frozen_epoch="$(psql_q "SELECT lease_epoch FROM sessions WHERE id = '$F'")"
+kill -STOP "${WPID[$frozen]}"
+# another worker takes it over after the lease
+for _ in $(seq 1 100); do [ "$(worker_of "$F")" = "$thawed" ] && break; sleep 0.2; done
+[ "$(worker_of "$F")" = "$thawed" ] && pass "while $frozen is frozen past its lease, $thawed takes the session" ||
+	fail "while a worker is frozen past its lease, another takes the session" "on $(worker_of "$F")"
+kill -CONT "${WPID[$frozen]}"
+wait_state "$F" review 60
+api GET "/api/v1/sessions/$F"
+[ "$STATE" = review ] && pass "the session completes once, on $thawed" || fail "the session completes once" "$STATE $(jget .reason)"
+sleep 3
+grep -q "$F: lease lost" "$TEST_TMP/$frozen.log" && pass "the thawed worker knows it lost the lease" || fail "the thawed worker knows it lost the lease" "$(tail -5 "$TEST_TMP/$frozen.log")"
+left="$(WARREN_RUNTIME_DIR="$RT-$frozen" "$WARREN" sandbox ls --all 2>/dev/null | grep -c "ws-$F")"
+[ "$left" = 0 ] && pass "it stopped its sandbox on its own" || fail "it stopped its sandbox on its own" "$(WARREN_RUNTIME_DIR="$RT-$frozen" "$WARREN" sandbox ls --all)"
+stale="$(events_json "$F" | jq --argjson e "${frozen_epoch:-0}" '[.events[] | select(.kind == "output" and .data.line == "finished")] | length')"
+results="$(events_json "$F" | jq '[.events[] | select(.kind == "result")] | length')"
+[ "$results" = 1 ] && pass "one result: nothing of the frozen worker's was written after it lost the lease" || fail "one result" "$results results"
+grep -qi "stale\|refused\|ESTALE\|lease" "$TEST_TMP/$frozen.log" && pass "its late writes were refused (the worker's log says so)" || fail "its late writes were refused" "$(tail -5 "$TEST_TMP/$frozen.log")"
+api POST "/api/v1/sessions/$F/reject" '{"reason": "test"}'
+
+for w in w1 w2; do w_stop $w; done
+left="$(for w in w1 w2; do WARREN_RUNTIME_DIR="$RT-$w" "$WARREN" sandbox ls --all 2>/dev/null | tail -n +2; done)"
+[ -z "$left" ] && pass "no sandbox is left on any worker" || fail "no sandbox is left on any worker" "$left"
+[ "$(psql_q "SELECT count(*) FROM workers WHERE stopped_ms IS NULL OR stopped_ms = 0")" = 0 ] &&
+	pass "stopped workers are marked stopped" || fail "stopped workers are marked stopped" "$(psql_q "SELECT id, stopped_ms FROM workers")"
