@@ -135,6 +135,12 @@ int64_t control_transition_as(struct control *c, const char *user,
 		if (session_state_terminal(to) || to == SESSION_APPROVED)
 			perimeter_session_end(c->perimeter, id);
 		control_notify(c);
+	} else if (r == -ESTALE) {
+		/* a worker that lost the session's lease: said once here,
+		 * whoever asked */
+		wr_log(WR_LOG_WARN, "session", "%s: to %s refused: %s", id,
+		       session_state_name(to),
+		       err && *err && (*err)->msg ? (*err)->msg : "stale");
 	}
 	json_decref(extra);
 	return r;

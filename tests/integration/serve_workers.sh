@@ -172,7 +172,8 @@ left="$(WARREN_RUNTIME_DIR="$RT-$frozen" "$WARREN" sandbox ls --all 2>/dev/null 
 stale="$(events_json "$F" | jq --argjson e "${frozen_epoch:-0}" '[.events[] | select(.kind == "output" and .data.line == "finished")] | length')"
 results="$(events_json "$F" | jq '[.events[] | select(.kind == "result")] | length')"
 [ "$results" = 1 ] && pass "one result: nothing of the frozen worker's was written after it lost the lease" || fail "one result" "$results results"
-grep -qi "stale\|refused\|ESTALE\|lease" "$TEST_TMP/$frozen.log" && pass "its late writes were refused (the worker's log says so)" || fail "its late writes were refused" "$(tail -5 "$TEST_TMP/$frozen.log")"
+grep -q "session $F: lease epoch [0-9-]* is stale" "$TEST_TMP/$frozen.log" &&
+	pass "its late writes were refused by the store (a stale epoch)" || fail "its late writes were refused by the store" "$(grep "$F" "$TEST_TMP/$frozen.log" | tail -5)"
 api POST "/api/v1/sessions/$F/reject" '{"reason": "test"}'
 
 for w in w1 w2; do w_stop $w; done
