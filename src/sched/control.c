@@ -1188,7 +1188,11 @@ static void admit(struct control *c)
 	if (control_is_worker(c)) {
 		pthread_mutex_unlock(&c->mu);
 		unsigned total = worker_load(c, &gload, &ngload);
+		/* a user's share is of what all the workers hold */
+		unsigned capacity = worker_capacity(c);
 		pthread_mutex_lock(&c->mu);
+		if (!lim.max_per_user)
+			lim.max_per_user = capacity / 2 + 1;
 		active = runs_active(c);
 		if (gload) {
 			load = gload;

@@ -262,6 +262,9 @@ struct sched_user_load;
 unsigned worker_load(struct control *c, struct sched_user_load **out,
 		     size_t *n_out);
 void worker_load_free(struct sched_user_load *load, size_t n);
+/* The sandboxes all workers may hold: worker.max_sandboxes_total, else
+ * the sum of the live workers' own caps (this one's at least). */
+unsigned worker_capacity(struct control *c);
 
 /* runner.c */
 bool run_stop_requested(struct run *run);

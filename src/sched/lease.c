@@ -348,3 +348,24 @@ void worker_load_free(struct sched_user_load *load, size_t n)
 		free((char *)load[i].user);
 	free(load);
 }
+
+unsigned worker_capacity(struct control *c)
+{
+	if (c->cfg.max_sandboxes_total)
+		return c->cfg.max_sandboxes_total;
+	struct store_worker *w = NULL;
+	size_t n = 0;
+	if (c->st->ops->worker_list(c->st, &w, &n, NULL) < 0)
+		return c->cfg.max_sandboxes;
+	/* the live ones: not stopped, heard from within two leases */
+	int64_t now = store_now_ms();
+	unsigned total = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!w[i].stopped_ms &&
+		    now - w[i].heartbeat_ms <= 2 * (int64_t)c->cfg.lease_ms)
+			total += w[i].max_sandboxes > 0
+				     ? (unsigned)w[i].max_sandboxes
+				     : c->cfg.max_sandboxes;
+	store_workers_free(w, n);
+	return total > c->cfg.max_sandboxes ? total : c->cfg.max_sandboxes;
+}

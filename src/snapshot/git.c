@@ -166,9 +166,12 @@ char *git_mirror_update(const char *data_dir, const char *repo,
 		    "--prune", "origin", "+refs/*:refs/*", NULL};
 		r = git_run(argv, NULL, 0, err);
 	} else {
-		/* clone next to it, then publish by rename */
-		_cleanup_free_ char *tmp = wr_asprintf(
-		    "%s/repos/.%s.%d", data_dir, key, (int)getpid());
+		/* clone next to it, then publish by rename (the thread's id
+		 * in the name: two sessions' runners of one server may both
+		 * clone it at once, the first rename wins) */
+		_cleanup_free_ char *tmp =
+		    wr_asprintf("%s/repos/.%s.%d.%d", data_dir, key,
+				(int)getpid(), (int)gettid());
 		if (!tmp) {
 			free(mirror);
 			wr_error_set(err, ENOMEM, "mirror path");

@@ -1,0 +1,169 @@
+#!/bin/bash
+# bench/workers.sh - many workers on one store: sessions per second through
+# 1 worker and through 3 (2 slots each, a `sleep 1` agent), the start of a
+# session on a worker with a cold layer cache (the snapshot pulled from the
+# registry) against a warm one, and the failover time from kill -9 of a
+# worker to its session running again elsewhere (lease 3 s, renewed every
+# second). A private PostgreSQL (tests/pg_server.sh), Debian's
+# docker-registry (tests/registry_server.sh), an API server (--role api)
+# and the workers (--role worker), each with its data and runtime
+# directories, on this machine. docs/benchmarks.md, "Workers", has results.
+#
+#   N (default 30) sessions per throughput run
+set -euo pipefail
+BUILD="${BUILD:-build}"
+N="${N:-30}"
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+WARREN="$ROOT/$BUILD/warren"
+TEST_TMP="$(mktemp -d /tmp/warren-bench-workers.XXXXXX)"
+RT="/run/warren-bench-$$"
+. tests/pg_server.sh
+. tests/registry_server.sh
+declare -A WPID
+API_PID=""
+cleanup() {
+	local w n
+	for w in "${!WPID[@]}"; do kill -9 "${WPID[$w]}" 2>/dev/null || true; wait "${WPID[$w]}" 2>/dev/null || true; done
+	for w in w1 w2 w3; do
+		for n in $(WARREN_RUNTIME_DIR="$RT-$w" "$WARREN" sandbox ls --all --json 2>/dev/null |
+			jq -r '(if type == "array" then . else .sandboxes end)[] | .name' 2>/dev/null); do
+			WARREN_RUNTIME_DIR="$RT-$w" "$WARREN" sandbox rm "$n" >/dev/null 2>&1 || true
+		done
+	done
+	[ -n "$API_PID" ] && { kill "$API_PID" 2>/dev/null; wait "$API_PID" 2>/dev/null; } || true
+	registry_stop_all
+	pg_server_stop
+	rm -rf "$TEST_TMP" "$RT-w1" "$RT-w2" "$RT-w3"
+}
+trap cleanup EXIT
+if [ -z "$REGISTRY_BIN" ] || ! command -v htpasswd >/dev/null; then
+	echo "bench/workers: SKIP: docker-registry or htpasswd is not installed" >&2
+	exit 0
+fi
+if ! pg_server_start; then
+	echo "bench/workers: SKIP: $PG_SERVER_WHY" >&2
+	exit 0
+fi
+start_registry_htpasswd reg warren bench-pw >/dev/null
+printf 'bench-pw\n' >"$TEST_TMP/pw"
+chmod 600 "$TEST_TMP/pw"
+"$PG_SERVER_BIN/psql" -q "$PG_SERVER_URL" -c "CREATE DATABASE warren"
+STORE="postgresql://warren@/warren?host=$PG_SERVER_DIR&port=5432"
+
+R="$TEST_TMP/proj"
+mkdir -p "$R"
+printf '{}\n' >"$R/warren.json"
+git -C "$R" init -q -b main
+git -C "$R" -c user.email=b@warren -c user.name=bench add -A
+git -C "$R" -c user.email=b@warren -c user.name=bench commit -q -m initial
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
+P="$(port)"
+URL="http://127.0.0.1:$P"
+printf '{"store": "%s", "repositories": [{"name": "proj", "url": "%s"}]}\n' "$STORE" "$R" >"$TEST_TMP/api.json"
+"$WARREN" serve --data "$TEST_TMP/api" --listen "127.0.0.1:$P" --config "$TEST_TMP/api.json" --role api >"$TEST_TMP/api.log" 2>&1 &
+API_PID=$!
+for _ in $(seq 1 100); do [ -s "$TEST_TMP/api/admin.token" ] && curl -s -o /dev/null "$URL/api/v1/healthz" && break; sleep 0.1; done
+TOKEN="$(cat "$TEST_TMP/api/admin.token")"
+api() { curl -s -X "$1" -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' ${3:+-d "$3"} "$URL$2"; }
+
+w_start() {
+	printf '{"store": "%s", "limits": {"max_sandboxes": 2}, "worker": {"id": "%s", "lease": "3s", "renew": "1s"},
+ "blobs": {"registry": "%s", "repository": "warren/bench", "username": "warren", "password_file": "%s"}}\n' \
+		"$STORE" "$1" "$REG_reg" "$TEST_TMP/pw" >"$TEST_TMP/$1.json"
+	local p
+	p="$(port)"
+	WARREN_RUNTIME_DIR="$RT-$1" "$WARREN" serve --data "$TEST_TMP/$1" --listen "127.0.0.1:$p" \
+		--config "$TEST_TMP/$1.json" --role worker >>"$TEST_TMP/$1.log" 2>&1 &
+	WPID[$1]=$!
+	for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$p/api/v1/healthz" && break; sleep 0.1; done
+}
+submit() { # AGENT: a session's id
+	api POST /api/v1/sessions "$(jq -n --arg a "$1" '{repo: "proj", prompt: "bench", agent: ["sh", "-c", $a]}')" | jq -r .id
+}
+state() { api GET "/api/v1/sessions/$1" | jq -r .state; }
+wait_all() { # IDS...: until every one rests (review or failed); fails after 300 s
+	local t0 s
+	t0=$(date +%s)
+	for s in "$@"; do
+		while :; do
+			case "$(state "$s")" in review|failed|cancelled) break ;; esac
+			[ $(($(date +%s) - t0)) -lt 300 ] || { echo "bench/workers: timeout waiting for $s" >&2; return 1; }
+			sleep 0.05
+		done
+	done
+}
+reject_all() { local s; for s in "$@"; do api POST "/api/v1/sessions/$s/reject" '{"reason": "bench"}' >/dev/null; done; }
+failed_of() { # IDS...: how many did not reach review (their reasons on stderr)
+	local s n=0
+	for s in "$@"; do
+		[ "$(state "$s")" = review ] && continue
+		n=$((n + 1))
+		echo "bench/workers: $s: $(api GET "/api/v1/sessions/$s" | jq -r '"\(.state): \(.reason)"')" >&2
+	done
+	echo $n
+}
+cpu_ticks() { awk '/^cpu / {print $2+$3+$4+$7+$8, $5+$6}' /proc/stat; }
+through() { # LABEL: N sessions of `sleep 1`, submitted at once; sessions/s
+	local ids=() i t0 t1 c0 c1
+	c0="$(cpu_ticks)"
+	t0=$(date +%s%N)
+	for i in $(seq 1 "$N"); do ids+=("$(submit 'sleep 1; echo ok >out.txt')"); done
+	wait_all "${ids[@]}"
+	t1=$(date +%s%N)
+	c1="$(cpu_ticks)"
+	python3 -c "import sys; b0,i0,b1,i1=map(int,sys.argv[1:5]); print(f'bench/workers: {sys.argv[5]}: the machine was busy {100*(b1-b0)/max(1,(b1-b0)+(i1-i0)):.0f}% of its CPU time', file=sys.stderr)" $c0 $c1 "$1"
+	local bad
+	bad="$(failed_of "${ids[@]}")"
+	reject_all "${ids[@]}"
+	python3 -c "import sys; n=int(sys.argv[1]); ms=(int(sys.argv[3])-int(sys.argv[2]))/1e6; print(f'{n/(ms/1000):.3f}')" "$N" "$t0" "$t1"
+	[ "$bad" = 0 ] || echo "bench/workers: $1: $bad sessions did not reach review" >&2
+}
+start_total() { # ID: restore + pull of its start, ms
+	api GET "/api/v1/sessions/$1" | jq -r '(.outcome.start_ms.restore // 0) + (.outcome.start_ms.pull // 0)'
+}
+
+echo "postgresql: $("$PG_SERVER_BIN/postgres" --version | cut -d' ' -f3)   cpus: $(nproc)   sessions per run: $N (sleep 1, 2 slots per worker)"
+w_start w1
+# the first session builds the snapshot (pushed to the registry)
+first="$(submit 'true')"
+wait_all "$first"
+reject_all "$first"
+one="$(through "1 worker")"
+echo "1 worker:  $one sessions/s"
+w_start w2
+w_start w3
+# cold: the first session on each new worker pulls the snapshot
+cold=()
+for i in 1 2 3 4 5 6; do cold+=("$(submit 'true')"); done
+wait_all "${cold[@]}"
+cold_ms=() warm_ms=()
+for s in "${cold[@]}"; do
+	p="$(api GET "/api/v1/sessions/$s" | jq -r '.outcome.start_ms.pull // empty')"
+	if [ -n "$p" ]; then cold_ms+=("$(start_total "$s")"); else warm_ms+=("$(start_total "$s")"); fi
+done
+reject_all "${cold[@]}"
+three="$(through "3 workers")"
+echo "3 workers: $three sessions/s"
+python3 -c "import sys; print(f'ratio 3 workers / 1 worker: {float(sys.argv[2])/float(sys.argv[1]):.2f} (target >= 2.5)')" "$one" "$three"
+med() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print "-"}'; }
+echo "start (restore + pull), cold layer cache: $(med "${cold_ms[@]}") ms median of ${#cold_ms[@]};  warm: $(med "${warm_ms[@]}") ms median of ${#warm_ms[@]}"
+
+# failover: kill -9 of the worker running a session
+K="$(submit 'echo started; sleep 30')"
+for _ in $(seq 1 200); do [ "$(state "$K")" = running ] && break; sleep 0.05; done
+victim="$(api GET "/api/v1/sessions/$K/events?format=json" | jq -r '[.events[] | select(.kind == "state" and .data.state == "provisioning") | .data.worker] | last')"
+t_kill=$(($(date +%s%N) / 1000000))
+kill -9 "${WPID[$victim]}"
+wait "${WPID[$victim]}" 2>/dev/null || true
+unset "WPID[$victim]"
+back=0
+for _ in $(seq 1 400); do
+	back="$(api GET "/api/v1/sessions/$K/events?format=json" | jq -r --arg v "$victim" '[.events[] | select(.kind == "state" and .data.state == "running" and .time_ms > '"$t_kill"')] | first | .time_ms // 0')"
+	[ "$back" != 0 ] && break
+	sleep 0.05
+done
+echo "failover: kill -9 of $victim to the session running again elsewhere: $((back - t_kill)) ms (lease 3000 ms, renew 1000 ms)"
+api POST "/api/v1/sessions/$K/cancel" '{}' >/dev/null
+sleep 1
