@@ -229,6 +229,7 @@ struct store_session_filter {
  * and the attempt's objects are the client's JSON, kept as text. */
 #define STORE_EVAL_JSON_MAX (256 * 1024) /* a run's or an attempt's JSON */
 #define STORE_EVAL_ITEMS_MAX 2000	 /* items of one review batch */
+#define STORE_EVAL_NAME_MAX 128	 /* an attempt's name, "TASK.K" */
 struct store_eval_run {
 	char id[STORE_ID_MAX];
 	char *user;	 /* who published it first */

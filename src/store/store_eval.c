@@ -192,7 +192,7 @@ int store_eval_attempt_check(const char *run_id,
 	if (!store_id_ok(run_id))
 		return wr_error_absent(err, true, "no eval run %s",
 				       run_id ? run_id : "");
-	if (!a || !store_text_ok(a->name, STORE_ID_MAX - 1))
+	if (!a || !store_text_ok(a->name, STORE_EVAL_NAME_MAX))
 		return wr_error_input(err, EINVAL, "eval run %s: an attempt "
 						   "without a name",
 				      run_id);
@@ -222,7 +222,7 @@ int store_eval_batch_check(const struct store_eval_batch *b,
 	for (size_t i = 0; i < n; i++) {
 		const struct store_eval_item *it = &items[i];
 		if (!store_id_ok(it->item) || !store_id_ok(it->run_id) ||
-		    !store_text_ok(it->attempt, STORE_ID_MAX - 1) ||
+		    !store_text_ok(it->attempt, STORE_EVAL_NAME_MAX) ||
 		    !store_id_ok(it->session_id) ||
 		    !store_text_ok(it->prompt, STORE_EVAL_JSON_MAX))
 			return wr_error_input(err, EINVAL,
