@@ -1065,7 +1065,7 @@ int client_cmd_eval(struct client *c, int argc, char **argv)
 		c->verb = "eval review";
 		if (o.agent || o.preset || o.oracle || o.resume ||
 		    o.repeat_set || o.parallel_set || o.wait || o.keep ||
-		    o.compare || o.dir) {
+		    o.compare) {
 			client_usage_error(c, "'eval review' takes RUN... and "
 					      "--json");
 			return CLIENT_EXIT_USAGE;
