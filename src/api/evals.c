@@ -326,8 +326,12 @@ static int batch_collect(struct api_ctx *c, const char *run_id,
 				struct store_session s = {0};
 				struct wr_error *e2 = NULL;
 				if (c->a->st->ops->session_get(c->a->st, sid,
-							       &s, &e2) == 0)
+							       &s, &e2) == 0 &&
+				    s.prompt && *s.prompt)
 					it->prompt = wr_strdup(s.prompt);
+				else
+					it->prompt =
+					    wr_strdup("(no prompt recorded)");
 				store_session_clear(&s);
 				wr_error_free(e2);
 			}
