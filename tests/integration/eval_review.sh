@@ -8,7 +8,8 @@
 # server clips to what it saw; `eval report` (text, --json, --compare)
 # adds accepted changes per reviewer minute and cost per accepted change,
 # checked to the arithmetic from the recorded times; bad input is a 400
-# that says why; then the web UI in Chromium: the Evals page draws its SVG
+# that says why; a server that refuses the run leaves a note in its log
+# and the run goes on; then the web UI in Chromium: the Evals page draws its SVG
 # charts, two runs side by side, and the blind review page records a
 # verdict by a click (tests/browser/evals.test.mjs).
 . "$(dirname "$0")/../lib.sh"
@@ -185,6 +186,55 @@ SUB="$(jget .token)"
 code="$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $SUB" "$URL/api/v1/evals/reviews/$BATCH")"
 code2="$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $SUB" "$URL/api/v1/evals")"
 [ "$code" = 403 ] && [ "$code2" = 403 ] && pass "a submitter may not read evals or review (403)" || fail "a submitter may not read evals or review (403)" "$code $code2"
+
+# --- a server that will not take the run: a note in the log, the run goes on ---------------
+# a proxy in front of the server that answers 404 for every /api/v1/evals route, as
+# a server from before them would
+cat >"$TEST_TMP/proxy.py" <<'PY'
+import http.server, sys, urllib.error, urllib.request
+UP = sys.argv[1]
+class H(http.server.BaseHTTPRequestHandler):
+    def answer(self, code, ctype, data):
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    def do(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else None
+        if self.path.startswith("/api/v1/evals"):
+            return self.answer(404, "application/json", b'{"error": {"code": "not_found", "message": "no such route"}}')
+        keep = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "content-type", "accept")}
+        req = urllib.request.Request(UP + self.path, data=body, method=self.command, headers=keep)
+        try:
+            r = urllib.request.urlopen(req, timeout=60)
+            self.answer(r.status, r.headers.get("Content-Type", ""), r.read())
+        except urllib.error.HTTPError as e:
+            self.answer(e.code, e.headers.get("Content-Type", ""), e.read())
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+PY
+python3 "$TEST_TMP/proxy.py" "$URL" >"$TEST_TMP/proxy.port" 2>"$TEST_TMP/proxy.err" &
+PROXY_PID=$!
+trap 'kill "$PROXY_PID" 2>/dev/null; server_stop; rm -rf "$TEST_TMP"' EXIT
+for _ in $(seq 1 50); do [ -s "$TEST_TMP/proxy.port" ] && break; sleep 0.1; done
+PURL="http://127.0.0.1:$(cat "$TEST_TMP/proxy.port")"
+out="$("$WARREN" eval run "$S" --agent 'echo x >NOTE.txt' --repeat 1 --wait --json --dir "$RUNS" --server "$PURL" --token "$TOKEN" 2>"$TEST_TMP/c.err")"
+rc=$?
+C="$(echo "$out" | jq -r .id)"
+api GET "/api/v1/evals/$C"
+[ $rc = 0 ] && [ "$(echo "$out" | jq .resolved)" = 1 ] && [ "$CODE" = 404 ] &&
+	grep -q '^\[eval\] publish the run: .*HTTP 404' "$RUNS/$C/log" && grep -q '^\[eval\] publishing stops' "$RUNS/$C/log" &&
+	[ "$(grep -c '^\[eval\] publish ' "$RUNS/$C/log")" = 1 ] &&
+	pass "a server that refuses the run: a note in the run's log (once), the run resolves as before" ||
+	fail "a server that refuses the run: a note in the run's log (once), the run resolves as before" "rc=$rc code=$CODE $(cat "$RUNS/$C/log" 2>/dev/null | head -3) $(tail -2 "$TEST_TMP/c.err")"
+kill "$PROXY_PID" 2>/dev/null
+wait "$PROXY_PID" 2>/dev/null
 
 # --- the web UI in Chromium -----------------------------------------------------------------
 api POST /api/v1/evals/reviews "{\"runs\": [\"$B\"]}"
