@@ -90,9 +90,9 @@ int api_eval_run_put(struct api_ctx *c)
 		return api_reply_error(c->out, 400,
 				       "tasks: an array of task names");
 	json_t *repeat = json_object_get(c->body, "repeat");
-	if (repeat && (!json_is_integer(repeat) ||
-		       json_integer_value(repeat) < 1 ||
-		       json_integer_value(repeat) > 100))
+	if (repeat &&
+	    (!json_is_integer(repeat) || json_integer_value(repeat) < 1 ||
+	     json_integer_value(repeat) > 100))
 		return api_reply_error(c->out, 400,
 				       "repeat: an integer from 1 to 100");
 	struct store_eval_run r = {.user = c->who.user, .run_json = text};
@@ -146,10 +146,10 @@ int api_eval_attempt_put(struct api_ctx *c)
 	if (e < 0)
 		api_reply_failure(c, e, err, "publish the attempt");
 	else
-		api_reply_render(c, 200,
-				 json_pack("{s:s, s:s}", "id", c->id, "attempt",
-					   c->name),
-				 "render the attempt");
+		api_reply_render(
+		    c, 200,
+		    json_pack("{s:s, s:s}", "id", c->id, "attempt", c->name),
+		    "render the attempt");
 	wr_error_free(err);
 	return 0;
 }
@@ -161,8 +161,8 @@ static json_t *review_tally(struct api_ctx *c, const char *run_id)
 	struct store_eval_item *v = NULL;
 	size_t n = 0;
 	struct wr_error *err = NULL;
-	int e = c->a->st->ops->eval_item_list(c->a->st, NULL, run_id, &v, &n,
-					      &err);
+	int e =
+	    c->a->st->ops->eval_item_list(c->a->st, NULL, run_id, &v, &n, &err);
 	if (e < 0) {
 		api_reply_failure(c, e, err, "list the verdicts");
 		wr_error_free(err);
@@ -255,8 +255,8 @@ int api_eval_get(struct api_ctx *c)
 	json_t *list = json_array();
 	bool bad = !o || !list;
 	for (size_t i = 0; i < n && !bad; i++)
-		bad = json_array_append_new(list, api_json_embed(
-						      v[i].attempt_json)) < 0;
+		bad = json_array_append_new(
+			  list, api_json_embed(v[i].attempt_json)) < 0;
 	store_eval_attempts_free(v, n);
 	store_eval_run_clear(&r);
 	json_t *t = bad ? NULL : review_tally(c, c->id);
@@ -273,7 +273,8 @@ int api_eval_get(struct api_ctx *c)
 	return api_reply_render(c, 200, o, "render the eval run");
 }
 
-/* ---- blind review ---------------------------------------------------------- */
+/* ---- blind review ----------------------------------------------------------
+ */
 
 /* The resolved changes of run_id appended to *items (grown). */
 static int batch_collect(struct api_ctx *c, const char *run_id,
@@ -282,8 +283,8 @@ static int batch_collect(struct api_ctx *c, const char *run_id,
 	struct store_eval_attempt *v = NULL;
 	size_t k = 0;
 	struct wr_error *err = NULL;
-	int e = c->a->st->ops->eval_attempt_list(c->a->st, run_id, &v, &k,
-						 &err);
+	int e =
+	    c->a->st->ops->eval_attempt_list(c->a->st, run_id, &v, &k, &err);
 	if (e < 0) {
 		api_reply_failure(c, e, err, "list the attempts");
 		wr_error_free(err);
@@ -292,7 +293,8 @@ static int batch_collect(struct api_ctx *c, const char *run_id,
 	int r = 0;
 	for (size_t i = 0; i < k && r == 0; i++) {
 		json_t *a = json_loads(v[i].attempt_json, 0, NULL);
-		const char *sid = json_string_value(json_object_get(a, "session"));
+		const char *sid =
+		    json_string_value(json_object_get(a, "session"));
 		const char *prompt =
 		    json_string_value(json_object_get(a, "prompt"));
 		if (json_is_true(json_object_get(a, "resolved")) && sid &&
@@ -319,7 +321,8 @@ static int batch_collect(struct api_ctx *c, const char *run_id,
 			store_new_id("i-", it->item);
 			it->attempt = wr_strdup(v[i].name);
 			it->session_id = wr_strdup(sid);
-			it->prompt = prompt && *prompt ? wr_strdup(prompt) : NULL;
+			it->prompt =
+			    prompt && *prompt ? wr_strdup(prompt) : NULL;
 			if (!it->prompt) {
 				/* an attempt published without its prompt:
 				 * the session's first prompt */
@@ -372,11 +375,10 @@ int api_eval_batch_create(struct api_ctx *c)
 					       "(e-...)",
 					       i);
 		for (size_t k = 0; k < i; k++)
-			if (!strcmp(id, json_string_value(
-						json_array_get(runs, k))))
-				return api_reply_error(c->out, 400,
-						       "runs[%zu]: named twice",
-						       i);
+			if (!strcmp(id,
+				    json_string_value(json_array_get(runs, k))))
+				return api_reply_error(
+				    c->out, 400, "runs[%zu]: named twice", i);
 	}
 	struct store_eval_item *items = NULL;
 	size_t n = 0;
@@ -425,18 +427,17 @@ int api_eval_batch_create(struct api_ctx *c)
 		_cleanup_free_ char *runs_text = json_dumps(runs, JSON_COMPACT);
 		b.runs_json = runs_text;
 		struct wr_error *err = NULL;
-		int e = runs_text ? c->a->st->ops->eval_batch_add(c->a->st, &b,
-								  items, n, &err)
+		int e = runs_text ? c->a->st->ops->eval_batch_add(
+					c->a->st, &b, items, n, &err)
 				  : -ENOMEM;
 		if (e < 0)
 			api_reply_failure(c, e, err, "make the review batch");
 		else
-			api_reply_render(
-			    c, 201,
-			    json_pack("{s:s, s:I, s:s+}", "id", b.id, "items",
-				      (json_int_t)n, "page", "#/reviews/",
-				      b.id),
-			    "render the review batch");
+			api_reply_render(c, 201,
+					 json_pack("{s:s, s:I, s:s+}", "id",
+						   b.id, "items", (json_int_t)n,
+						   "page", "#/reviews/", b.id),
+					 "render the review batch");
 		wr_error_free(err);
 	}
 	store_eval_items_free(items, n);
@@ -474,14 +475,13 @@ int api_eval_batches_list(struct api_ctx *c)
 			decided += it[j].verdict != NULL;
 		store_eval_items_free(it, k);
 		bad = json_array_append_new(
-			  list, json_pack("{s:s, s:o, s:I, s:o, s:I, s:I}",
-					  "id", v[i].id, "user",
-					  api_json_string(v[i].user),
-					  "created_ms",
-					  (json_int_t)v[i].created_ms, "runs",
-					  api_json_embed(v[i].runs_json),
-					  "items", (json_int_t)k, "decided",
-					  (json_int_t)decided)) < 0;
+			  list,
+			  json_pack("{s:s, s:o, s:I, s:o, s:I, s:I}", "id",
+				    v[i].id, "user", api_json_string(v[i].user),
+				    "created_ms", (json_int_t)v[i].created_ms,
+				    "runs", api_json_embed(v[i].runs_json),
+				    "items", (json_int_t)k, "decided",
+				    (json_int_t)decided)) < 0;
 	}
 	store_eval_batches_free(v, n);
 	return api_reply_render(c, 200,
@@ -493,9 +493,9 @@ int api_eval_batches_list(struct api_ctx *c)
 /* What a reviewer may see of an item: never its run, attempt or session. */
 static json_t *item_json(const struct store_eval_item *it, bool with_prompt)
 {
-	json_t *o = json_pack("{s:s, s:i, s:o}", "item", it->item, "position",
-			      it->pos + 1, "verdict",
-			      api_json_string(it->verdict));
+	json_t *o =
+	    json_pack("{s:s, s:i, s:o}", "item", it->item, "position",
+		      it->pos + 1, "verdict", api_json_string(it->verdict));
 	if (o && with_prompt)
 		json_object_set_new(o, "prompt", api_json_string(it->prompt));
 	return o;
@@ -511,8 +511,8 @@ int api_eval_batch_get(struct api_ctx *c)
 	struct store_eval_item *v = NULL;
 	size_t n = 0;
 	if (e == 0)
-		e = c->a->st->ops->eval_item_list(c->a->st, c->id, NULL, &v,
-						  &n, &err);
+		e = c->a->st->ops->eval_item_list(c->a->st, c->id, NULL, &v, &n,
+						  &err);
 	if (e < 0) {
 		api_reply_failure(c, e, err, "get the review batch");
 		wr_error_free(err);
@@ -526,21 +526,21 @@ int api_eval_batch_get(struct api_ctx *c)
 		bad = json_array_append_new(list, item_json(&v[i], false)) < 0;
 	}
 	store_eval_items_free(v, n);
-	return api_reply_render(
-	    c, 200,
-	    bad ? (json_decref(list), NULL)
-		: json_pack("{s:s, s:I, s:I, s:o}", "id", c->id, "total",
-			    (json_int_t)n, "decided", (json_int_t)decided,
-			    "items", list),
-	    "render the review batch");
+	return api_reply_render(c, 200,
+				bad ? (json_decref(list), NULL)
+				    : json_pack("{s:s, s:I, s:I, s:o}", "id",
+						c->id, "total", (json_int_t)n,
+						"decided", (json_int_t)decided,
+						"items", list),
+				"render the review batch");
 }
 
 /* The item of the path; -1 after an answer. */
 static int item_load(struct api_ctx *c, struct store_eval_item *it)
 {
 	struct wr_error *err = NULL;
-	int e = c->a->st->ops->eval_item_get(c->a->st, c->id, c->name, it,
-					     &err);
+	int e =
+	    c->a->st->ops->eval_item_get(c->a->st, c->id, c->name, it, &err);
 	if (e < 0) {
 		api_reply_failure(c, e, err, "get the review item");
 		wr_error_free(err);
@@ -558,9 +558,8 @@ int api_eval_item_get(struct api_ctx *c)
 		return 0;
 	struct wr_error *err = NULL;
 	int e = c->head ? 0
-			: c->a->st->ops->eval_item_show(c->a->st, c->id,
-							c->name,
-							store_now_ms(), &err);
+			: c->a->st->ops->eval_item_show(
+			      c->a->st, c->id, c->name, store_now_ms(), &err);
 	if (e < 0)
 		api_reply_failure(c, e, err, "show the review item");
 	else
@@ -627,15 +626,13 @@ int api_eval_item_decide(struct api_ctx *c)
 				       "first");
 	int64_t now = store_now_ms();
 	int64_t seen = now > shown ? now - shown : 0;
-	int64_t review = ms && json_is_integer(ms)
-			     ? (int64_t)json_integer_value(ms)
-			     : seen;
+	int64_t review =
+	    ms && json_is_integer(ms) ? (int64_t)json_integer_value(ms) : seen;
 	if (review > seen)
 		review = seen; /* no more than the server saw */
 	struct wr_error *err = NULL;
-	int e = c->a->st->ops->eval_item_decide(c->a->st, c->id, c->name,
-						verdict, c->who.user, review,
-						now, &err);
+	int e = c->a->st->ops->eval_item_decide(
+	    c->a->st, c->id, c->name, verdict, c->who.user, review, now, &err);
 	if (e < 0)
 		api_reply_failure(c, e, err, "record the verdict");
 	else

@@ -178,9 +178,8 @@ int pg_eval_batch_get(struct store *st, const char *id,
 int pg_eval_batch_list(struct store *st, struct store_eval_batch **out,
 		       size_t *n_out, struct wr_error **err)
 {
-	return list_rows(st, PG_EVAL_BATCH_LIST, NULL,
-			 &store_eval_batch_record, (void **)out, n_out,
-			 "list review batches", err);
+	return list_rows(st, PG_EVAL_BATCH_LIST, NULL, &store_eval_batch_record,
+			 (void **)out, n_out, "list review batches", err);
 }
 
 int pg_eval_item_list(struct store *st, const char *batch_id,
@@ -198,9 +197,8 @@ int pg_eval_item_list(struct store *st, const char *batch_id,
 }
 
 /* The item's row on c: 1 and *out, 0 when there is none, or -errno. */
-static int item_read(struct pg_conn *c, const char *batch_id,
-		     const char *item, struct store_eval_item *out,
-		     struct wr_error **err)
+static int item_read(struct pg_conn *c, const char *batch_id, const char *item,
+		     struct store_eval_item *out, struct wr_error **err)
 {
 	_cleanup_(pg_clearp) PGresult *res = NULL;
 	struct pg_params p = {0};
@@ -231,8 +229,8 @@ int pg_eval_item_get(struct store *st, const char *batch_id, const char *item,
 	return r < 0 ? r : 0;
 }
 
-int pg_eval_item_show(struct store *st, const char *batch_id,
-		      const char *item, int64_t now_ms, struct wr_error **err)
+int pg_eval_item_show(struct store *st, const char *batch_id, const char *item,
+		      int64_t now_ms, struct wr_error **err)
 {
 	int r = store_eval_item_key_check(batch_id, item, err);
 	if (r < 0)
@@ -255,8 +253,8 @@ int pg_eval_item_show(struct store *st, const char *batch_id,
 
 int pg_eval_item_decide(struct store *st, const char *batch_id,
 			const char *item, const char *verdict,
-			const char *reviewer, int64_t review_ms,
-			int64_t now_ms, struct wr_error **err)
+			const char *reviewer, int64_t review_ms, int64_t now_ms,
+			struct wr_error **err)
 {
 	int r = store_eval_item_key_check(batch_id, item, err);
 	if (r < 0)

@@ -113,17 +113,16 @@ int sq_eval_attempt_put(struct store *st, const char *run_id,
 	if (rc == SQLITE_OK)
 		rc = sq_bind_text(q, 3, a->attempt_json);
 	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(q, 4,
-					a->updated_ms ? a->updated_ms
-						      : store_now_ms());
+		rc = sqlite3_bind_int64(
+		    q, 4, a->updated_ms ? a->updated_ms : store_now_ms());
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(q);
 	if (rc != SQLITE_DONE) {
 		if (sq_errno(rc) == -ENOENT) /* the foreign key: no such run */
 			return wr_error_absent(err, true, "no eval run %s",
 					       run_id);
-		return sq_error(c, rc, err, "publish attempt %s of %s",
-				a->name, run_id);
+		return sq_error(c, rc, err, "publish attempt %s of %s", a->name,
+				run_id);
 	}
 	return 0;
 }
@@ -215,8 +214,8 @@ int sq_eval_batch_get(struct store *st, const char *id,
 	int rc = sq_bind_text(q, 1, id);
 	if (rc != SQLITE_OK)
 		return sq_error(c, rc, err, "get review batch %s", id);
-	r = sq_get_one(c, q, &store_eval_batch_record, out,
-		       "get review batch", err);
+	r = sq_get_one(c, q, &store_eval_batch_record, out, "get review batch",
+		       err);
 	if (r == 0)
 		return wr_error_absent(err, true, "no review batch %s", id);
 	return r < 0 ? r : 0;
@@ -225,9 +224,8 @@ int sq_eval_batch_get(struct store *st, const char *id,
 int sq_eval_batch_list(struct store *st, struct store_eval_batch **out,
 		       size_t *n_out, struct wr_error **err)
 {
-	return list_rows(st, SQ_EVAL_BATCH_LIST, NULL,
-			 &store_eval_batch_record, (void **)out, n_out,
-			 "list review batches", err);
+	return list_rows(st, SQ_EVAL_BATCH_LIST, NULL, &store_eval_batch_record,
+			 (void **)out, n_out, "list review batches", err);
 }
 
 int sq_eval_item_list(struct store *st, const char *batch_id,
@@ -245,9 +243,8 @@ int sq_eval_item_list(struct store *st, const char *batch_id,
 }
 
 /* The item's row on c: 1 and *out, 0 when there is none, or -errno. */
-static int item_read(struct sq_conn *c, const char *batch_id,
-		     const char *item, struct store_eval_item *out,
-		     struct wr_error **err)
+static int item_read(struct sq_conn *c, const char *batch_id, const char *item,
+		     struct store_eval_item *out, struct wr_error **err)
 {
 	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
 	int r = sq_prepare(c, SQ_EVAL_ITEM_GET, &q, err);
@@ -258,8 +255,8 @@ static int item_read(struct sq_conn *c, const char *batch_id,
 		rc = sq_bind_text(q, 2, item);
 	if (rc != SQLITE_OK)
 		return sq_error(c, rc, err, "get review item %s", item);
-	return sq_get_one(c, q, &store_eval_item_record, out,
-			  "get review item", err);
+	return sq_get_one(c, q, &store_eval_item_record, out, "get review item",
+			  err);
 }
 
 int sq_eval_item_get(struct store *st, const char *batch_id, const char *item,
@@ -276,8 +273,8 @@ int sq_eval_item_get(struct store *st, const char *batch_id, const char *item,
 	return r < 0 ? r : 0;
 }
 
-int sq_eval_item_show(struct store *st, const char *batch_id,
-		      const char *item, int64_t now_ms, struct wr_error **err)
+int sq_eval_item_show(struct store *st, const char *batch_id, const char *item,
+		      int64_t now_ms, struct wr_error **err)
 {
 	int r = store_eval_item_key_check(batch_id, item, err);
 	if (r < 0)
@@ -303,8 +300,8 @@ int sq_eval_item_show(struct store *st, const char *batch_id,
 
 int sq_eval_item_decide(struct store *st, const char *batch_id,
 			const char *item, const char *verdict,
-			const char *reviewer, int64_t review_ms,
-			int64_t now_ms, struct wr_error **err)
+			const char *reviewer, int64_t review_ms, int64_t now_ms,
+			struct wr_error **err)
 {
 	int r = store_eval_item_key_check(batch_id, item, err);
 	if (r < 0)
@@ -349,9 +346,8 @@ int sq_eval_item_decide(struct store *st, const char *batch_id,
 		if (r < 0)
 			return r;
 		if (r == 0)
-			return wr_error_absent(err, true,
-					       "no review item %s/%s", batch_id,
-					       item);
+			return wr_error_absent(
+			    err, true, "no review item %s/%s", batch_id, item);
 		return wr_error_set(err, EALREADY,
 				    "review item %s has a verdict already",
 				    item);

@@ -68,12 +68,13 @@ DEFINE_ARRAY_FREE(store_eval_items_free, struct store_eval_item,
 
 bool store_eval_verdict_ok(const char *verdict)
 {
-	return verdict && (!strcmp(verdict, "merge") ||
-			   !strcmp(verdict, "changes") ||
-			   !strcmp(verdict, "reject"));
+	return verdict &&
+	       (!strcmp(verdict, "merge") || !strcmp(verdict, "changes") ||
+		!strcmp(verdict, "reject"));
 }
 
-/* ---- records from rows ---------------------------------------------------- */
+/* ---- records from rows ----------------------------------------------------
+ */
 
 static int run_from_row(const struct store_row *row, void *out)
 {
@@ -164,12 +165,13 @@ DEFINE_RECORD(store_eval_run_record, struct store_eval_run, run_from_row,
 	      store_eval_run_clear);
 DEFINE_RECORD(store_eval_attempt_record, struct store_eval_attempt,
 	      attempt_from_row, store_eval_attempt_clear);
-DEFINE_RECORD(store_eval_batch_record, struct store_eval_batch,
-	      batch_from_row, store_eval_batch_clear);
+DEFINE_RECORD(store_eval_batch_record, struct store_eval_batch, batch_from_row,
+	      store_eval_batch_clear);
 DEFINE_RECORD(store_eval_item_record, struct store_eval_item, item_from_row,
 	      store_eval_item_clear);
 
-/* ---- checks ------------------------------------------------------------------ */
+/* ---- checks
+ * ------------------------------------------------------------------ */
 
 int store_eval_run_check(const struct store_eval_run *r, struct wr_error **err)
 {
@@ -193,8 +195,9 @@ int store_eval_attempt_check(const char *run_id,
 		return wr_error_absent(err, true, "no eval run %s",
 				       run_id ? run_id : "");
 	if (!a || !store_text_ok(a->name, STORE_EVAL_NAME_MAX))
-		return wr_error_input(err, EINVAL, "eval run %s: an attempt "
-						   "without a name",
+		return wr_error_input(err, EINVAL,
+				      "eval run %s: an attempt "
+				      "without a name",
 				      run_id);
 	if (!store_text_ok(a->attempt_json, STORE_EVAL_JSON_MAX))
 		return wr_error_input(err, EINVAL,
@@ -212,9 +215,8 @@ int store_eval_batch_check(const struct store_eval_batch *b,
 		return wr_error_input(err, EINVAL, "review batch: no id");
 	if (!store_text_ok(b->user, STORE_USER_MAX) ||
 	    !store_text_ok(b->runs_json, STORE_TEXT_MAX))
-		return wr_error_input(err, EINVAL,
-				      "review batch %s: no user or runs",
-				      b->id);
+		return wr_error_input(
+		    err, EINVAL, "review batch %s: no user or runs", b->id);
 	if (n > STORE_EVAL_ITEMS_MAX || (n && !items))
 		return wr_error_input(err, E2BIG,
 				      "review batch %s: at most %d items",

@@ -24,9 +24,9 @@ static void test_figures(void **state)
 {
 	(void)state;
 	/* 3 accepted of 4 reviewed in 90 s + 30 s + 45 s + 75 s = 4 min */
-	json_t *tally = json_pack("{s:i, s:i, s:i, s:i, s:i}", "reviewed", 4,
-				  "accepted", 3, "changes", 1, "rejected", 0,
-				  "review_ms", 240000);
+	json_t *tally =
+	    json_pack("{s:i, s:i, s:i, s:i, s:i}", "reviewed", 4, "accepted", 3,
+		      "changes", 1, "rejected", 0, "review_ms", 240000);
 	json_t *f = eval_review_figures(0.6, tally);
 	assert_non_null(f);
 	assert_int_equal(json_integer_value(json_object_get(f, "reviewed")), 4);
@@ -43,8 +43,8 @@ static void test_figures(void **state)
 			  "review_ms", 0);
 	f = eval_review_figures(1.0, tally);
 	assert_true(json_is_null(json_object_get(f, "cost_per_accepted")));
-	assert_true(json_is_null(
-	    json_object_get(f, "accepted_per_reviewer_minute")));
+	assert_true(
+	    json_is_null(json_object_get(f, "accepted_per_reviewer_minute")));
 	json_decref(f);
 	json_decref(tally);
 }
@@ -72,9 +72,9 @@ static void test_report_and_compare(void **state)
 	assert_float_equal(num(ra, "accepted_per_reviewer_minute"), 2.0 / 3.0,
 			   1e-12);
 	assert_float_equal(num(ra, "cost_per_accepted"), 0.75, 1e-12);
-	assert_float_equal(num(json_object_get(b, "review"),
-			       "accepted_per_reviewer_minute"),
-			   2.0, 1e-12);
+	assert_float_equal(
+	    num(json_object_get(b, "review"), "accepted_per_reviewer_minute"),
+	    2.0, 1e-12);
 	json_t *cmp = eval_report_compare(a, b);
 	assert_float_equal(num(json_object_get(cmp, "difference"),
 			       "accepted_per_reviewer_minute"),
