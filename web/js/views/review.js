@@ -90,6 +90,12 @@ export function mount(root, ctx) {
         announce(`${v.label}: recorded.`, 'good');
         await next();
       } catch (e) {
+        if (e.status === 409 && /already/.test(e.message || '')) {
+          // another reviewer of the batch was first: on to the next one
+          announce('This change was reviewed meanwhile; here is the next.', 'info');
+          await next();
+          return;
+        }
         for (const bt of all) bt.disabled = false;
         replace(err, e.describe ? e.describe() : String(e.message || e));
       }
