@@ -22,6 +22,10 @@ EOF2
 export WARREN_WEB_DIR="$ROOT_DIR/web"
 server_start "$TEST_TMP/data" "$TEST_TMP/config.json"
 RUNS="$TEST_TMP/runs"
+# the reports and the browser's screenshots are kept here
+OUT="$ROOT_DIR/$BUILD/test-artifacts/evals"
+rm -rf "$OUT"
+mkdir -p "$OUT"
 ev() { "$WARREN" eval "$@" --dir "$RUNS" --server "$URL" --token "$TOKEN"; }
 DB="$TEST_TMP/data/warren.db"
 q() { sqlite3 "$DB" "$1"; }
@@ -157,8 +161,11 @@ assert abs(c["difference"]["accepted_per_reviewer_minute"] - (80.0 - 3 / (ms / 6
 assert c["a"]["resolved"] == 4 and c["b"]["resolved"] == 2
 PY
 txt="$(ev report "$A" --compare "$B")"
+echo "$txt" >"$OUT/report-compare.txt"
 echo "$txt" | grep -q '3 accepted of 4 reviewed' && echo "$txt" | grep -q '1 accepted of 2 reviewed .* 80.00 accepted per reviewer minute' &&
 	echo "$txt" | grep -q 'accepted per reviewer minute [+-]' &&
+	echo "$txt" | grep -Eq '^resolved +4 of 4 +2 of 4' && echo "$txt" | grep -Eq '^time per resolved task +[0-9.]+s +[0-9.]+s' &&
+	echo "$txt" | grep -Eq '^accepted per reviewer minute +[0-9.]+ +80\.00' &&
 	pass "eval report --compare as text: resolved, cost, time and accepted changes per reviewer minute side by side" ||
 	fail "eval report --compare as text" "$(echo "$txt" | head -14)"
 
@@ -250,9 +257,7 @@ fi
 if ! command -v node >/dev/null 2>&1 || [ ! -x "$CHROMIUM" ] || [ "$have" != "$want" ]; then
 	fail "the browser check can run" "node, $CHROMIUM and playwright-core $want are needed ('make check' as root installs them)"
 else
-	OUT="$ROOT_DIR/$BUILD/test-artifacts/evals"
-	rm -rf "$OUT"
-	mkdir -p "$OUT" "$TEST_TMP/home"
+	mkdir -p "$TEST_TMP/home"
 	(cd "$BROWSER_DIR" && HOME="$TEST_TMP/home" TMPDIR="$TEST_TMP" WARREN_URL="$URL" TOKEN="$TOKEN" RUN_A="$A" RUN_B="$B" \
 		BATCH="$WEB_BATCH" OUT_DIR="$OUT" CHROMIUM="$CHROMIUM" timeout -k 10 150 node evals.test.mjs) >"$TEST_TMP/browser.out" 2>"$TEST_TMP/browser.err"
 	rc=$?

@@ -294,6 +294,46 @@ static void summary(const json_t *r)
 		       (long long)client_json_int(r, "pending", 0));
 }
 
+/* The two runs' headline figures in two columns. */
+static int side_by_side(const json_t *a, const json_t *b)
+{
+	static const char *const head[] = {"", "A", "B"};
+	struct client_table t;
+	if (client_table_init(&t, head, 3) < 0)
+		return -ENOMEM;
+	char v[4][5][40];
+	const json_t *runs[2] = {a, b};
+	for (int i = 0; i < 2; i++) {
+		const json_t *r = runs[i];
+		const json_t *rv = json_object_get(r, "review");
+		const json_t *apm =
+		    json_object_get(rv, "accepted_per_reviewer_minute");
+		snprintf(v[i][0], sizeof(v[i][0]), "%lld of %lld",
+			 (long long)client_json_int(r, "resolved", 0),
+			 (long long)client_json_int(r, "runs", 0));
+		money(v[i][1], sizeof(v[i][1]),
+		      json_object_get(r, "cost_per_resolved"));
+		secs(v[i][2], sizeof(v[i][2]),
+		     json_object_get(r, "time_per_resolved_ms"));
+		if (json_is_number(apm))
+			snprintf(v[i][3], sizeof(v[i][3]), "%.2f",
+				 json_number_value(apm));
+		else
+			snprintf(v[i][3], sizeof(v[i][3]), "-");
+		money(v[i][4], sizeof(v[i][4]),
+		      json_object_get(rv, "cost_per_accepted"));
+	}
+	static const char *const rows[] = {
+	    "resolved", "cost per resolved task", "time per resolved task",
+	    "accepted per reviewer minute", "cost per accepted change"};
+	for (int k = 0; k < 5; k++)
+		client_table_add(&t, rows[k], v[0][k], v[1][k]);
+	putchar('\n');
+	int r = client_table_print(&t, stdout);
+	client_table_clear(&t);
+	return r;
+}
+
 int eval_report_print(const json_t *a, const json_t *b)
 {
 	summary(a);
@@ -314,6 +354,9 @@ int eval_report_print(const json_t *a, const json_t *b)
 			       num(d, "accepted_per_reviewer_minute"));
 		putchar('\n');
 		json_decref(cmp);
+		int r = side_by_side(a, b);
+		if (r < 0)
+			return r;
 	}
 	static const char *const one[] = {"TASK", "RESOLVED", "RATE", "COST",
 					  "TIME", "VERIFY AGREES"};
