@@ -242,6 +242,12 @@ api GET "/api/v1/evals/$C"
 	fail "a server that refuses the run: a note in the run's log (once), the run resolves as before" "rc=$rc code=$CODE $(cat "$RUNS/$C/log" 2>/dev/null | head -3) $(tail -2 "$TEST_TMP/c.err")"
 kill "$PROXY_PID" 2>/dev/null
 wait "$PROXY_PID" 2>/dev/null
+# resumed against the server itself, what was written goes up
+out="$(ev run --resume "$C" --wait --json 2>/dev/null)"
+api GET "/api/v1/evals/$C"
+[ "$CODE" = 200 ] && [ "$(jget '.attempts | length')" = 2 ] && [ "$(jget .run.state)" = finished ] &&
+	pass "eval run --resume publishes the run and the attempts written before" ||
+	fail "eval run --resume publishes the run and the attempts written before" "$CODE $(echo "$BODY" | head -c 300)"
 
 # --- the web UI in Chromium -----------------------------------------------------------------
 api POST /api/v1/evals/reviews "{\"runs\": [\"$B\"]}"

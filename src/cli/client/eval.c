@@ -839,6 +839,11 @@ static int eval_run(struct client *c, struct eval_opts *o)
 		r = attempts_plan(&st, &err);
 	if (r == 0)
 		publish(&st, NULL);
+	/* resumed: what was written before (perhaps while the server could
+	 * not take it) goes up again */
+	for (size_t i = 0; r == 0 && o->resume && i < st.n_at; i++)
+		if (st.at[i].rec)
+			publish(&st, &st.at[i]);
 	/* the server and the token, before going to the background */
 	json_t *who = NULL;
 	if (r == 0)
