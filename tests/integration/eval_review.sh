@@ -160,6 +160,29 @@ assert abs(b["accepted_per_reviewer_minute"] - 80.0) < 1e-9, b
 assert abs(c["difference"]["accepted_per_reviewer_minute"] - (80.0 - 3 / (ms / 60000))) < 1e-6, c["difference"]
 assert c["a"]["resolved"] == 4 and c["b"]["resolved"] == 2
 PY
+# the web UI's report (web/js/evalreport.js) says what the CLI's does
+api GET "/api/v1/evals/$A"
+echo "$BODY" >"$TEST_TMP/a.json"
+echo "$rep" >"$TEST_TMP/a.report.json"
+if command -v node >/dev/null 2>&1; then
+	node --input-type=module -e '
+import { readFileSync } from "node:fs";
+const { buildReport } = await import(process.argv[1]);
+const js = buildReport(JSON.parse(readFileSync(process.argv[2], "utf8")));
+const c = JSON.parse(readFileSync(process.argv[3], "utf8"));
+// the CLI prints reals to 10 significant digits
+const near = (a, b) => (a === null && b === null) || Math.abs(a - b) <= 1e-8 * Math.max(1, Math.abs(b));
+for (const k of ["runs", "resolved", "resolve_rate", "cost", "wall_ms", "cost_per_resolved", "time_per_resolved_ms"])
+  if (!near(js[k], c[k])) throw new Error(`${k}: page ${js[k]}, cli ${c[k]}`);
+for (const k of ["reviewed", "accepted", "review_minutes", "accepted_per_reviewer_minute", "cost_per_accepted"])
+  if (!near(js.review[k], c.review[k])) throw new Error(`review.${k}: page ${js.review[k]}, cli ${c.review[k]}`);
+for (const t of c.tasks) {
+  const j = js.tasks.find((x) => x.name === t.name);
+  if (!j || j.resolved !== t.resolved || j.runs !== t.runs) throw new Error(`task ${t.name}`);
+}' "$ROOT_DIR/web/js/evalreport.js" "$TEST_TMP/a.json" "$TEST_TMP/a.report.json" 2>"$TEST_TMP/node.err" &&
+		pass "the web UI computes the report the CLI prints (totals, per task, review figures)" ||
+		fail "the web UI computes the report the CLI prints" "$(head -c 300 "$TEST_TMP/node.err")"
+fi
 txt="$(ev report "$A" --compare "$B")"
 echo "$txt" >"$OUT/report-compare.txt"
 echo "$txt" | grep -q '3 accepted of 4 reviewed' && echo "$txt" | grep -q '1 accepted of 2 reviewed .* 80.00 accepted per reviewer minute' &&
