@@ -149,6 +149,29 @@ async function main() {
       const got = res.items.find((i) => i.item === before);
       assert(got && got.verdict === 'merge', `the item's verdict is ${got && got.verdict}`);
     });
+    await check("at a phone's width the eval pages do not scroll sideways", async () => {
+      const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
+      const pp = await phone.newPage();
+      pp.on('pageerror', (e) => problems.push(e.message));
+      await pp.goto(`${BASE}/#/evals`);
+      await pp.locator('#token').fill(TOKEN);
+      await pp.locator('form.signin-card button[type=submit]').click();
+      await pp.locator(`tr[data-run="${RUN_A}"]`).waitFor({ timeout: STEP_MS });
+      const wide = () => pp.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      const over = [];
+      if ((await wide()) > 1) over.push(`evals by ${await wide()} px`);
+      await pp.goto(`${BASE}/#/evals/${RUN_A}?compare=${RUN_B}`);
+      await pp.locator('#chart-resolve svg.chart').waitFor({ timeout: STEP_MS });
+      await pp.waitForTimeout(300);
+      if ((await wide()) > 1) over.push(`compare by ${await wide()} px`);
+      await pp.screenshot({ path: join(OUT, 'phone-eval-compare.png'), fullPage: true });
+      await pp.goto(`${BASE}/#/reviews/${BATCH}`);
+      await pp.locator('.review-item').waitFor({ timeout: STEP_MS });
+      if ((await wide()) > 1) over.push(`review by ${await wide()} px`);
+      await pp.screenshot({ path: join(OUT, 'phone-blind-review.png'), fullPage: true });
+      await phone.close();
+      return over.length ? over.join(', ') : undefined;
+    });
     await check('no script error or CSP violation', () => (problems.length ? problems.slice(0, 3).join(' | ') : undefined));
     await context.close();
   } finally {

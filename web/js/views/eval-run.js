@@ -100,15 +100,17 @@ function taskTable(reps) {
             'tr',
             null,
             h('th', { scope: 'row' }, n),
-            reps.map((r) => {
+            reps.map((r, i) => {
               const t = r.tasks.find((x) => x.name === n);
+              const who = reps.length > 1 ? `${'AB'[i]} ` : '';
+              const cell = (label, text) => h('td', { class: 'num', dataset: { label: `${who}${label}` } }, text);
               return t
                 ? [
-                    h('td', { class: 'num' }, `${num(t.resolved)}/${num(t.runs)}`),
-                    h('td', { class: 'num' }, cost(t.cost)),
-                    h('td', { class: 'num' }, duration(t.wall_ms)),
+                    cell('resolved', `${num(t.resolved)}/${num(t.runs)}`),
+                    cell('cost', cost(t.cost)),
+                    cell('time', duration(t.wall_ms)),
                   ]
-                : [h('td', null, '—'), h('td', null, '—'), h('td', null, '—')];
+                : [cell('resolved', '—'), cell('cost', '—'), cell('time', '—')];
             }),
           ),
         ),

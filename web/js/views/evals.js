@@ -66,12 +66,16 @@ export function mount(root, ctx) {
           { dataset: { run: r.id } },
           h('td', null, box, h('label', { for: `pick-${r.id}`, class: 'sr-only' }, `Choose ${r.id} for blind review`)),
           h('td', null, h('a', { href: `#/evals/${encodeURIComponent(r.id)}`, class: 'mono' }, r.id)),
-          h('td', null, run.suite_name || '—'),
-          h('td', { class: 'eval-agent' }, agentLabel(run)),
-          h('td', { class: 'num' }, num(run.repeat)),
-          h('td', null, run.state || '—'),
-          h('td', { class: 'num' }, rv.reviewed ? `${num(rv.accepted)} of ${num(rv.reviewed)}` : '—'),
-          h('td', null, timeEl(r.created_ms)),
+          h('td', { dataset: { label: 'Suite' } }, run.suite_name || '—'),
+          h('td', { class: 'eval-agent', dataset: { label: 'Agent' } }, agentLabel(run)),
+          h('td', { class: 'num', dataset: { label: 'Repeat' } }, num(run.repeat)),
+          h('td', { dataset: { label: 'State' } }, run.state || '—'),
+          h(
+            'td',
+            { class: 'num', dataset: { label: 'Accepted' } },
+            rv.reviewed ? `${num(rv.accepted)} of ${num(rv.reviewed)}` : '—',
+          ),
+          h('td', { dataset: { label: 'Published' } }, timeEl(r.created_ms)),
         );
       });
       const err = h('div', { class: 'form-error', role: 'alert' });
