@@ -197,6 +197,15 @@ $(BUILD)/tests/test_request: tests/unit/test_request.c $(filter-out %/main.o,$(C
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS) -lcmocka
 
+# test_eval_report: the report's arithmetic, from the client's own files
+CLIENT_TEST_OBJ := $(filter-out %/main.o,$(CLIENT_OBJ)) \
+	$(addprefix $(BUILD)/obj/src/,util/alloc.o util/error.o util/parse.o \
+	  util/json_alloc.o util/capbuf.o util/fs.o util/spawn.o util/proc.o \
+	  util/gitenv.o snapshot/jsonc.o)
+$(BUILD)/tests/test_eval_report: tests/unit/test_eval_report.c $(CLIENT_TEST_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(CLIENT_LIBS) -lcmocka
+
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(SERVER_OBJ) $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(SERVER_LIBS) -lcmocka

@@ -274,6 +274,25 @@ int api_secrets_list(struct api_ctx *c);
 int api_secret_delete(struct api_ctx *c);
 /* secrets.c: any name segment is looked at by the PUT handler itself */
 bool api_secret_segment(const char *name);
+/* evals.c (docs/api.md "Evals") */
+int api_evals_list(struct api_ctx *c);
+int api_eval_get(struct api_ctx *c);
+int api_eval_run_put(struct api_ctx *c);
+int api_eval_attempt_put(struct api_ctx *c);
+int api_eval_batches_list(struct api_ctx *c);
+int api_eval_batch_create(struct api_ctx *c);
+int api_eval_batch_get(struct api_ctx *c);
+int api_eval_item_get(struct api_ctx *c);
+int api_eval_item_diff(struct api_ctx *c);
+int api_eval_item_decide(struct api_ctx *c);
+/* An eval run's id as `warren eval run` makes it: "e-" and 1..62 of
+ * [a-z0-9-]. */
+bool api_eval_run_id_valid(const char *s);
+/* An attempt's name, "TASK.K": 1..STORE_EVAL_NAME_MAX of [A-Za-z0-9._-],
+ * without "..". */
+bool api_eval_attempt_name_valid(const char *s);
+/* A review item's id: "i-" + [0-9a-z]. */
+bool api_eval_item_id_valid(const char *s);
 int api_healthz(struct api_ctx *c);
 int api_whoami(struct api_ctx *c);
 int api_events_stream(struct api_ctx *c);

@@ -173,7 +173,7 @@ int api_reply_failure(struct api_ctx *c, int r, const struct wr_error *err,
 /* ---- paths ---- */
 
 #define API_PREFIX "/api/v1/"
-#define API_SEGS_MAX 5 /* repositories/{id}/builds/{build}/log */
+#define API_SEGS_MAX 6 /* evals/reviews/{batch}/items/{item}/diff */
 
 struct api_path {
 	char buf[API_PATH_MAX + 1];
@@ -253,7 +253,9 @@ struct route {
 	 * artifact, of a token) */
 	const char *pattern;
 	const char *method;
-	char id_kind; /* 's', 'r': the prefix '*' must carry */
+	/* 's', 'r', 'b': the prefix '*' must carry; 'e': an eval run's id
+	 * (api_eval_run_id_valid) */
+	char id_kind;
 	enum body_policy body;
 	const char *const *query; /* allowed parameters, NULL: none */
 	int (*handler)(struct api_ctx *c);
@@ -325,6 +327,27 @@ static const struct route routes[] = {
      "setting secrets", api_secret_segment},
     {"secrets/+", "DELETE", 0, BODY_NONE, NULL, api_secret_delete, ADMINS,
      "deleting secrets", secrets_name_valid},
+    {"evals", "GET", 0, BODY_NONE, NULL, api_evals_list, REVIEWERS,
+     "reading evals", NULL},
+    {"evals/reviews", "GET", 0, BODY_NONE, NULL, api_eval_batches_list,
+     REVIEWERS, "reading evals", NULL},
+    {"evals/reviews", "POST", 0, BODY_REQUIRED, NULL, api_eval_batch_create,
+     REVIEWERS, "making a review batch", NULL},
+    {"evals/reviews/*", "GET", 'b', BODY_NONE, NULL, api_eval_batch_get,
+     REVIEWERS, "reviewing", NULL},
+    {"evals/reviews/*/items/+", "GET", 'b', BODY_NONE, NULL,
+     api_eval_item_get, REVIEWERS, "reviewing", api_eval_item_id_valid},
+    {"evals/reviews/*/items/+", "POST", 'b', BODY_REQUIRED, NULL,
+     api_eval_item_decide, REVIEWERS, "reviewing", api_eval_item_id_valid},
+    {"evals/reviews/*/items/+/diff", "GET", 'b', BODY_NONE, NULL,
+     api_eval_item_diff, REVIEWERS, "reviewing", api_eval_item_id_valid},
+    {"evals/*", "GET", 'e', BODY_NONE, NULL, api_eval_get, REVIEWERS,
+     "reading evals", NULL},
+    {"evals/*", "PUT", 'e', BODY_REQUIRED, NULL, api_eval_run_put, REVIEWERS,
+     "publishing an eval run", NULL},
+    {"evals/*/attempts/+", "PUT", 'e', BODY_REQUIRED, NULL,
+     api_eval_attempt_put, REVIEWERS, "publishing an eval run",
+     api_eval_attempt_name_valid},
     {"healthz", "GET", 0, BODY_NONE, NULL, api_healthz, ANY_ROLE, NULL, NULL},
     {"whoami", "GET", 0, BODY_NONE, NULL, api_whoami, ANY_ROLE, NULL, NULL},
     {"events", "GET", 0, BODY_NONE, NULL, api_events_stream, ANY_ROLE, NULL,
@@ -469,10 +492,16 @@ static int dispatch(struct api_ctx *c)
 		    match->action ? match->action : "this request",
 		    match->roles == ADMINS ? "admin" : "reviewer or admin");
 	if (match->id_kind) {
-		if (!api_id_valid(id, match->id_kind))
+		bool ok = match->id_kind == 'e'
+			      ? api_eval_run_id_valid(id)
+			      : api_id_valid(id, match->id_kind);
+		if (!ok)
 			return api_reply_error(
 			    c->out, 404, "no such %s",
-			    match->id_kind == 's' ? "session" : "repository");
+			    match->id_kind == 's'   ? "session"
+			    : match->id_kind == 'r' ? "repository"
+			    : match->id_kind == 'e' ? "eval run"
+						    : "review batch");
 		c->id = id;
 	}
 	if (name) {
@@ -481,6 +510,10 @@ static int dispatch(struct api_ctx *c)
 			return api_reply_error(
 			    c->out, 404, "no such %s",
 			    match->name_valid == api_build_id_valid ? "build"
+			    : match->name_valid == api_eval_item_id_valid
+				? "review item"
+			    : match->name_valid == api_eval_attempt_name_valid
+				? "attempt"
 			    : match->id_kind ? "artifact"
 			    : !strncmp(match->pattern, "secrets/", 8)
 				? "secret"

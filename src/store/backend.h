@@ -62,6 +62,12 @@
 	"id, session_id, kind, channel, thread_ts, response_url, "        \
 	"slack_user, text, posted_state, attempts, created_ms, next_ms, " \
 	"done_ms, last_error"
+#define STORE_EVAL_RUN_COLUMNS "id, user_name, run_json, created_ms, updated_ms"
+#define STORE_EVAL_ATTEMPT_COLUMNS "name, attempt_json, updated_ms"
+#define STORE_EVAL_BATCH_COLUMNS "id, user_name, runs_json, created_ms"
+#define STORE_EVAL_ITEM_COLUMNS                                          \
+	"batch_id, item, pos, run_id, attempt, session_id, prompt, "    \
+	"verdict, reviewer, review_ms, shown_ms, decided_ms"
 /* The states nothing more happens in, as SQL (session_state_terminal),
  * and those a session rests in: review and the terminal ones. */
 #define STORE_TERMINAL_STATES \
@@ -91,7 +97,8 @@ struct store_record_type {
 extern const struct store_record_type store_token_record, store_repo_record,
     store_snapshot_record, store_session_record, store_event_record,
     store_message_record, store_artifact_record, store_worker_record,
-    store_claim_record;
+    store_claim_record, store_eval_run_record, store_eval_attempt_record,
+    store_eval_batch_record, store_eval_item_record;
 /* Slack's outbox's posts (notify/outbox.c): STORE_SLACK_POST_COLUMNS. */
 extern const struct store_record_type slack_post_record;
 
@@ -148,6 +155,17 @@ int store_consume_check(int64_t message_id, int turn, struct wr_error **err);
 /* "message N was consumed already" (-ESTALE) or "no message N". */
 int store_consume_refused(int64_t message_id, bool exists,
 			  struct wr_error **err);
+
+/* Evals (store_eval.c): the arguments of each call. */
+int store_eval_run_check(const struct store_eval_run *r, struct wr_error **err);
+int store_eval_attempt_check(const char *run_id,
+			     const struct store_eval_attempt *a,
+			     struct wr_error **err);
+int store_eval_batch_check(const struct store_eval_batch *b,
+			   const struct store_eval_item *items, size_t n,
+			   struct wr_error **err);
+int store_eval_item_key_check(const char *batch_id, const char *item,
+			      struct wr_error **err);
 
 /* ---- the data of the events a call writes ------------------------------ */
 

@@ -40,6 +40,20 @@ enum pg_stmt {
 	PG_BUILD_DEQUEUE,
 	PG_BUILD_UNQUEUE,
 	PG_BUILD_QUEUE_LIST,
+	PG_EVAL_RUN_PUT,
+	PG_EVAL_RUN_GET,
+	PG_EVAL_RUN_LIST,
+	PG_EVAL_ATTEMPT_PUT,
+	PG_EVAL_ATTEMPT_LIST,
+	PG_EVAL_BATCH_ADD,
+	PG_EVAL_ITEM_ADD,
+	PG_EVAL_BATCH_GET,
+	PG_EVAL_BATCH_LIST,
+	PG_EVAL_ITEMS_BATCH,
+	PG_EVAL_ITEMS_RUN,
+	PG_EVAL_ITEM_GET,
+	PG_EVAL_ITEM_SHOW,
+	PG_EVAL_ITEM_DECIDE,
 	PG_REPO_UPDATE,
 	PG_REPO_REMOVE,
 	PG_REPO_ACTIVE,
@@ -140,6 +154,38 @@ int pg_build_unqueue(struct store *st, const char *repo_id, bool *removed,
 		     struct wr_error **err);
 int pg_build_queue_list(struct store *st, char ***ids, size_t *n,
 			struct wr_error **err);
+
+/* pg_eval.c */
+int pg_eval_run_put(struct store *st, const struct store_eval_run *r,
+		    struct wr_error **err);
+int pg_eval_run_get(struct store *st, const char *id,
+		    struct store_eval_run *out, struct wr_error **err);
+int pg_eval_run_list(struct store *st, struct store_eval_run **out,
+		     size_t *n_out, struct wr_error **err);
+int pg_eval_attempt_put(struct store *st, const char *run_id,
+			const struct store_eval_attempt *a,
+			struct wr_error **err);
+int pg_eval_attempt_list(struct store *st, const char *run_id,
+			 struct store_eval_attempt **out, size_t *n_out,
+			 struct wr_error **err);
+int pg_eval_batch_add(struct store *st, const struct store_eval_batch *b,
+		      const struct store_eval_item *items, size_t n,
+		      struct wr_error **err);
+int pg_eval_batch_get(struct store *st, const char *id,
+		      struct store_eval_batch *out, struct wr_error **err);
+int pg_eval_batch_list(struct store *st, struct store_eval_batch **out,
+		       size_t *n_out, struct wr_error **err);
+int pg_eval_item_list(struct store *st, const char *batch_id,
+		      const char *run_id, struct store_eval_item **out,
+		      size_t *n_out, struct wr_error **err);
+int pg_eval_item_get(struct store *st, const char *batch_id, const char *item,
+		     struct store_eval_item *out, struct wr_error **err);
+int pg_eval_item_show(struct store *st, const char *batch_id,
+		      const char *item, int64_t now_ms, struct wr_error **err);
+int pg_eval_item_decide(struct store *st, const char *batch_id,
+			const char *item, const char *verdict,
+			const char *reviewer, int64_t review_ms,
+			int64_t now_ms, struct wr_error **err);
 
 /* pg_watch.c */
 int pg_watch(struct store *st, store_changed_fn changed, void *ctx,

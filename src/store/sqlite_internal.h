@@ -40,6 +40,20 @@ enum sq_stmt {
 	SQ_BUILD_DEQUEUE,
 	SQ_BUILD_UNQUEUE,
 	SQ_BUILD_QUEUE_LIST,
+	SQ_EVAL_RUN_PUT,
+	SQ_EVAL_RUN_GET,
+	SQ_EVAL_RUN_LIST,
+	SQ_EVAL_ATTEMPT_PUT,
+	SQ_EVAL_ATTEMPT_LIST,
+	SQ_EVAL_BATCH_ADD,
+	SQ_EVAL_ITEM_ADD,
+	SQ_EVAL_BATCH_GET,
+	SQ_EVAL_BATCH_LIST,
+	SQ_EVAL_ITEMS_BATCH,
+	SQ_EVAL_ITEMS_RUN,
+	SQ_EVAL_ITEM_GET,
+	SQ_EVAL_ITEM_SHOW,
+	SQ_EVAL_ITEM_DECIDE,
 	SQ_SNAPSHOT_ADD,
 	SQ_SNAPSHOT_LATEST,
 	SQ_SNAPSHOT_LIST_REPO,
@@ -276,6 +290,38 @@ int sq_artifact_add(struct store *st, const char *session_id,
 int sq_artifact_list(struct store *st, const char *session_id,
 		     struct store_artifact **out, size_t *n_out,
 		     struct wr_error **err);
+
+/* sqlite_eval.c */
+int sq_eval_run_put(struct store *st, const struct store_eval_run *r,
+		    struct wr_error **err);
+int sq_eval_run_get(struct store *st, const char *id,
+		    struct store_eval_run *out, struct wr_error **err);
+int sq_eval_run_list(struct store *st, struct store_eval_run **out,
+		     size_t *n_out, struct wr_error **err);
+int sq_eval_attempt_put(struct store *st, const char *run_id,
+			const struct store_eval_attempt *a,
+			struct wr_error **err);
+int sq_eval_attempt_list(struct store *st, const char *run_id,
+			 struct store_eval_attempt **out, size_t *n_out,
+			 struct wr_error **err);
+int sq_eval_batch_add(struct store *st, const struct store_eval_batch *b,
+		      const struct store_eval_item *items, size_t n,
+		      struct wr_error **err);
+int sq_eval_batch_get(struct store *st, const char *id,
+		      struct store_eval_batch *out, struct wr_error **err);
+int sq_eval_batch_list(struct store *st, struct store_eval_batch **out,
+		       size_t *n_out, struct wr_error **err);
+int sq_eval_item_list(struct store *st, const char *batch_id,
+		      const char *run_id, struct store_eval_item **out,
+		      size_t *n_out, struct wr_error **err);
+int sq_eval_item_get(struct store *st, const char *batch_id, const char *item,
+		     struct store_eval_item *out, struct wr_error **err);
+int sq_eval_item_show(struct store *st, const char *batch_id,
+		      const char *item, int64_t now_ms, struct wr_error **err);
+int sq_eval_item_decide(struct store *st, const char *batch_id,
+			const char *item, const char *verdict,
+			const char *reviewer, int64_t review_ms,
+			int64_t now_ms, struct wr_error **err);
 
 /* sqlite_lease.c (event_append_fenced: sqlite_session.c) */
 int64_t sq_event_append_fenced(struct store *st, const char *session_id,

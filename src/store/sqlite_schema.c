@@ -186,6 +186,47 @@ const struct sq_migration sq_migrations[] = {
 	"  queued_ms BIGINT NOT NULL"
 	");"
 	"CREATE INDEX build_queue_by_age ON build_queue (queued_ms, repo_id);"},
+    /* Evals (docs/eval.md): the runs `warren eval run` publishes, their
+     * attempts, and blind review batches over the resolved changes, each
+     * item's verdict and review time. The runs' and attempts' objects are
+     * the client's JSON, as text. */
+    {7, "CREATE TABLE eval_runs ("
+	"  id TEXT PRIMARY KEY,"
+	"  user_name TEXT NOT NULL,"
+	"  run_json TEXT NOT NULL,"
+	"  created_ms BIGINT NOT NULL,"
+	"  updated_ms BIGINT NOT NULL"
+	");"
+	"CREATE INDEX eval_runs_by_age ON eval_runs (created_ms, id);"
+	"CREATE TABLE eval_attempts ("
+	"  run_id TEXT NOT NULL REFERENCES eval_runs(id),"
+	"  name TEXT NOT NULL,"
+	"  attempt_json TEXT NOT NULL,"
+	"  updated_ms BIGINT NOT NULL,"
+	"  PRIMARY KEY (run_id, name)"
+	");"
+	"CREATE TABLE eval_batches ("
+	"  id TEXT PRIMARY KEY,"
+	"  user_name TEXT NOT NULL,"
+	"  runs_json TEXT NOT NULL,"
+	"  created_ms BIGINT NOT NULL"
+	");"
+	"CREATE TABLE eval_items ("
+	"  batch_id TEXT NOT NULL REFERENCES eval_batches(id),"
+	"  item TEXT NOT NULL,"
+	"  pos INTEGER NOT NULL,"
+	"  run_id TEXT NOT NULL,"
+	"  attempt TEXT NOT NULL,"
+	"  session_id TEXT NOT NULL,"
+	"  prompt TEXT NOT NULL,"
+	"  verdict TEXT,"
+	"  reviewer TEXT,"
+	"  review_ms BIGINT,"
+	"  shown_ms BIGINT,"
+	"  decided_ms BIGINT,"
+	"  PRIMARY KEY (batch_id, item)"
+	");"
+	"CREATE INDEX eval_items_by_run ON eval_items (run_id);"},
 };
 const size_t sq_n_migrations = sizeof(sq_migrations) / sizeof(sq_migrations[0]);
 
@@ -238,6 +279,44 @@ static const char *const stmt_sql[SQ_SESSION_LIST] = {
     [SQ_BUILD_UNQUEUE] = "DELETE FROM build_queue WHERE repo_id = ?1",
     [SQ_BUILD_QUEUE_LIST] = "SELECT repo_id FROM build_queue ORDER BY "
 			    "queued_ms, repo_id",
+    [SQ_EVAL_RUN_PUT] = "INSERT INTO eval_runs (id, user_name, run_json, "
+			   "created_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, ?4) "
+			   "ON CONFLICT (id) DO UPDATE SET run_json = "
+			   "excluded.run_json, updated_ms = excluded.updated_ms",
+    [SQ_EVAL_RUN_GET] = "SELECT " STORE_EVAL_RUN_COLUMNS
+			   " FROM eval_runs WHERE id = ?1",
+    [SQ_EVAL_RUN_LIST] = "SELECT " STORE_EVAL_RUN_COLUMNS
+			    " FROM eval_runs ORDER BY created_ms DESC, id DESC "
+			    "LIMIT " STORE_STRINGIFY(STORE_LIST_MAX),
+    [SQ_EVAL_ATTEMPT_PUT] = "INSERT INTO eval_attempts (run_id, name, "
+			       "attempt_json, updated_ms) VALUES (?1, ?2, ?3, ?4) "
+			       "ON CONFLICT (run_id, name) DO UPDATE SET "
+			       "attempt_json = excluded.attempt_json, "
+			       "updated_ms = excluded.updated_ms",
+    [SQ_EVAL_ATTEMPT_LIST] = "SELECT " STORE_EVAL_ATTEMPT_COLUMNS
+				" FROM eval_attempts WHERE run_id = ?1 ORDER BY name",
+    [SQ_EVAL_BATCH_ADD] = "INSERT INTO eval_batches (id, user_name, "
+			     "runs_json, created_ms) VALUES (?1, ?2, ?3, ?4)",
+    [SQ_EVAL_ITEM_ADD] = "INSERT INTO eval_items (batch_id, item, pos, "
+			    "run_id, attempt, session_id, prompt) VALUES "
+			    "(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [SQ_EVAL_BATCH_GET] = "SELECT " STORE_EVAL_BATCH_COLUMNS
+			     " FROM eval_batches WHERE id = ?1",
+    [SQ_EVAL_BATCH_LIST] = "SELECT " STORE_EVAL_BATCH_COLUMNS
+			      " FROM eval_batches ORDER BY created_ms DESC, "
+			      "id DESC LIMIT " STORE_STRINGIFY(STORE_LIST_MAX),
+    [SQ_EVAL_ITEMS_BATCH] = "SELECT " STORE_EVAL_ITEM_COLUMNS
+			       " FROM eval_items WHERE batch_id = ?1 ORDER BY pos",
+    [SQ_EVAL_ITEMS_RUN] = "SELECT " STORE_EVAL_ITEM_COLUMNS
+			     " FROM eval_items WHERE run_id = ?1 ORDER BY "
+			     "batch_id, pos",
+    [SQ_EVAL_ITEM_GET] = "SELECT " STORE_EVAL_ITEM_COLUMNS
+			    " FROM eval_items WHERE batch_id = ?1 AND item = ?2",
+    [SQ_EVAL_ITEM_SHOW] = "UPDATE eval_items SET shown_ms = "
+			     "COALESCE(shown_ms, ?3) WHERE batch_id = ?1 AND item = ?2",
+    [SQ_EVAL_ITEM_DECIDE] = "UPDATE eval_items SET verdict = ?3, reviewer = ?4, "
+			       "review_ms = ?5, decided_ms = ?6 WHERE batch_id = ?1 "
+			       "AND item = ?2 AND verdict IS NULL",
     [SQ_REPO_SET_REFRESHED] = "UPDATE repositories SET last_refresh_ms = ?2 "
 			      "WHERE id = ?1",
 

@@ -223,6 +223,51 @@ struct store_session_filter {
 	int limit;	    /* 1..500 */
 };
 
+
+/* Evals (docs/eval.md): a run as `warren eval run` publishes it, its
+ * attempts, and blind review batches over the resolved ones. The run's
+ * and the attempt's objects are the client's JSON, kept as text. */
+#define STORE_EVAL_JSON_MAX (256 * 1024) /* a run's or an attempt's JSON */
+#define STORE_EVAL_ITEMS_MAX 2000	 /* items of one review batch */
+#define STORE_EVAL_NAME_MAX 128	 /* an attempt's name, "TASK.K" */
+struct store_eval_run {
+	char id[STORE_ID_MAX];
+	char *user;	 /* who published it first */
+	char *run_json;	 /* the run object */
+	int64_t created_ms; /* its first publication */
+	int64_t updated_ms;
+};
+
+struct store_eval_attempt {
+	char *name;	    /* "TASK.K" */
+	char *attempt_json; /* the attempt object */
+	int64_t updated_ms;
+};
+
+struct store_eval_batch {
+	char id[STORE_ID_MAX];
+	char *user;	  /* who made it */
+	char *runs_json;  /* the runs it covers, a JSON array of ids */
+	int64_t created_ms;
+};
+
+/* One change put up for blind review: the attempt it came from is the
+ * server's to know, never the reviewer's (the API shows item and prompt). */
+struct store_eval_item {
+	char batch_id[STORE_ID_MAX];
+	char item[STORE_ID_MAX]; /* opaque, random */
+	int pos;		 /* the shuffled order, from 0 */
+	char run_id[STORE_ID_MAX];
+	char *attempt;	  /* "TASK.K" */
+	char *session_id; /* whose diff is reviewed */
+	char *prompt;	  /* the task's prompt */
+	char *verdict;	  /* "merge", "changes", "reject"; NULL: none yet */
+	char *reviewer;	  /* who gave it */
+	int64_t review_ms;  /* the review time recorded */
+	int64_t shown_ms;   /* first shown to a reviewer, 0: never */
+	int64_t decided_ms; /* 0: not decided */
+};
+
 struct store;
 
 enum store_backend {
@@ -470,6 +515,57 @@ struct store_ops {
 	int (*lease_reap)(struct store *st, int64_t now_ms, const char *reason,
 			  struct store_claim **out, size_t *n_out,
 			  struct wr_error **err);
+
+	/* ---- evals (store_eval.c's checks; docs/eval.md) ---- */
+
+	/* Inserts or replaces run r->id's JSON (user and created_ms kept
+	 * from the first put; r->created_ms is now, 0 meaning the clock). */
+	int (*eval_run_put)(struct store *st, const struct store_eval_run *r,
+			    struct wr_error **err);
+	int (*eval_run_get)(struct store *st, const char *id,
+			    struct store_eval_run *out, struct wr_error **err);
+	/* Newest first, at most STORE_LIST_MAX. */
+	int (*eval_run_list)(struct store *st, struct store_eval_run **out,
+			     size_t *n_out, struct wr_error **err);
+	/* Inserts or replaces an attempt of run_id; -ENOENT for an unknown
+	 * run. */
+	int (*eval_attempt_put)(struct store *st, const char *run_id,
+				const struct store_eval_attempt *a,
+				struct wr_error **err);
+	/* By name. */
+	int (*eval_attempt_list)(struct store *st, const char *run_id,
+				 struct store_eval_attempt **out,
+				 size_t *n_out, struct wr_error **err);
+	/* The batch and its items, in one transaction; -EEXIST for a taken
+	 * id. */
+	int (*eval_batch_add)(struct store *st, const struct store_eval_batch *b,
+			      const struct store_eval_item *items, size_t n,
+			      struct wr_error **err);
+	int (*eval_batch_get)(struct store *st, const char *id,
+			      struct store_eval_batch *out,
+			      struct wr_error **err);
+	/* Newest first, at most STORE_LIST_MAX. */
+	int (*eval_batch_list)(struct store *st, struct store_eval_batch **out,
+			       size_t *n_out, struct wr_error **err);
+	/* The items of batch_id (by pos), or, batch_id NULL, of run_id (by
+	 * batch, then pos). */
+	int (*eval_item_list)(struct store *st, const char *batch_id,
+			      const char *run_id, struct store_eval_item **out,
+			      size_t *n_out, struct wr_error **err);
+	int (*eval_item_get)(struct store *st, const char *batch_id,
+			     const char *item, struct store_eval_item *out,
+			     struct wr_error **err);
+	/* Records that the item was shown at now_ms, unless it was before
+	 * (the first time stays). -ENOENT for an unknown item. */
+	int (*eval_item_show)(struct store *st, const char *batch_id,
+			      const char *item, int64_t now_ms,
+			      struct wr_error **err);
+	/* The verdict, once: -EALREADY when the item has one, -ENOENT for an
+	 * unknown item, -EINVAL for a verdict not merge|changes|reject. */
+	int (*eval_item_decide)(struct store *st, const char *batch_id,
+				const char *item, const char *verdict,
+				const char *reviewer, int64_t review_ms,
+				int64_t now_ms, struct wr_error **err);
 };
 
 struct store {
@@ -529,6 +625,16 @@ void store_messages_free(struct store_message *v, size_t n);
 void store_artifacts_free(struct store_artifact *v, size_t n);
 void store_tokens_free(struct store_token *v, size_t n);
 void store_workers_free(struct store_worker *v, size_t n);
+void store_eval_run_clear(struct store_eval_run *r);
+void store_eval_attempt_clear(struct store_eval_attempt *a);
+void store_eval_batch_clear(struct store_eval_batch *b);
+void store_eval_item_clear(struct store_eval_item *i);
+void store_eval_runs_free(struct store_eval_run *v, size_t n);
+void store_eval_attempts_free(struct store_eval_attempt *v, size_t n);
+void store_eval_batches_free(struct store_eval_batch *v, size_t n);
+void store_eval_items_free(struct store_eval_item *v, size_t n);
+/* Is verdict one of "merge", "changes", "reject"? */
+bool store_eval_verdict_ok(const char *verdict);
 /* Claims hold nothing of their own: free(v) would do. */
 void store_claims_free(struct store_claim *v, size_t n);
 

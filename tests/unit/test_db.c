@@ -304,7 +304,7 @@ static void test_open_in_memory(void **state)
 	store_close(st);
 }
 
-/* A database three versions behind (migrations 6, 5 and 4 undone) is brought
+/* A database four versions behind (migrations 7, 6, 5 and 4 undone) is brought
  * up to date at open, its data kept; opening again changes nothing. */
 static void test_open_migrates_older_schema(void **state)
 {
@@ -316,7 +316,11 @@ static void test_open_migrates_older_schema(void **state)
 	add_repo(st, "c-hello", repo);
 	add_session(st, repo, sid);
 	store_close(st);
-	raw_sql("old.db", "DROP TABLE build_queue;"
+	raw_sql("old.db", "DROP TABLE eval_items;"
+			  "DROP TABLE eval_batches;"
+			  "DROP TABLE eval_attempts;"
+			  "DROP TABLE eval_runs;"
+			  "DROP TABLE build_queue;"
 			  "DROP TABLE workers;"
 			  "DROP INDEX sessions_by_worker;"
 			  "DROP INDEX sessions_by_lease;"
@@ -353,6 +357,10 @@ static void test_open_migrates_older_schema(void **state)
 	assert_string_equal(cl[0].id, sid);
 	assert_int_equal(cl[0].epoch, 1);
 	store_claims_free(cl, n);
+	/* and migration 7's: an eval run can be published */
+	struct store_eval_run er = {.id = "e-old", .user = "u",
+				    .run_json = "{}"};
+	OK(st->ops->eval_run_put(st, &er, &err_));
 	store_close(st);
 	st = open_db("old.db");
 	assert_int_equal(store_schema_version(st), latest);
@@ -534,6 +542,112 @@ static void test_build_queue(void **state)
 	assert_int_equal(st->ops->build_queue_list(st, &ids, &n, &err), 0);
 	assert_int_equal(n, 0);
 	store_strv_free(ids, n);
+	store_close(st);
+}
+
+
+/* Evals: a run published twice keeps its first user and time; attempts
+ * of an unknown run are refused; a batch and its items go in together,
+ * listed by batch (shuffled order kept) and by run; an item's first
+ * showing stays; a verdict is given once. */
+static void test_evals(void **state)
+{
+	(void)state;
+	struct store *st = open_db("evals.db");
+	struct store_eval_run r1 = {.id = "e-1", .user = "bob",
+				    .run_json = "{\"agent\":\"a\"}",
+				    .created_ms = 1000};
+	struct store_eval_run r2 = {.id = "e-2", .user = "bob",
+				    .run_json = "{\"agent\":\"b\"}",
+				    .created_ms = 2000};
+	OK(st->ops->eval_run_put(st, &r1, &err_));
+	OK(st->ops->eval_run_put(st, &r2, &err_));
+	struct store_eval_run again = {.id = "e-1", .user = "carol",
+				       .run_json = "{\"state\":\"finished\"}",
+				       .created_ms = 3000};
+	OK(st->ops->eval_run_put(st, &again, &err_));
+	struct store_eval_run got = {0};
+	OK(st->ops->eval_run_get(st, "e-1", &got, &err_));
+	assert_string_equal(got.user, "bob");
+	assert_string_equal(got.run_json, "{\"state\":\"finished\"}");
+	assert_int_equal(got.created_ms, 1000);
+	assert_int_equal(got.updated_ms, 3000);
+	store_eval_run_clear(&got);
+	FAILS(ENOENT, st->ops->eval_run_get(st, "e-none", &got, &err_));
+	struct store_eval_run bad = {.id = "e-3", .user = "bob"};
+	FAILS(EINVAL, st->ops->eval_run_put(st, &bad, &err_));
+	struct store_eval_run *runs = NULL;
+	size_t n = 0;
+	OK(st->ops->eval_run_list(st, &runs, &n, &err_));
+	assert_int_equal(n, 2);
+	assert_string_equal(runs[0].id, "e-2");
+	assert_string_equal(runs[1].id, "e-1");
+	store_eval_runs_free(runs, n);
+
+	struct store_eval_attempt a = {.name = "t.1", .attempt_json = "{}",
+				       .updated_ms = 5};
+	OK(st->ops->eval_attempt_put(st, "e-1", &a, &err_));
+	a.attempt_json = "{\"resolved\":true}";
+	OK(st->ops->eval_attempt_put(st, "e-1", &a, &err_));
+	a.name = "s.1";
+	OK(st->ops->eval_attempt_put(st, "e-1", &a, &err_));
+	FAILS(ENOENT, st->ops->eval_attempt_put(st, "e-none", &a, &err_));
+	struct store_eval_attempt *av = NULL;
+	OK(st->ops->eval_attempt_list(st, "e-1", &av, &n, &err_));
+	assert_int_equal(n, 2);
+	assert_string_equal(av[0].name, "s.1");
+	assert_string_equal(av[1].name, "t.1");
+	assert_string_equal(av[1].attempt_json, "{\"resolved\":true}");
+	store_eval_attempts_free(av, n);
+
+	struct store_eval_batch b = {.id = "b-1", .user = "bob",
+				     .runs_json = "[\"e-1\",\"e-2\"]",
+				     .created_ms = 10};
+	struct store_eval_item items[] = {
+	    {.item = "i-x", .pos = 1, .run_id = "e-1", .attempt = "t.1",
+	     .session_id = "s-1", .prompt = "p1"},
+	    {.item = "i-y", .pos = 0, .run_id = "e-2", .attempt = "t.1",
+	     .session_id = "s-2", .prompt = "p2"},
+	};
+	OK(st->ops->eval_batch_add(st, &b, items, 2, &err_));
+	FAILS(EEXIST, st->ops->eval_batch_add(st, &b, items, 2, &err_));
+	struct store_eval_batch gb = {0};
+	OK(st->ops->eval_batch_get(st, "b-1", &gb, &err_));
+	assert_string_equal(gb.runs_json, "[\"e-1\",\"e-2\"]");
+	store_eval_batch_clear(&gb);
+	struct store_eval_batch *bv = NULL;
+	OK(st->ops->eval_batch_list(st, &bv, &n, &err_));
+	assert_int_equal(n, 1);
+	store_eval_batches_free(bv, n);
+	struct store_eval_item *iv = NULL;
+	OK(st->ops->eval_item_list(st, "b-1", NULL, &iv, &n, &err_));
+	assert_int_equal(n, 2);
+	assert_string_equal(iv[0].item, "i-y");
+	assert_string_equal(iv[1].item, "i-x");
+	assert_null(iv[0].verdict);
+	assert_int_equal(iv[0].shown_ms, 0);
+	store_eval_items_free(iv, n);
+	OK(st->ops->eval_item_list(st, NULL, "e-1", &iv, &n, &err_));
+	assert_int_equal(n, 1);
+	assert_string_equal(iv[0].session_id, "s-1");
+	store_eval_items_free(iv, n);
+
+	OK(st->ops->eval_item_show(st, "b-1", "i-x", 100, &err_));
+	OK(st->ops->eval_item_show(st, "b-1", "i-x", 200, &err_));
+	FAILS(ENOENT, st->ops->eval_item_show(st, "b-1", "i-none", 100, &err_));
+	FAILS(EINVAL, st->ops->eval_item_decide(st, "b-1", "i-x", "maybe", "bob", 1, 300, &err_));
+	OK(st->ops->eval_item_decide(st, "b-1", "i-x", "merge", "bob", 150,
+				     300, &err_));
+	FAILS(EALREADY, st->ops->eval_item_decide(st, "b-1", "i-x", "reject", "bob", 1, 400, &err_));
+	FAILS(ENOENT, st->ops->eval_item_decide(st, "b-1", "i-none", "reject", "bob", 1, 400, &err_));
+	struct store_eval_item it = {0};
+	OK(st->ops->eval_item_get(st, "b-1", "i-x", &it, &err_));
+	assert_string_equal(it.verdict, "merge");
+	assert_string_equal(it.reviewer, "bob");
+	assert_int_equal(it.review_ms, 150);
+	assert_int_equal(it.shown_ms, 100);
+	assert_int_equal(it.decided_ms, 300);
+	store_eval_item_clear(&it);
 	store_close(st);
 }
 
@@ -1880,6 +1994,7 @@ int main(void)
 	    T(test_open_in_memory),
 	    T(test_open_migrates_older_schema),
 	    T(test_build_queue),
+	    T(test_evals),
 	    T(test_concurrent_opens),
 	    T(test_open_urls),
 	    T(test_tokens),

@@ -8,6 +8,9 @@
 //   #/repositories                    repositories, builds and snapshots
 //   #/repositories/<id>/builds/<b>    one snapshot build and its log
 //   #/stats                           the pilot's numbers, as charts
+//   #/evals                           eval runs and blind reviews (reviewers)
+//   #/evals/<id>[?compare=<id2>]      one run's report, charts; two side by side
+//   #/reviews/<batch>                 a blind review, one change at a time
 //   #/tokens                          API tokens (admin)
 // Without a token every route shows the sign-in form, and the page asked
 // for comes up once signed in.
@@ -15,7 +18,7 @@
 import { authEvents, clearToken, get, getToken } from './api.js';
 import { clear, h, replace } from './dom.js';
 import { LiveSessions } from './live.js';
-import { errorBox, hideToast, isAdmin } from './ui.js';
+import { errorBox, hideToast, isAdmin, mayReview } from './ui.js';
 import * as signin from './views/signin.js';
 import * as sessions from './views/sessions.js';
 import * as session from './views/session.js';
@@ -24,6 +27,9 @@ import * as repositories from './views/repositories.js';
 import * as buildLog from './views/build-log.js';
 import * as stats from './views/stats.js';
 import * as tokens from './views/tokens.js';
+import * as evals from './views/evals.js';
+import * as evalRun from './views/eval-run.js';
+import * as review from './views/review.js';
 import * as notFound from './views/not-found.js';
 
 const ROUTES = [
@@ -33,6 +39,9 @@ const ROUTES = [
   { re: /^\/repositories$/, view: repositories, nav: 'repositories' },
   { re: /^\/repositories\/([^/]+)\/builds\/([^/]+)$/, view: buildLog, nav: 'repositories' },
   { re: /^\/stats$/, view: stats, nav: 'stats' },
+  { re: /^\/evals$/, view: evals, nav: 'evals', reviewer: true },
+  { re: /^\/evals\/([^/]+)$/, view: evalRun, nav: 'evals', reviewer: true },
+  { re: /^\/reviews\/([^/]+)$/, view: review, nav: 'evals', reviewer: true },
   { re: /^\/tokens$/, view: tokens, nav: 'tokens', admin: true },
 ];
 
@@ -41,6 +50,7 @@ const NAV = [
   { id: 'new', href: '#/new', label: 'New session' },
   { id: 'repositories', href: '#/repositories', label: 'Repositories' },
   { id: 'stats', href: '#/stats', label: 'Stats' },
+  { id: 'evals', href: '#/evals', label: 'Evals', reviewer: true },
   { id: 'tokens', href: '#/tokens', label: 'Tokens', admin: true },
 ];
 
@@ -80,7 +90,7 @@ function renderHeader(active) {
     h(
       'ul',
       null,
-      NAV.filter((n) => !n.admin || isAdmin(me)).map((n) =>
+      NAV.filter((n) => (!n.admin || isAdmin(me)) && (!n.reviewer || mayReview(me))).map((n) =>
         h('li', null, h('a', { href: n.href, 'aria-current': n.id === active ? 'page' : null }, n.label)),
       ),
     ),
@@ -167,6 +177,7 @@ async function render(opts = {}) {
     }
   }
   if (match && match.admin && !isAdmin(me)) match = null;
+  if (match && match.reviewer && !mayReview(me)) match = null;
   renderHeader(match ? match.nav : null);
   const view = match ? match.view : notFound;
   unmount =

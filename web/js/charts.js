@@ -308,3 +308,83 @@ export function ring(value, { title, label, tone = 'good' } = {}) {
   );
   return svg;
 }
+
+// Rates (0..1) per label for one or more series, side by side, each bar
+// with a whisker from its spread's min to max (across repeats):
+// rows [{label, values: [{value, min, max}]}], series [{name, tone}].
+export function rateBars(rows, series, { title, format = (v) => `${Math.round(v * 100)}%` } = {}) {
+  return (width) => {
+    const bar = 14;
+    const gap = 4;
+    const rowH = series.length * (bar + gap) + 12;
+    const top = 22;
+    const lw = Math.min(170, Math.max(90, width * 0.28));
+    const vw = 56;
+    const bw = Math.max(40, width - lw - vw - 8);
+    const height = top + rows.length * rowH + 4;
+    const desc = rows
+      .map(
+        (r) =>
+          `${r.label}: ` +
+          r.values
+            .map(
+              (v, i) =>
+                `${series[i].name} ${v ? format(v.value) : 'none'}${v && v.max > v.min ? ` (repeats ${format(v.min)} to ${format(v.max)})` : ''}`,
+            )
+            .join(', '),
+      )
+      .join('; ');
+    const svg = frame(width, height, title, desc || 'no finished attempt yet');
+    for (const t of [0, 0.5, 1]) {
+      const x = lw + bw * t;
+      svg.append(
+        s('line', { x1: x, x2: x, y1: top - 4, y2: height - 4, class: t === 0 ? 'ch-axis' : 'ch-grid' }),
+        s('text', { x, y: 12, class: 'ch-tick', 'text-anchor': 'middle' }, format(t)),
+      );
+    }
+    rows.forEach((r, k) => {
+      const y0 = top + k * rowH + 6;
+      svg.append(
+        s(
+          'text',
+          {
+            x: lw - 10,
+            y: y0 + (series.length * (bar + gap)) / 2 - gap / 2,
+            class: 'ch-label',
+            'text-anchor': 'end',
+            'dominant-baseline': 'central',
+          },
+          r.label,
+        ),
+      );
+      r.values.forEach((v, i) => {
+        if (!v) return;
+        const y = y0 + i * (bar + gap);
+        const w = Math.max(v.value > 0 ? 2 : 0, bw * v.value);
+        svg.append(
+          s(
+            'rect',
+            { x: lw, y, width: w, height: bar, rx: 2, class: ['ch-bar', `tone-${series[i].tone}`] },
+            s('title', null, `${series[i].name}: ${format(v.value)}`),
+          ),
+        );
+        if (v.max > v.min) {
+          const cy = y + bar / 2;
+          svg.append(
+            s('line', { x1: lw + bw * v.min, x2: lw + bw * v.max, y1: cy, y2: cy, class: 'ch-whisker' }),
+            s('line', { x1: lw + bw * v.min, x2: lw + bw * v.min, y1: cy - 5, y2: cy + 5, class: 'ch-whisker' }),
+            s('line', { x1: lw + bw * v.max, x2: lw + bw * v.max, y1: cy - 5, y2: cy + 5, class: 'ch-whisker' }),
+          );
+        }
+        svg.append(
+          s(
+            'text',
+            { x: lw + bw + 8, y: y + bar / 2, class: 'ch-value', 'dominant-baseline': 'central' },
+            format(v.value),
+          ),
+        );
+      });
+    });
+    return svg;
+  };
+}

@@ -7,7 +7,9 @@
  * suite, eval_report.c makes the report.
  *
  *   POST /sessions, GET /sessions/{id}, POST /sessions/{id}/check,
- *   POST /sessions/{id}/reject */
+ *   POST /sessions/{id}/reject; PUT /evals/{id} and
+ *   /evals/{id}/attempts/{TASK.K} (published as the run goes), GET
+ *   /evals/{id} (the verdicts, for the report), POST /evals/reviews */
 #include "cli/client/eval.h"
 
 #include "util/alloc.h"
@@ -37,6 +39,7 @@ static const char eval_usage[] =
     "usage: warren eval run SUITE [options]\n"
     "       warren eval run --resume RUN [--wait] [--json]\n"
     "       warren eval report RUN [--compare RUN2] [--json]\n"
+    "       warren eval review RUN [RUN2...] [--json]\n"
     "       warren eval export SUITE --harbor OUT [--repo NAME=URL]...\n"
     "                          [--base-image IMAGE] [--apt PKGS]\n"
     "\n"
@@ -44,7 +47,11 @@ static const char eval_usage[] =
     "a session on its repository at its base commit, and once the session\n"
     "rests its hidden tests run on the result in a fresh sandbox. Prints\n"
     "the run's id; the run goes on in the background (its log in the run's\n"
-    "directory) unless --wait.\n"
+    "directory) unless --wait. Each run and attempt is published to the\n"
+    "server (the web UI's Evals page); `eval review` puts the runs'\n"
+    "resolved changes up for blind review there, and `eval report` adds\n"
+    "the verdicts: accepted changes per reviewer minute, cost per\n"
+    "accepted change.\n"
     "\n"
     "  --agent CMD         the agent, a shell command line (default: the\n"
     "                      repository's, then the server's model)\n"
@@ -298,12 +305,78 @@ struct eval_state {
 	char *dir; /* the run's */
 	struct attempt *at;
 	size_t n_at;
+	bool publish_off; /* the server has no eval routes: stop trying */
 };
+
+/* A line in the run's log, whatever the mode (the background's stderr is
+ * the log already; a foreground run's is the terminal). */
+static void log_note(struct eval_state *st, const char *what,
+		     const struct wr_error *e)
+{
+	_cleanup_free_ char *path = wr_asprintf("%s/log", st->dir);
+	_cleanup_free_ char *msg =
+	    client_clean(e && e->msg ? e->msg : "failed");
+	FILE *f = path ? fopen(path, "ae") : NULL;
+	if (f) {
+		fprintf(f, "[eval] %s: %s\n", what, msg ? msg : "failed");
+		fclose(f);
+	}
+}
+
+/* The run (or one attempt) to the server, for the web UI and blind
+ * review (PUT /evals/{id}, PUT /evals/{id}/attempts/{TASK.K}). A failure
+ * is a note in the log, never the run's: the files are the run's record. */
+static void publish(struct eval_state *st, struct attempt *a)
+{
+	if (st->publish_off || !st->dir)
+		return;
+	const char *id = client_json_str(st->run, "id");
+	_cleanup_free_ char *path = NULL;
+	json_t *body = NULL;
+	if (a) {
+		path = wr_asprintf("/evals/%s/attempts/%s.%d", id,
+				   a->task->name, a->repeat);
+		/* the task's prompt, which a blind reviewer reads (an
+		 * oracle's session was prompted with the patch) */
+		body = json_deep_copy(a->rec);
+		if (body)
+			json_object_set_new(body, "prompt",
+					    json_string(a->task->prompt));
+	} else {
+		path = wr_asprintf("/evals/%s", id);
+		body = json_incref(st->run);
+	}
+	struct wr_error *e = NULL;
+	int r = path && body ? client_put(st->c, path, body, NULL, &e)
+			     : -ENOMEM;
+	json_decref(body);
+	if (r < 0) {
+		char what[EVAL_NAME_MAX + 64];
+		if (a)
+			snprintf(what, sizeof(what), "publish attempt %s.%d",
+				 a->task->name, a->repeat);
+		else
+			snprintf(what, sizeof(what), "publish the run");
+		log_note(st, what, e);
+		/* a server without the routes, or a token that may not:
+		 * once is enough */
+		if (e && e->msg &&
+		    (strstr(e->msg, "(HTTP 404 ") ||
+		     strstr(e->msg, "(HTTP 403 "))) {
+			st->publish_off = true;
+			log_note(st, "publishing stops", NULL);
+		}
+	}
+	wr_error_free(e);
+}
 
 static int attempt_save(struct eval_state *st, struct attempt *a,
 			struct wr_error **err)
 {
-	return write_json(st->dir, a->file, a->rec, err);
+	int r = write_json(st->dir, a->file, a->rec, err);
+	if (r == 0)
+		publish(st, a);
+	return r;
 }
 
 static void note(struct eval_state *st, struct attempt *a, const char *fmt,
@@ -764,6 +837,13 @@ static int eval_run(struct client *c, struct eval_opts *o)
 	r = write_json(st.dir, "run.json", st.run, &err);
 	if (r == 0)
 		r = attempts_plan(&st, &err);
+	if (r == 0)
+		publish(&st, NULL);
+	/* resumed: what was written before (perhaps while the server could
+	 * not take it) goes up again */
+	for (size_t i = 0; r == 0 && o->resume && i < st.n_at; i++)
+		if (st.at[i].rec)
+			publish(&st, &st.at[i]);
 	/* the server and the token, before going to the background */
 	json_t *who = NULL;
 	if (r == 0)
@@ -803,6 +883,8 @@ static int eval_run(struct client *c, struct eval_opts *o)
 		json_object_set_new(st.run, "finished_ms",
 				    json_integer(client_now_ms()));
 		r = write_json(st.dir, "run.json", st.run, &err);
+		if (r == 0)
+			publish(&st, NULL);
 	}
 	if (r < 0)
 		goto out;
@@ -824,6 +906,58 @@ done:
 	return code;
 }
 
+/* The verdicts the server has on the report's run, if it has any: a
+ * server that cannot be asked (none, an older one, no token) leaves the
+ * report as the files make it. */
+static int report_review(struct client *c, json_t *rep)
+{
+	const char *id = client_json_str(rep, "id");
+	_cleanup_free_ char *path = id ? wr_asprintf("/evals/%s", id) : NULL;
+	json_t *got = NULL;
+	struct wr_error *e = NULL;
+	int r = path ? client_get(c, path, &got, &e) : -ENOMEM;
+	wr_error_free(e);
+	if (r < 0)
+		return r == -ENOMEM ? r : 0;
+	r = eval_report_add_review(rep, json_object_get(got, "review"));
+	json_decref(got);
+	return r;
+}
+
+/* `eval review RUN [RUN2...]`: a blind review batch over the runs'
+ * resolved changes; prints the web UI's address of it. */
+static int eval_review(struct client *c)
+{
+	int code = client_check_args(c, 1, 8, "RUN");
+	if (code != CLIENT_CONTINUE)
+		return code;
+	json_t *runs = json_array();
+	for (int i = 0; runs && i < c->n_args; i++)
+		json_array_append_new(runs, json_string(c->args[i]));
+	json_t *body = runs ? json_pack("{s:o}", "runs", runs) : NULL;
+	json_t *got = NULL;
+	struct wr_error *err = NULL;
+	int r = body ? client_post(c, "/evals/reviews", body, &got, &err)
+		     : -ENOMEM;
+	json_decref(body);
+	if (r < 0)
+		return client_exit(c, r, err);
+	_cleanup_free_ char *url =
+	    wr_asprintf("%s/%s", c->server,
+			client_or(client_json_str(got, "page"), ""));
+	if (url)
+		json_object_set_new(got, "url", json_string(url));
+	if (c->json)
+		r = client_print_json(got);
+	else
+		printf("review batch %s: %lld changes, blind, at %s\n",
+		       client_or(client_json_str(got, "id"), "?"),
+		       (long long)client_json_int(got, "items", 0),
+		       url ? url : "?");
+	json_decref(got);
+	return r < 0 ? client_exit(c, r, NULL) : CLIENT_EXIT_OK;
+}
+
 int client_cmd_eval(struct client *c, int argc, char **argv)
 {
 	static const struct client_verb verb = {
@@ -838,8 +972,8 @@ int client_cmd_eval(struct client *c, int argc, char **argv)
 	if (code != CLIENT_CONTINUE)
 		return code;
 	if (c->n_args == 0) {
-		client_usage_error(c, "missing sub-command: run, report or "
-				      "export");
+		client_usage_error(c, "missing sub-command: run, report, "
+				      "review or export");
 		return CLIENT_EXIT_USAGE;
 	}
 	const char *sub = c->args[0];
@@ -913,6 +1047,10 @@ int client_cmd_eval(struct client *c, int argc, char **argv)
 						: NULL;
 		if (r == 0 && (!a || (o.compare && !b)))
 			r = -ENOMEM;
+		if (r == 0)
+			r = report_review(c, a);
+		if (r == 0 && b)
+			r = report_review(c, b);
 		if (r == 0 && c->json) {
 			json_t *cmp = b ? eval_report_compare(a, b) : NULL;
 			r = client_print_json(cmp ? cmp : a);
@@ -928,7 +1066,20 @@ int client_cmd_eval(struct client *c, int argc, char **argv)
 		json_decref(att2);
 		return r < 0 ? client_exit(c, r, err) : CLIENT_EXIT_OK;
 	}
-	client_usage_error(c, "unknown sub-command '%s' (run, report, export)",
+	if (!strcmp(sub, "review")) {
+		c->verb = "eval review";
+		if (o.agent || o.preset || o.oracle || o.resume ||
+		    o.repeat_set || o.parallel_set || o.wait || o.keep ||
+		    o.compare) {
+			client_usage_error(c, "'eval review' takes RUN... and "
+					      "--json");
+			return CLIENT_EXIT_USAGE;
+		}
+		return eval_review(c);
+	}
+	client_usage_error(c,
+			   "unknown sub-command '%s' (run, report, review, "
+			   "export)",
 			   sub);
 	return CLIENT_EXIT_USAGE;
 }

@@ -62,6 +62,15 @@ int eval_run_load(const char *runs_dir, const char *id, json_t **run,
 /* The report of a run (its attempts): {"id", "suite", "agent", "runs",
  * "resolved", "resolve_rate", "spread", "cost", ..., "tasks": [...]}. */
 json_t *eval_report_build(const json_t *run, const json_t *attempts);
+/* The review figures of a run whose total cost is cost, from the
+ * server's tally of verdicts ({"reviewed", "accepted", "changes",
+ * "rejected", "review_ms"}): those and "review_minutes",
+ * "accepted_per_reviewer_minute" (accepted / minutes) and
+ * "cost_per_accepted" (cost / accepted), null where a divisor is 0. */
+json_t *eval_review_figures(double cost, const json_t *tally);
+/* Adds "review" (eval_review_figures) to a report when tally has a
+ * verdict; 0 or -ENOMEM. */
+int eval_report_add_review(json_t *rep, const json_t *tally);
 /* Prints a report (or two side by side) for people. */
 int eval_report_print(const json_t *report, const json_t *other);
 /* {"a": report, "b": report, "difference": {...}} */

@@ -2,7 +2,9 @@
  * attempts summed up (docs/eval.md, "Reading the report"): the resolve
  * rate and its spread across repeats, cost and time per resolved task,
  * how often Warren's verification agreed with the hidden tests; per task
- * and in total; two runs side by side. */
+ * and in total; two runs side by side; and, where the run's changes were
+ * reviewed blind on the server, accepted changes per reviewer minute and
+ * cost per accepted change. */
 #include "cli/client/eval.h"
 
 #include "util/alloc.h"
@@ -162,15 +164,53 @@ static double num(const json_t *o, const char *k)
 	return json_is_number(v) ? json_number_value(v) : 0;
 }
 
+json_t *eval_review_figures(double cost, const json_t *tally)
+{
+	int64_t reviewed = client_json_int(tally, "reviewed", 0);
+	int64_t accepted = client_json_int(tally, "accepted", 0);
+	int64_t review_ms = client_json_int(tally, "review_ms", 0);
+	double minutes = (double)review_ms / 60000.0;
+	return json_pack(
+	    "{s:I, s:I, s:I, s:I, s:I, s:f, s:o, s:o}", "reviewed",
+	    (json_int_t)reviewed, "accepted", (json_int_t)accepted, "changes",
+	    (json_int_t)client_json_int(tally, "changes", 0), "rejected",
+	    (json_int_t)client_json_int(tally, "rejected", 0), "review_ms",
+	    (json_int_t)review_ms, "review_minutes", minutes,
+	    "accepted_per_reviewer_minute", ratio((double)accepted, minutes),
+	    "cost_per_accepted", ratio(cost, (double)accepted));
+}
+
+int eval_report_add_review(json_t *rep, const json_t *tally)
+{
+	if (client_json_int(tally, "reviewed", 0) <= 0)
+		return 0; /* no verdict yet: no figures */
+	json_t *fig = eval_review_figures(num(rep, "cost"), tally);
+	return fig ? json_object_set_new(rep, "review", fig) : -ENOMEM;
+}
+
 json_t *eval_report_compare(const json_t *a, const json_t *b)
 {
 	double d = num(b, "resolve_rate") - num(a, "resolve_rate");
 	double spread = num(json_object_get(a, "spread"), "stddev") +
 			num(json_object_get(b, "spread"), "stddev");
-	return json_pack("{s:O, s:O, s:{s:f, s:f, s:f, s:b}}", "a", a, "b", b,
-			 "difference", "resolve_rate", d, "cost",
-			 num(b, "cost") - num(a, "cost"), "spread", spread,
-			 "exceeds_spread", fabs(d) > spread);
+	json_t *cmp = json_pack(
+	    "{s:O, s:O, s:{s:f, s:f, s:f, s:b}}", "a", a, "b", b, "difference",
+	    "resolve_rate", d, "cost", num(b, "cost") - num(a, "cost"),
+	    "spread", spread, "exceeds_spread", fabs(d) > spread);
+	/* accepted changes per reviewer minute, where both were reviewed */
+	json_t *ra = json_object_get(json_object_get(a, "review"),
+				     "accepted_per_reviewer_minute");
+	json_t *rb = json_object_get(json_object_get(b, "review"),
+				     "accepted_per_reviewer_minute");
+	if (cmp)
+		json_object_set_new(
+		    json_object_get(cmp, "difference"),
+		    "accepted_per_reviewer_minute",
+		    json_is_number(ra) && json_is_number(rb)
+			? json_real(json_number_value(rb) -
+				    json_number_value(ra))
+			: json_null());
+	return cmp;
 }
 
 static void pct(char *buf, size_t size, const json_t *v)
@@ -229,9 +269,69 @@ static void summary(const json_t *r)
 	printf("  verification  agreed with the hidden tests in %s of %lld "
 	       "verified runs; \"checks passed\" was right in %s\n",
 	       agree, (long long)client_json_int(v, "verified", 0), right);
+	const json_t *rv = json_object_get(r, "review");
+	if (rv) {
+		char apm[32], cpa[32];
+		const json_t *x = json_object_get(rv,
+						  "accepted_per_reviewer_minute");
+		if (json_is_number(x))
+			snprintf(apm, sizeof(apm), "%.2f", json_number_value(x));
+		else
+			snprintf(apm, sizeof(apm), "-");
+		money(cpa, sizeof(cpa), json_object_get(rv, "cost_per_accepted"));
+		printf("  review        %lld accepted of %lld reviewed (%lld "
+		       "need changes, %lld rejected) in %.2f reviewer minutes: "
+		       "%s accepted per reviewer minute, %s per accepted "
+		       "change\n",
+		       (long long)client_json_int(rv, "accepted", 0),
+		       (long long)client_json_int(rv, "reviewed", 0),
+		       (long long)client_json_int(rv, "changes", 0),
+		       (long long)client_json_int(rv, "rejected", 0),
+		       num(rv, "review_minutes"), apm, cpa);
+	}
 	if (client_json_int(r, "pending", 0))
 		printf("  pending       %lld attempts not finished\n",
 		       (long long)client_json_int(r, "pending", 0));
+}
+
+/* The two runs' headline figures in two columns. */
+static int side_by_side(const json_t *a, const json_t *b)
+{
+	static const char *const head[] = {"", "A", "B"};
+	struct client_table t;
+	if (client_table_init(&t, head, 3) < 0)
+		return -ENOMEM;
+	char v[4][5][40];
+	const json_t *runs[2] = {a, b};
+	for (int i = 0; i < 2; i++) {
+		const json_t *r = runs[i];
+		const json_t *rv = json_object_get(r, "review");
+		const json_t *apm =
+		    json_object_get(rv, "accepted_per_reviewer_minute");
+		snprintf(v[i][0], sizeof(v[i][0]), "%lld of %lld",
+			 (long long)client_json_int(r, "resolved", 0),
+			 (long long)client_json_int(r, "runs", 0));
+		money(v[i][1], sizeof(v[i][1]),
+		      json_object_get(r, "cost_per_resolved"));
+		secs(v[i][2], sizeof(v[i][2]),
+		     json_object_get(r, "time_per_resolved_ms"));
+		if (json_is_number(apm))
+			snprintf(v[i][3], sizeof(v[i][3]), "%.2f",
+				 json_number_value(apm));
+		else
+			snprintf(v[i][3], sizeof(v[i][3]), "-");
+		money(v[i][4], sizeof(v[i][4]),
+		      json_object_get(rv, "cost_per_accepted"));
+	}
+	static const char *const rows[] = {
+	    "resolved", "cost per resolved task", "time per resolved task",
+	    "accepted per reviewer minute", "cost per accepted change"};
+	for (int k = 0; k < 5; k++)
+		client_table_add(&t, rows[k], v[0][k], v[1][k]);
+	putchar('\n');
+	int r = client_table_print(&t, stdout);
+	client_table_clear(&t);
+	return r;
 }
 
 int eval_report_print(const json_t *a, const json_t *b)
@@ -242,13 +342,21 @@ int eval_report_print(const json_t *a, const json_t *b)
 		json_t *cmp = eval_report_compare(a, b);
 		const json_t *d = json_object_get(cmp, "difference");
 		printf("difference (second - first): resolve rate %+.0f points "
-		       "(%s the spread of %.1f points), cost %+.4f\n",
+		       "(%s the spread of %.1f points), cost %+.4f",
 		       num(d, "resolve_rate") * 100,
 		       json_is_true(json_object_get(d, "exceeds_spread"))
 			   ? "exceeds"
 			   : "within",
 		       num(d, "spread") * 100, num(d, "cost"));
+		if (json_is_number(json_object_get(
+			d, "accepted_per_reviewer_minute")))
+			printf(", accepted per reviewer minute %+.2f",
+			       num(d, "accepted_per_reviewer_minute"));
+		putchar('\n');
 		json_decref(cmp);
+		int r = side_by_side(a, b);
+		if (r < 0)
+			return r;
 	}
 	static const char *const one[] = {"TASK", "RESOLVED", "RATE", "COST",
 					  "TIME", "VERIFY AGREES"};
