@@ -114,3 +114,4 @@ echo; echo "== 8. egress proxy (bench/egress.sh)"; BUILD="$BUILD" bench/egress.s
 echo; echo "== 9. verification on the committed change (bench/verify.sh)"; BUILD="$BUILD" bench/verify.sh
 echo; echo "== 10. model gateway (bench/gateway.sh)"; BUILD="$BUILD" bench/gateway.sh
 echo; echo "== 11. claim latency, PostgreSQL against SQLite (bench/claim.sh)"; BUILD="$BUILD" bench/claim.sh
+echo; echo "== 12. workers on one store (bench/workers.sh)"; BUILD="$BUILD" bench/workers.sh
