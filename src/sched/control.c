@@ -568,6 +568,12 @@ int64_t control_message(struct control *c, const char *session_id,
 	if (r < 0)
 		return r;
 	enum session_state state = s.state;
+	/* a worker's live lease: its resting sandbox takes the message (the
+	 * message's event wakes it there), nobody requeues it here */
+	bool held_elsewhere = s.worker_id && s.worker_id[0] &&
+			      s.lease_expires_ms >= store_now_ms() &&
+			      !(c->cfg.worker_id &&
+				!strcmp(s.worker_id, c->cfg.worker_id));
 	store_session_clear(&s);
 	if (session_state_terminal(state) || state == SESSION_APPROVED)
 		return wr_error_input(err, EPERM,
@@ -586,7 +592,7 @@ int64_t control_message(struct control *c, const char *session_id,
 	if (run) {
 		run->wake = true;
 		pthread_cond_signal(&run->cv);
-	} else if (state == SESSION_REVIEW) {
+	} else if (state == SESSION_REVIEW && !held_elsewhere) {
 		struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
 		upd.requeue = true;
 		upd.finished_ms = -1;
@@ -1492,6 +1498,18 @@ static void store_changed(void *ctx, const char *session_id,
 {
 	struct control *c = ctx;
 	control_notify(c);
+	/* a follow-up taken by another server for a session resting here:
+	 * its runner reads the message */
+	if (kind && session_id && event_kind_parse(kind) == EVENT_MESSAGE) {
+		pthread_mutex_lock(&c->mu);
+		struct run *run = run_find(c, session_id);
+		if (run) {
+			run->wake = true;
+			pthread_cond_signal(&run->cv);
+		}
+		pthread_mutex_unlock(&c->mu);
+		return;
+	}
 	/* a state change: a submission, a cancel (all of them when the
 	 * watch cannot say) */
 	if (kind && event_kind_parse(kind) != EVENT_STATE)

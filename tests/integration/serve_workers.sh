@@ -124,6 +124,19 @@ epochs="$(psql_q "SELECT min(lease_epoch) FROM sessions WHERE id IN ('${S[0]}','
 [ "${epochs:-0}" -ge 1 ] && pass "each session was claimed (lease epoch ${epochs} or more)" || fail "each session was claimed" "$epochs"
 for s in "${S[@]}"; do api POST "/api/v1/sessions/$s/reject" '{"reason": "test"}' >/dev/null; done
 
+# --- a follow-up taken by the API server goes to the resting sandbox --------
+U="$(submit proj "two turns" 'if [ -f /tmp/turn-1 ]; then echo same-sandbox-turn; else : >/tmp/turn-1; echo first-turn; fi')"
+wait_state "$U" review 60
+holder="$(worker_of "$U")"
+api POST "/api/v1/sessions/$U/messages" '{"text": "and again"}'
+wait_output "$U" same-sandbox-turn 60
+wait_state "$U" review 60
+n_prov="$(events_json "$U" | jq '[.events[] | select(.kind == "state" and .data.state == "provisioning")] | length')"
+session_log "$U" | grep -q same-sandbox-turn && [ "$n_prov" = 1 ] && [ "$STATE" = review ] &&
+	pass "a follow-up through the API server runs in the resting sandbox on $holder" ||
+	fail "a follow-up through the API server runs in the resting sandbox" "$STATE, $n_prov provisionings; $(session_log "$U" | tail -4)"
+api POST "/api/v1/sessions/$U/reject" '{"reason": "test"}' >/dev/null
+
 # --- kill -9 of a worker mid-turn: the session finishes on the other -------
 K="$(submit proj "survive a dead worker" 'echo turn-started; sleep 6; echo finished >survived.txt')"
 wait_output "$K" turn-started 60
