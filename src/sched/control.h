@@ -15,6 +15,7 @@
 #define WR_SCHED_CONTROL_H
 
 #include "agent/agent.h"
+#include "blobs/blobs.h"
 #include "perimeter/perimeter.h"
 #include "review/evidence.h"
 #include "review/forge.h"
@@ -64,6 +65,9 @@ struct control_config {
 	 * file): each snapshot built is pushed to that registry (`warren
 	 * snapshot push`); NULL: none */
 	const char *blobs_file;
+	/* the same registry, parsed (its strings the caller's): a worker's
+	 * checkpoints go there (sched/checkpoint.c); NULL: none */
+	const struct blobs_config *blobs;
 	/* snapshot builds of different repositories at once (builds.parallel,
 	 * 1..CONTROL_BUILD_PARALLEL_MAX; 0: 2) */
 	unsigned build_parallel;

@@ -266,6 +266,25 @@ void worker_load_free(struct sched_user_load *load, size_t n);
  * the sum of the live workers' own caps (this one's at least). */
 unsigned worker_capacity(struct control *c);
 
+/* checkpoint.c: a worker's checkpoints in the registry (see there) */
+#define CHECKPOINT_BUNDLE_NAME "checkpoint.bundle"
+#define CHECKPOINT_SANDBOX_DIR "/run/warren-checkpoint"
+bool checkpoint_enabled(const struct control *c);
+/* Pushes the bundle of result (its commit over its base) for turn; *out
+ * the record for outcome.checkpoint (NULL: nothing to keep, no change). */
+int checkpoint_push(struct control *c, const char *session_id,
+		    const json_t *result, int turn, json_t **out,
+		    struct wr_error **err);
+/* Does the session start from its checkpoint here (one recorded, and no
+ * workspace of it in the data directory)? */
+bool checkpoint_needed(const struct control *c, const char *session_id,
+		       const json_t *outcome);
+/* DATA/sessions/<id>.checkpoint, where the bundle is pulled. */
+char *checkpoint_dir(const struct control *c, const char *session_id);
+int checkpoint_fetch(struct control *c, const char *session_id,
+		     const json_t *ckpt, struct wr_error **err);
+void checkpoint_forget(const struct control *c, const char *session_id);
+
 /* runner.c */
 bool run_stop_requested(struct run *run);
 /* The run's memory, CPU and pids limits and its backend, into req; with

@@ -296,6 +296,43 @@ struct perimeter_run run_perimeter(struct run *run)
 	    .id = run->id, .sandbox = run->sandbox, .usage = &run->usage};
 }
 
+/* The checkpoint's commit checked out in the new sandbox's /workspace
+ * (its bundle bound at CHECKPOINT_SANDBOX_DIR; the base's objects are the
+ * snapshot's). */
+static int checkpoint_apply(struct run *run, const json_t *ckpt,
+			    struct wr_error **err)
+{
+	const char *commit = json_string_value(json_object_get(ckpt, "commit"));
+	if (!commit || strlen(commit) != 40 ||
+	    strspn(commit, "0123456789abcdef") != 40)
+		return wr_error_set(err, EINVAL,
+				    "the session's checkpoint: no commit");
+	static const char script[] =
+	    "set -e\n"
+	    "cd /workspace\n"
+	    "git bundle unbundle " CHECKPOINT_SANDBOX_DIR
+	    "/" CHECKPOINT_BUNDLE_NAME " >/dev/null\n"
+	    "git -c advice.detachedHead=false checkout -q --detach \"$1\"\n";
+	char *cmd[] = {"/bin/sh", "-c", (char *)script, "warren-restore",
+		       (char *)commit, NULL};
+	struct sandbox_exec_cmd ex = {
+	    .name = run->sandbox, .cwd = "/workspace", .argv = cmd};
+	struct sandbox_cmdline cl;
+	int r = sandbox_cmdline_exec(run->ctl->warren_bin, &ex, &cl);
+	if (r < 0)
+		return wr_error_set(err, -r, "the session's checkpoint");
+	_cleanup_free_ char *errors = NULL;
+	r = proc_run(cl.argv, 4096, -1, NULL, &errors, err);
+	sandbox_cmdline_clear(&cl);
+	if (r != 0)
+		return r < 0 ? wr_error_wrap(err, "restore the checkpoint")
+			     : wr_error_set(err, EIO,
+					    "restore the checkpoint: exit %d: "
+					    "%s",
+					    r, errors ? errors : "");
+	return 0;
+}
+
 /* `warren sandbox create` from the snapshot on the session's workspace;
  * fills the start breakdown into start (restore, sync, services). */
 static int sandbox_start(struct run *run, const struct store_session *s,
@@ -329,6 +366,21 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 	    .ref = s->ref,
 	};
 	run_sandbox_request(run, &req);
+	/* a session taken over from a worker that died: its committed work
+	 * comes from its checkpoint in the registry (checkpoint.c) */
+	json_t *ckpt = checkpoint_needed(c, s->id, outcome)
+			   ? json_object_get(outcome, "checkpoint")
+			   : NULL;
+	_cleanup_free_ char *ckdir = ckpt ? checkpoint_dir(c, s->id) : NULL;
+	if (ckpt) {
+		double tc = mono_ms();
+		if (!ckdir || checkpoint_fetch(c, s->id, ckpt, err) < 0)
+			return wr_error_wrap(err, "the session's checkpoint");
+		json_object_set_new(start, "checkpoint",
+				    json_real(mono_ms() - tc));
+		req.binds[req.n_binds++] = (struct sandbox_bind){
+		    ckdir, CHECKPOINT_SANDBOX_DIR, true};
+	}
 	struct sandbox_cmdline cl;
 	int r = perimeter_sandbox_request(&perim, &req);
 	if (r == 0)
@@ -368,6 +420,14 @@ static int sandbox_start(struct run *run, const struct store_session *s,
 		c->perimeter, &pr, &perim,
 		control_snapshot_origin_set(c, snapshot_id), err) < 0)
 		return -EIO;
+	if (ckpt) {
+		int cr = checkpoint_apply(run, ckpt, err);
+		checkpoint_forget(c, s->id);
+		if (cr < 0)
+			return cr;
+		control_event(c, run->id, EVENT_CHECKPOINT,
+			      json_pack("{s:O}", "restored", ckpt));
+	}
 	struct proc_activity a = {0};
 	proc_tree_activity((pid_t)init_pid, &a);
 	pthread_mutex_lock(&c->mu);
@@ -1375,10 +1435,42 @@ static void op_result(void *ctx, const struct session_turn *turn, int attempts,
 		      "tool_calls", run->usage.tool_calls));
 }
 
+/* A worker's checkpoint of the turn's result, recorded in the outcome
+ * the review transition writes. A failure is said, and the session goes
+ * on (only a takeover would miss it). */
+static void checkpoint_turn(struct runner_ctx *x)
+{
+	json_t *res = json_object_get(x->outcome, "result");
+	if (!checkpoint_enabled(x->c) || !res)
+		return;
+	if (!json_is_true(json_object_get(res, "changed"))) {
+		json_object_del(x->outcome, "checkpoint");
+		return;
+	}
+	json_t *ck = NULL;
+	struct wr_error *err = NULL;
+	int turn = (int)json_integer_value(json_object_get(res, "turn"));
+	if (checkpoint_push(x->c, x->run->id, res, turn, &ck, &err) < 0) {
+		wr_log(WR_LOG_WARN, "session", "%s: %s", x->run->id,
+		       err && err->msg ? err->msg : "checkpoint failed");
+		control_event(x->c, x->run->id, EVENT_CHECKPOINT,
+			      json_pack("{s:s}", "error",
+					err && err->msg ? err->msg : "failed"));
+		wr_error_free(err);
+		return;
+	}
+	if (!ck)
+		return;
+	control_event(x->c, x->run->id, EVENT_CHECKPOINT,
+		      json_pack("{s:O}", "registry", ck));
+	json_object_set_new(x->outcome, "checkpoint", ck);
+}
+
 static void op_review(void *ctx, int exit_code)
 {
 	struct runner_ctx *x = ctx;
 	struct wr_error *err = NULL;
+	checkpoint_turn(x);
 	outcome_sandbox_seconds(x->run, x->outcome);
 	struct store_session_update u = STORE_SESSION_UPDATE_INIT;
 	u.finished_ms = store_now_ms();

@@ -162,6 +162,33 @@ api POST "/api/v1/sessions/$K/reject" '{"reason": "test"}'
 # the dead worker comes back: its previous life's sandboxes go
 w_start "$victim"
 
+# --- a worker dies in a follow-up: the session goes on elsewhere with the
+# committed work of its first turn (its checkpoint in the registry) --------
+C="$(submit proj "keep my work" 'if [ -f turn1.txt ]; then echo has-turn-1; echo two >turn2.txt; sleep 6; echo turn-two-done; else echo one >turn1.txt; echo turn-one; fi')"
+wait_state "$C" review 60
+api GET "/api/v1/sessions/$C"
+ck_tag="$(jget .outcome.checkpoint.tag)"
+[ -n "$ck_tag" ] && curl -s -u "warren:workers-pw" -H 'Accept: application/vnd.oci.image.manifest.v1+json' -o /dev/null -w '%{http_code}' "$REG_reg/v2/warren/workers/manifests/$ck_tag" | grep -q 200 &&
+	pass "the first turn's work is checkpointed in the registry ($ck_tag)" || fail "the first turn's work is checkpointed in the registry" "$(jget .outcome.checkpoint)"
+holder="$(worker_of "$C")"
+heir=w1
+[ "$holder" = w1 ] && heir=w2
+api POST "/api/v1/sessions/$C/messages" '{"text": "now the second file"}'
+wait_output "$C" has-turn-1 60
+w_stop "$holder" KILL
+w_sandboxes_kill "$holder"
+wait_output "$C" turn-two-done 90
+wait_state "$C" review 60
+api GET "/api/v1/sessions/$C"
+files="$(jget '[.outcome.result.files[].path] | sort | join(",")')"
+[ "$STATE" = review ] && [ "$(worker_of "$C")" = "$heir" ] && [ "$files" = "turn1.txt,turn2.txt" ] &&
+	pass "after $holder died in the follow-up, $heir finished it with the first turn's work (the result holds both files)" ||
+	fail "after its worker died in a follow-up, another finished it with the first turn's work" "$STATE on $(worker_of "$C"); files: $files"
+events_json "$C" | jq -e '[.events[] | select(.kind == "checkpoint" and .data.restored != null)] | length == 1' >/dev/null &&
+	pass "its events say the checkpoint was restored" || fail "its events say the checkpoint was restored" "$(session_log "$C" | grep -i checkpoint)"
+api POST "/api/v1/sessions/$C/reject" '{"reason": "test"}'
+w_start "$holder"
+
 # --- SIGSTOP past the lease, then SIGCONT: fenced -----------------------------
 F="$(submit proj "a frozen worker" 'echo turn-started; sleep 8; echo finished >f.txt')"
 wait_output "$F" turn-started 60

@@ -355,6 +355,7 @@ int main(int argc, char **argv)
 	if (cfg.has_blobs && config_opt)
 		config_abs = realpath(config_opt, NULL);
 	cfg.control.blobs_file = config_abs;
+	cfg.control.blobs = cfg.has_blobs ? &cfg.blobs : NULL;
 	cfg.control.default_agent_json = cfg.agent_json;
 	/* the egress proxy keeps sandboxes away from the API itself */
 	cfg.control.api_addr = listen_addr;

@@ -1,0 +1,187 @@
+/* checkpoint.c - a session's committed work in the registry, so that
+ * another worker can take the session over with it.
+ *
+ * At each turn's end with a change, a worker pushes the result's bundle
+ * (base..commit, the one verification checked out: review/evidence.c) to
+ * the registry as an OCI artifact tagged ckpt-<session>-e<epoch>, and the
+ * session's outcome records it ("checkpoint": {"tag", "manifest",
+ * "bundle", "commit", "base", "turn", "worker"}), written with the review
+ * transition, under the worker's lease epoch: a worker that lost the
+ * session may push a tag, but never gets it recorded. A worker that
+ * provisions a session whose workspace it does not have (its worker died)
+ * pulls the recorded bundle (its digest checked), binds it read-only into
+ * the new sandbox and checks the commit out in /workspace before the agent
+ * runs: the session goes on with the work of its finished turns. */
+#include "sched/internal.h"
+
+#include "blobs/blobs.h"
+#include "review/evidence.h"
+#include "util/alloc.h"
+#include "util/cleanup.h"
+#include "util/fs.h"
+#include "util/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CKPT_MEDIA_BUNDLE "application/vnd.warren.checkpoint.bundle.v1"
+#define CKPT_MEDIA_CONFIG "application/vnd.warren.checkpoint.config.v1+json"
+#define CKPT_BUNDLE_MAX (1ull << 30)
+
+bool checkpoint_enabled(const struct control *c)
+{
+	return c->cfg.blobs != NULL && control_is_worker(c);
+}
+
+/* Pushes the bytes of a small text as a blob. */
+static int push_text(struct blobs_client *bc, const char *text,
+		     char digest[BLOBS_DIGEST_MAX], uint64_t *size,
+		     struct wr_error **err)
+{
+	FILE *f = tmpfile();
+	if (!f)
+		return wr_error_set(err, errno, "checkpoint: a temporary file");
+	int r = 0;
+	if (fputs(text, f) < 0 || fflush(f) != 0 || fseek(f, 0, SEEK_SET) < 0)
+		r = wr_error_set(err, errno, "checkpoint: write");
+	if (r == 0)
+		r = blobs_push(bc, fileno(f), digest, size, err);
+	fclose(f);
+	return r;
+}
+
+int checkpoint_push(struct control *c, const char *session_id,
+		    const json_t *result, int turn, json_t **out,
+		    struct wr_error **err)
+{
+	*out = NULL;
+	const char *commit =
+	    json_string_value(json_object_get(result, "commit"));
+	const char *base = json_string_value(json_object_get(result, "base"));
+	if (!commit || !base || !strcmp(commit, base))
+		return 0; /* nothing committed beyond the base */
+	_cleanup_free_ char *dir = evidence_bundle_dir(c->data_dir, session_id);
+	_cleanup_free_ char *path =
+	    dir ? wr_asprintf("%s/" EVIDENCE_BUNDLE_NAME, dir) : NULL;
+	if (!path)
+		return wr_error_set(err, ENOMEM, "checkpoint");
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return wr_error_set(err, errno, "checkpoint: %s", path);
+	int64_t epoch = lease_epoch(c, session_id);
+	if (epoch == LEASE_NOT_HELD)
+		return wr_error_set(err, ESTALE,
+				    "checkpoint: the session's lease is lost");
+	struct blobs_client *bc = NULL;
+	int r = blobs_client_new(c->cfg.blobs, &bc, err);
+	if (r < 0)
+		return r;
+	struct blobs_descriptor layer = {.media_type = CKPT_MEDIA_BUNDLE};
+	struct blobs_descriptor cfgd = {.media_type = CKPT_MEDIA_CONFIG};
+	_cleanup_free_ char *cfg_text = NULL;
+	json_t *cfg_obj = json_pack("{s:s, s:s, s:s, s:i}", "session",
+				    session_id, "commit", commit, "base", base,
+				    "turn", turn);
+	cfg_text = cfg_obj ? json_dumps(cfg_obj, JSON_COMPACT | JSON_SORT_KEYS)
+			   : NULL;
+	json_decref(cfg_obj);
+	if (!cfg_text)
+		r = wr_error_set(err, ENOMEM, "checkpoint");
+	if (r == 0)
+		r = blobs_push(bc, fd, layer.digest, &layer.size, err);
+	if (r == 0)
+		r = push_text(bc, cfg_text, cfgd.digest, &cfgd.size, err);
+	char tag[128];
+	snprintf(tag, sizeof(tag), "ckpt-%s-e%lld", session_id,
+		 (long long)epoch);
+	char manifest_digest[BLOBS_DIGEST_MAX] = "";
+	if (r == 0) {
+		struct blobs_manifest m = {
+		    .config = cfgd,
+		    .layers = &layer,
+		    .n_layers = 1,
+		    .annotations = json_pack(
+			"{s:s, s:s, s:s}", "org.warren.checkpoint.session",
+			session_id, "org.warren.checkpoint.commit", commit,
+			"org.warren.checkpoint.base", base)};
+		_cleanup_free_ char *mj = NULL;
+		r = blobs_manifest_build(&m, &mj, err);
+		json_decref(m.annotations);
+		if (r == 0)
+			r = blobs_manifest_put(bc, tag, mj, strlen(mj),
+					       manifest_digest, err);
+	}
+	blobs_client_free(bc);
+	if (r < 0)
+		return wr_error_wrap(err, "checkpoint to the registry");
+	*out = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:i, s:s}", "tag",
+			 tag, "manifest", manifest_digest, "bundle",
+			 layer.digest, "bundle_bytes", (json_int_t)layer.size,
+			 "commit", commit, "base", base, "turn", turn, "worker",
+			 c->cfg.worker_id);
+	return 0;
+}
+
+bool checkpoint_needed(const struct control *c, const char *session_id,
+		       const json_t *outcome)
+{
+	if (!c->cfg.blobs || !json_is_object(json_object_get(outcome,
+							     "checkpoint")))
+		return false;
+	/* the workspace is here: nothing to take over */
+	_cleanup_free_ char *img = wr_asprintf(
+	    "%s/sessions/%s/layer.img", c->data_dir, session_id);
+	_cleanup_free_ char *plain =
+	    wr_asprintf("%s/sessions/%s/upper", c->data_dir, session_id);
+	struct stat st;
+	return img && plain && lstat(img, &st) < 0 && lstat(plain, &st) < 0;
+}
+
+char *checkpoint_dir(const struct control *c, const char *session_id)
+{
+	return wr_asprintf("%s/sessions/%s.checkpoint", c->data_dir,
+			   session_id);
+}
+
+int checkpoint_fetch(struct control *c, const char *session_id,
+		     const json_t *ckpt, struct wr_error **err)
+{
+	const char *digest = json_string_value(json_object_get(ckpt, "bundle"));
+	if (!digest)
+		return wr_error_set(err, EINVAL,
+				    "checkpoint: no bundle recorded");
+	_cleanup_free_ char *dir = checkpoint_dir(c, session_id);
+	_cleanup_free_ char *path =
+	    dir ? wr_asprintf("%s/" CHECKPOINT_BUNDLE_NAME, dir) : NULL;
+	if (!path)
+		return wr_error_set(err, ENOMEM, "checkpoint");
+	wr_rm_rf(dir);
+	if (mkdir(dir, 0755) < 0)
+		return wr_error_set(err, errno, "checkpoint: mkdir %s", dir);
+	_cleanup_close_ int fd =
+	    open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return wr_error_set(err, errno, "checkpoint: %s", path);
+	struct blobs_client *bc = NULL;
+	int r = blobs_client_new(c->cfg.blobs, &bc, err);
+	uint64_t written = 0;
+	if (r == 0)
+		r = blobs_pull(bc, digest, fd, CKPT_BUNDLE_MAX, &written, err);
+	blobs_client_free(bc);
+	if (r < 0) {
+		wr_rm_rf(dir);
+		return wr_error_wrap(err, "checkpoint from the registry");
+	}
+	return 0;
+}
+
+void checkpoint_forget(const struct control *c, const char *session_id)
+{
+	_cleanup_free_ char *dir = checkpoint_dir(c, session_id);
+	if (dir)
+		wr_rm_rf(dir);
+}
