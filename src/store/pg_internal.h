@@ -317,8 +317,8 @@ int pg_artifact_list(struct store *st, const char *session_id,
 		     struct store_artifact **out, size_t *n_out,
 		     struct wr_error **err);
 
-int64_t pg_audit_append(struct store *st, const char *session_id,
-			int64_t epoch, store_audit_build_fn build, void *ctx,
+int64_t pg_audit_append(struct store *st, const char *session_id, int64_t epoch,
+			store_audit_build_fn build, void *ctx,
 			struct wr_error **err);
 int pg_audit_list(struct store *st, const char *session_id, int64_t after_seq,
 		  int limit, struct store_audit_record **out, size_t *n_out,

@@ -726,8 +726,8 @@ static int audit_begin(struct pg_conn *c, const char *id, int64_t epoch,
 	return r;
 }
 
-int64_t pg_audit_append(struct store *st, const char *session_id,
-			int64_t epoch, store_audit_build_fn build, void *ctx,
+int64_t pg_audit_append(struct store *st, const char *session_id, int64_t epoch,
+			store_audit_build_fn build, void *ctx,
 			struct wr_error **err)
 {
 	_cleanup_(pg_releasep) struct pg_conn *c = NULL;

@@ -281,8 +281,8 @@ int sq_artifact_list(struct store *st, const char *session_id,
 		     struct wr_error **err);
 
 /* sqlite_lease.c (event_append_fenced: sqlite_session.c) */
-int64_t sq_audit_append(struct store *st, const char *session_id,
-			int64_t epoch, store_audit_build_fn build, void *ctx,
+int64_t sq_audit_append(struct store *st, const char *session_id, int64_t epoch,
+			store_audit_build_fn build, void *ctx,
 			struct wr_error **err);
 int sq_audit_list(struct store *st, const char *session_id, int64_t after_seq,
 		  int limit, struct store_audit_record **out, size_t *n_out,

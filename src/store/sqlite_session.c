@@ -888,8 +888,8 @@ static int audit_begin(struct sq_conn *c, const char *id, int64_t epoch,
 	return r;
 }
 
-int64_t sq_audit_append(struct store *st, const char *session_id,
-			int64_t epoch, store_audit_build_fn build, void *ctx,
+int64_t sq_audit_append(struct store *st, const char *session_id, int64_t epoch,
+			store_audit_build_fn build, void *ctx,
 			struct wr_error **err)
 {
 	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
