@@ -62,12 +62,8 @@ int audit_store_append(struct store *st, const char *session_id, int64_t epoch,
 		       const char *actor, const char *kind,
 		       const json_t *details, struct wr_error **err)
 {
-	/* checked before the transaction too: a bad record costs no lock */
-	char probe_hash[AUDIT_HASH_HEX + 1];
-	char zeros[AUDIT_HASH_HEX + 1];
-	memset(zeros, '0', AUDIT_HASH_HEX);
-	zeros[AUDIT_HASH_HEX] = '\0';
-	_cleanup_free_ char *probe = NULL;
+	/* the record is checked as it is built, inside the transaction: a
+	 * bad one rolls it back, having written nothing */
 	struct append_ctx a = {
 	    .session_id = session_id,
 	    .actor = actor,
@@ -75,10 +71,6 @@ int audit_store_append(struct store *st, const char *session_id, int64_t epoch,
 	    .details = details,
 	    .time_ms = audit_now_ms(),
 	};
-	int r = audit_record_make(session_id, 1, zeros, actor, kind, details,
-				  a.time_ms, &probe, probe_hash, err);
-	if (r < 0)
-		return r;
 	int64_t seq =
 	    st->ops->audit_append(st, session_id, epoch, build_record, &a, err);
 	return seq < 0 ? (int)seq : 0;

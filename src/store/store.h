@@ -1,8 +1,9 @@
 /* store.h - the control plane's durable state, behind one interface.
  *
  * Owns repositories, snapshots (as the control plane knows them), sessions,
- * messages (prompts and follow-ups), events (each session's log), artifacts
- * and API tokens. Two backends behind one struct of function pointers:
+ * messages (prompts and follow-ups), events (each session's log), each
+ * session's audit chain (its records as security/audit.h makes them),
+ * artifacts and API tokens. Two backends behind one struct of function pointers:
  * SQLite (the embedded default, WAL: store_open_sqlite) and PostgreSQL
  * (libpq: store_open_pg); store_open picks one by URL. What they share
  * (checks, records read from rows, event data) is store.c's (backend.h).
