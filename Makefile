@@ -60,7 +60,9 @@ SNAPSHOT_SRC := $(wildcard src/snapshot/*.c)
 # them
 EGRESS_SRC  := $(wildcard src/security/egress*.c) $(wildcard src/security/broker*.c) \
                src/security/session_server.c
-SECURITY_SRC := $(filter-out $(EGRESS_SRC),$(wildcard src/security/*.c))
+# the audit chain in the store: the server's side (it calls the store)
+AUDIT_STORE_SRC := src/security/audit_store.c
+SECURITY_SRC := $(filter-out $(EGRESS_SRC) $(AUDIT_STORE_SRC),$(wildcard src/security/*.c))
 CLI_SRC     := $(wildcard src/cli/*.c)
 LIB_SRC     := $(UTIL_SRC) $(SANDBOX_SRC) $(SNAPSHOT_SRC) $(SECURITY_SRC)
 LIB_OBJ     := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -69,7 +71,8 @@ CLI_OBJ     := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 # The control plane is its own executable (`warren serve` execs it): it
 # links the heavy libraries the lean sandbox path must not carry.
 SERVER_SRC  := $(wildcard src/store/*.c src/session/*.c src/sched/*.c src/perimeter/*.c src/api/*.c src/agent/*.c src/notify/*.c \
-                             src/review/*.c src/meter/*.c src/gateway/*.c src/agents/*.c src/blobs/*.c) $(EGRESS_SRC)
+                             src/review/*.c src/meter/*.c src/gateway/*.c src/agents/*.c src/blobs/*.c) $(EGRESS_SRC) \
+               $(AUDIT_STORE_SRC)
 SERVER_OBJ  := $(SERVER_SRC:%.c=$(BUILD)/obj/%.o)
 SERVE_SRC   := $(wildcard src/cli/serve/*.c)
 SERVE_OBJ   := $(SERVE_SRC:%.c=$(BUILD)/obj/%.o)

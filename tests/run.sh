@@ -53,7 +53,7 @@ done
 # binary here takes its store from WARREN_TEST_STORE (tests/unit/
 # teststore.h). Without PostgreSQL's binaries this pass is skipped, saying
 # so; with them, a server that does not start is a failure.
-STORE_TESTS="test_db test_lease test_slack test_api"
+STORE_TESTS="test_db test_lease test_slack test_api test_audit_store"
 . tests/pg_server.sh
 trap pg_server_stop EXIT
 trap 'exit 130' INT

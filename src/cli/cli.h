@@ -50,7 +50,6 @@ int cli_snapshot_fail(const char *verb, struct wr_error *err);
 
 int cmd_sandbox(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
-int cmd_audit(int argc, char **argv);
 int cmd_sandbox_run(int argc, char **argv);
 int cmd_sandbox_create(int argc, char **argv);
 int cmd_sandbox_exec(int argc, char **argv);

@@ -17,7 +17,8 @@
 /* The control-plane verbs live in their own executables next to this one
  * (they link libmicrohttpd, SQLite, libcurl: ARCHITECTURE.md, "Keep the
  * sandbox path lean"), the way git reaches its sub-commands. */
-static const char *const server_verbs[] = {"serve", NULL};
+/* audit reads the store: warren-serve links it */
+static const char *const server_verbs[] = {"serve", "audit", NULL};
 static const char *const client_verbs[] = {
     "run",    "sessions", "show",   "logs",   "send",
     "cancel", "repo",	  "token",  "secret", "snapshots",
@@ -123,8 +124,6 @@ int main(int argc, char **argv)
 		return exec_helper("warren-registry", argv);
 	if (!strcmp(verb, "snapshot"))
 		return cmd_snapshot(argc - 1, argv + 1);
-	if (!strcmp(verb, "audit"))
-		return cmd_audit(argc - 1, argv + 1);
 	if (!strcmp(verb, "version") || !strcmp(verb, "--version")) {
 		printf("warren %s\n", WARREN_VERSION);
 		return 0;

@@ -41,8 +41,9 @@ void perimeter_audit(struct perimeter *p, const char *session_id, const char *ac
 	struct wr_error *err = NULL;
 	/* details NULL: building them ran out of memory; what happened is
 	 * still worth a record */
-	int r =
-	    audit_append(p->cfg.data_dir, session_id, actor, kind, details, &err);
+	/* epoch 0: the server holds no lease yet (store.h, "Leases") */
+	int r = audit_store_append(p->cfg.st, session_id, 0, actor, kind,
+				   details, &err);
 	json_decref(details);
 	if (r < 0 && !atomic_exchange(&audit_failing, true))
 		wr_log(WR_LOG_ERROR, "audit",

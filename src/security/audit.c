@@ -290,33 +290,74 @@ static int load_head(int fd, const char *path, off_t size, int64_t *seq,
 	return 0;
 }
 
+int audit_record_make(const char *session_id, int64_t seq,
+		      const char prev[AUDIT_HASH_HEX + 1], const char *actor,
+		      const char *kind, const json_t *details, int64_t time_ms,
+		      char **text, char hash[AUDIT_HASH_HEX + 1],
+		      struct wr_error **err)
+{
+	if (!actor_ok(actor))
+		return wr_error_input(err, EINVAL, "audit: bad actor '%s'",
+				      actor ? actor : "");
+	if (!kind_ok(kind))
+		return wr_error_input(err, EINVAL, "audit: bad kind '%s'",
+				      kind ? kind : "");
+	if (details && !json_is_object(details))
+		return wr_error_input(err, EINVAL,
+				      "audit: details must be an object");
+	if (!audit_session_id_ok(session_id))
+		return wr_error_input(err, EINVAL, "audit: bad session id '%s'",
+				      session_id ? session_id : "");
+	json_t *empty = details ? NULL : json_object();
+	json_t *rec =
+	    json_pack("{s:I, s:I, s:s, s:s, s:s, s:O, s:s}", "seq",
+		      (json_int_t)seq, "time_ms", (json_int_t)time_ms,
+		      "session", session_id, "actor", actor, "kind", kind,
+		      "details", details ? details : empty, "prev", prev);
+	json_decref(empty);
+	if (!rec)
+		return wr_error_set(err, EINVAL,
+				    "audit of %s: record %s: not valid text",
+				    session_id, kind);
+	char h[AUDIT_HASH_HEX + 1];
+	char *line = NULL;
+	if (record_hash(rec, h) == 0 &&
+	    json_object_set_new(rec, "hash", json_string(h)) == 0)
+		line = canonical(rec);
+	json_decref(rec);
+	if (!line)
+		return wr_error_set(err, ENOMEM, "audit of %s: record %s",
+				    session_id, kind);
+	if (strlen(line) + 1 > AUDIT_LINE_MAX) {
+		free(line);
+		return wr_error_set(err, E2BIG,
+				    "audit of %s: record %s longer than %d "
+				    "bytes",
+				    session_id, kind, AUDIT_LINE_MAX);
+	}
+	*text = line;
+	memcpy(hash, h, sizeof(h));
+	return 0;
+}
+
+int64_t audit_now_ms(void)
+{
+	return wall_ms();
+}
+
 /* Writes the record after h's head and moves the head on. */
 static int append_record(int fd, const char *path, struct chain_head *h,
 			 const char *session_id, const char *actor,
 			 const char *kind, const json_t *details,
 			 struct wr_error **err)
 {
-	json_t *rec =
-	    json_pack("{s:I, s:I, s:s, s:s, s:s, s:O, s:s}", "seq",
-		      (json_int_t)(h->seq + 1), "time_ms",
-		      (json_int_t)wall_ms(), "session", session_id, "actor",
-		      actor, "kind", kind, "details", details, "prev", h->hash);
-	if (!rec)
-		return wr_error_set(
-		    err, EINVAL, "%s: record %s: not valid text", path, kind);
 	char hash[AUDIT_HASH_HEX + 1];
 	_cleanup_free_ char *line = NULL;
-	if (record_hash(rec, hash) == 0 &&
-	    json_object_set_new(rec, "hash", json_string(hash)) == 0)
-		line = canonical(rec);
-	json_decref(rec);
-	if (!line)
-		return wr_error_set(err, ENOMEM, "%s: record %s", path, kind);
+	int r = audit_record_make(session_id, h->seq + 1, h->hash, actor, kind,
+				  details, wall_ms(), &line, hash, err);
+	if (r < 0)
+		return r;
 	size_t len = strlen(line);
-	if (len + 1 > AUDIT_LINE_MAX)
-		return wr_error_set(err, E2BIG,
-				    "%s: record %s longer than %d bytes", path,
-				    kind, AUDIT_LINE_MAX);
 	char *grown = wr_realloc(line, len + 2);
 	if (!grown)
 		return wr_error_set(err, ENOMEM, "%s: record %s", path, kind);
@@ -576,6 +617,30 @@ static json_t *check_line(const char *text, size_t len, uint64_t line,
 bad:
 	json_decref(rec);
 	return NULL;
+}
+
+void audit_walker_init(struct audit_walker *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->res.ok = true;
+	zero_hash(w->prev);
+}
+
+json_t *audit_walker_step(struct audit_walker *w, const char *text, size_t len)
+{
+	uint64_t line = w->res.records + 1;
+	w->res.ok = false;
+	w->res.line = line;
+	json_t *rec = check_line(text, len, line, w->prev, &w->res);
+	if (!rec)
+		return NULL;
+	const char *hash = json_string_value(json_object_get(rec, "hash"));
+	memcpy(w->prev, hash, AUDIT_HASH_HEX + 1);
+	memcpy(w->res.head, hash, AUDIT_HASH_HEX + 1);
+	w->res.records++;
+	w->res.ok = true;
+	w->res.line = 0;
+	return rec;
 }
 
 /* Reads a line of at most cap bytes (newline excluded) from f, not past

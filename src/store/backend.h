@@ -184,6 +184,11 @@ int store_transition_text(const char *id, json_t *data, enum session_state from,
 			  char **out, struct wr_error **err);
 /* ---- leases ------------------------------------------------------------ */
 
+/* An audit record to insert as want_seq of session_id: its seq, a hash of
+ * STORE_AUDIT_HASH_LEN, a text of at most STORE_AUDIT_RECORD_MAX. */
+int store_audit_record_check(const char *session_id, int64_t want_seq,
+			     const struct store_audit_record *r,
+			     struct wr_error **err);
 /* A write carrying epoch (0: none) about session id, whose lease epoch is
  * cur: 0, or -ESTALE "session ID: lease epoch E is stale (now C)". */
 int store_epoch_check(const char *id, int64_t epoch, int64_t cur,

@@ -72,6 +72,9 @@ enum pg_stmt {
 	PG_SESSION_APPLY,
 	PG_EVENT_APPEND,
 	PG_EVENT_LIST,
+	PG_AUDIT_HEAD,
+	PG_AUDIT_INSERT,
+	PG_AUDIT_LIST,
 	PG_MESSAGE_INSERT,
 	PG_MESSAGE_PENDING,
 	PG_MESSAGE_CONSUME,
@@ -359,6 +362,16 @@ int pg_artifact_add(struct store *st, const char *session_id,
 int pg_artifact_list(struct store *st, const char *session_id,
 		     struct store_artifact **out, size_t *n_out,
 		     struct wr_error **err);
+
+int64_t pg_audit_append(struct store *st, const char *session_id, int64_t epoch,
+			store_audit_build_fn build, void *ctx,
+			struct wr_error **err);
+int pg_audit_list(struct store *st, const char *session_id, int64_t after_seq,
+		  int limit, struct store_audit_record **out, size_t *n_out,
+		  struct wr_error **err);
+int pg_audit_import(struct store *st, const char *session_id,
+		    const struct store_audit_record *v, size_t n,
+		    struct wr_error **err);
 
 /* pg_lease.c (event_append_fenced: pg_session.c) */
 int64_t pg_event_append_fenced(struct store *st, const char *session_id,

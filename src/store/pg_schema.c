@@ -218,6 +218,13 @@ const struct pg_migration pg_migrations[] = {
 	"  PRIMARY KEY (batch_id, item)"
 	");"
 	"CREATE INDEX eval_items_by_run ON eval_items (run_id);"},
+    {8, "CREATE TABLE audit_records ("
+	"  session_id " C_TEXT " NOT NULL REFERENCES sessions (id),"
+	"  seq BIGINT NOT NULL,"
+	"  hash " C_TEXT " NOT NULL,"
+	"  record TEXT NOT NULL,"
+	"  PRIMARY KEY (session_id, seq)"
+	");"},
 };
 const size_t pg_n_migrations = sizeof(pg_migrations) / sizeof(pg_migrations[0]);
 
@@ -396,6 +403,15 @@ static const char *const stmt_sql[PG_STMT_MAX] = {
 	"SELECT e.seq, pg_notify('" PG_WATCH_CHANNEL "', "
 	"e.session_id || ' ' || $3::text) FROM e",
     [PG_EVENT_LIST] = "SELECT " STORE_EVENT_COLUMNS " FROM events "
+		      "WHERE session_id = $1 AND seq > $2 "
+		      "ORDER BY seq LIMIT $3",
+
+    /* under the session's row lock (PG_SESSION_LOCK) */
+    [PG_AUDIT_HEAD] = "SELECT seq, hash FROM audit_records "
+		      "WHERE session_id = $1 ORDER BY seq DESC LIMIT 1",
+    [PG_AUDIT_INSERT] = "INSERT INTO audit_records (session_id, seq, hash, "
+			"record) VALUES ($1, $2, $3, $4)",
+    [PG_AUDIT_LIST] = "SELECT seq, hash, record FROM audit_records "
 		      "WHERE session_id = $1 AND seq > $2 "
 		      "ORDER BY seq LIMIT $3",
 

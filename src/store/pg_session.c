@@ -11,6 +11,8 @@
  * under the row's lock, in the statement that inserts it (pg.c). */
 #include "store/pg_internal.h"
 
+#include "util/alloc.h"
+
 #include "util/cleanup.h"
 
 #include <errno.h>
@@ -665,6 +667,159 @@ int pg_artifact_list(struct store *st, const char *session_id,
 		r = empty_or_unknown(c, session_id, n, err);
 	if (r < 0) {
 		store_artifacts_free(v, n);
+		return r;
+	}
+	*out = v;
+	*n_out = n;
+	return 0;
+}
+
+/* ---- the audit chain ---------------------------------------------------- */
+
+/* The last record's seq and hash (0 and "" for an empty chain). */
+static int audit_head(struct pg_conn *c, const char *id, int64_t *seq,
+		      char hash[STORE_AUDIT_HASH_LEN + 1],
+		      struct wr_error **err)
+{
+	_cleanup_(pg_clearp) PGresult *res = NULL;
+	struct pg_params p = {0};
+	pg_text(&p, id);
+	int r = pg_exec(c, PG_AUDIT_HEAD, &p, &res, err,
+			"audit chain of %s: its head", id);
+	if (r < 0)
+		return r;
+	*seq = 0;
+	hash[0] = '\0';
+	if (PQntuples(res) < 1)
+		return 0;
+	*seq = pg_get_int64(res, 0, 0);
+	snprintf(hash, STORE_AUDIT_HASH_LEN + 1, "%s", PQgetvalue(res, 0, 1));
+	return 0;
+}
+
+static int audit_insert(struct pg_conn *c, const char *id,
+			const struct store_audit_record *rec,
+			struct wr_error **err)
+{
+	_cleanup_(pg_clearp) PGresult *res = NULL;
+	struct pg_params p = {0};
+	pg_text(&p, id);
+	pg_int(&p, rec->seq);
+	pg_text(&p, rec->hash);
+	pg_text(&p, rec->record);
+	return pg_exec(c, PG_AUDIT_INSERT, &p, &res, err,
+		       "audit record %lld of %s", (long long)rec->seq, id);
+}
+
+/* Opens the transaction an audit write runs in: the session's row locked
+ * (FOR UPDATE) before the chain's head is read, so that appenders on any
+ * number of hosts take turns on one chain; its epoch checked. */
+static int audit_begin(struct pg_conn *c, const char *id, int64_t epoch,
+		       struct pg_conn **tx, struct wr_error **err)
+{
+	if (!store_id_ok(id))
+		return store_no_session(id, err);
+	int state = -1;
+	int r = pg_begin(c, tx, err);
+	if (r == 0)
+		r = lock_session(c, id, epoch, &state, err);
+	return r;
+}
+
+int64_t pg_audit_append(struct store *st, const char *session_id, int64_t epoch,
+			store_audit_build_fn build, void *ctx,
+			struct wr_error **err)
+{
+	_cleanup_(pg_releasep) struct pg_conn *c = NULL;
+	_cleanup_(pg_rollbackp) struct pg_conn *tx = NULL;
+	_cleanup_(store_audit_record_clear) struct store_audit_record rec = {0};
+
+	int r = pg_acquire(pg_of(st), &c, err);
+	if (r == 0)
+		r = audit_begin(c, session_id, epoch, &tx, err);
+	int64_t prev_seq = 0;
+	char prev_hash[STORE_AUDIT_HASH_LEN + 1];
+	if (r == 0)
+		r = audit_head(c, session_id, &prev_seq, prev_hash, err);
+	if (r == 0)
+		r = build(ctx, prev_seq, prev_hash, &rec, err);
+	if (r == 0)
+		r = store_audit_record_check(session_id, prev_seq + 1, &rec,
+					     err);
+	if (r == 0)
+		r = audit_insert(c, session_id, &rec, err);
+	if (r == 0)
+		r = pg_commit(&tx, err);
+	return r < 0 ? r : rec.seq;
+}
+
+int pg_audit_import(struct store *st, const char *session_id,
+		    const struct store_audit_record *v, size_t n,
+		    struct wr_error **err)
+{
+	_cleanup_(pg_releasep) struct pg_conn *c = NULL;
+	_cleanup_(pg_rollbackp) struct pg_conn *tx = NULL;
+
+	int r = pg_acquire(pg_of(st), &c, err);
+	if (r == 0)
+		r = audit_begin(c, session_id, 0, &tx, err);
+	int64_t head = 0;
+	char hash[STORE_AUDIT_HASH_LEN + 1];
+	if (r == 0)
+		r = audit_head(c, session_id, &head, hash, err);
+	if (r == 0 && head > 0)
+		r = wr_error_set(err, EEXIST,
+				 "audit chain of %s: the store has %lld "
+				 "record(s) already",
+				 session_id, (long long)head);
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		r = store_audit_record_check(session_id, (int64_t)i + 1, &v[i],
+					     err);
+		if (r == 0)
+			r = audit_insert(c, session_id, &v[i], err);
+	}
+	if (r == 0)
+		r = pg_commit(&tx, err);
+	return r;
+}
+
+int pg_audit_list(struct store *st, const char *session_id, int64_t after_seq,
+		  int limit, struct store_audit_record **out, size_t *n_out,
+		  struct wr_error **err)
+{
+	if (!store_id_ok(session_id))
+		return store_no_session(session_id, err);
+	if (limit <= 0 || limit > STORE_AUDIT_LIST_MAX)
+		limit = STORE_AUDIT_LIST_MAX;
+	_cleanup_(pg_releasep) struct pg_conn *c = NULL;
+	_cleanup_(pg_clearp) PGresult *res = NULL;
+	struct pg_params p = {0};
+	pg_text(&p, session_id);
+	pg_int(&p, after_seq);
+	pg_int(&p, limit);
+	int r = pg_call(pg_of(st), &c, PG_AUDIT_LIST, &p, &res, err,
+			"audit chain of %s", session_id);
+	if (r < 0)
+		return r;
+	size_t n = (size_t)PQntuples(res);
+	struct store_audit_record *v = wr_calloc(n + 1, sizeof(*v));
+	if (!v)
+		return wr_error_set(err, ENOMEM, "audit chain of %s",
+				    session_id);
+	for (size_t i = 0; i < n; i++) {
+		v[i].seq = pg_get_int64(res, (int)i, 0);
+		snprintf(v[i].hash, sizeof(v[i].hash), "%s",
+			 PQgetvalue(res, (int)i, 1));
+		v[i].record = wr_strdup(PQgetvalue(res, (int)i, 2));
+		if (!v[i].record) {
+			store_audit_records_free(v, i);
+			return wr_error_set(err, ENOMEM, "audit chain of %s",
+					    session_id);
+		}
+	}
+	r = empty_or_unknown(c, session_id, n, err);
+	if (r < 0) {
+		store_audit_records_free(v, n);
 		return r;
 	}
 	*out = v;

@@ -70,6 +70,9 @@ enum sq_stmt {
 	SQ_EVENT_NEXT_SEQ,
 	SQ_EVENT_INSERT,
 	SQ_EVENT_LIST,
+	SQ_AUDIT_HEAD,
+	SQ_AUDIT_INSERT,
+	SQ_AUDIT_LIST,
 	SQ_MESSAGE_INSERT,
 	SQ_MESSAGE_PENDING,
 	SQ_MESSAGE_CONSUME,
@@ -324,6 +327,15 @@ int sq_eval_item_decide(struct store *st, const char *batch_id,
 			int64_t now_ms, struct wr_error **err);
 
 /* sqlite_lease.c (event_append_fenced: sqlite_session.c) */
+int64_t sq_audit_append(struct store *st, const char *session_id, int64_t epoch,
+			store_audit_build_fn build, void *ctx,
+			struct wr_error **err);
+int sq_audit_list(struct store *st, const char *session_id, int64_t after_seq,
+		  int limit, struct store_audit_record **out, size_t *n_out,
+		  struct wr_error **err);
+int sq_audit_import(struct store *st, const char *session_id,
+		    const struct store_audit_record *v, size_t n,
+		    struct wr_error **err);
 int64_t sq_event_append_fenced(struct store *st, const char *session_id,
 			       int64_t epoch, enum event_kind kind,
 			       const char *data_json, struct wr_error **err);

@@ -227,6 +227,18 @@ const struct sq_migration sq_migrations[] = {
 	"  PRIMARY KEY (batch_id, item)"
 	");"
 	"CREATE INDEX eval_items_by_run ON eval_items (run_id);"},
+    /* Each session's audit chain (security/audit.h), in the store so
+     * that any host reads it: one row per record, its canonical text as
+     * the chain hashed it, seq and hash beside it for the next append's
+     * head. The primary key is the chain's order: two appenders cannot
+     * both write a seq. */
+    {8, "CREATE TABLE audit_records ("
+	"  session_id TEXT NOT NULL REFERENCES sessions (id),"
+	"  seq BIGINT NOT NULL,"
+	"  hash TEXT NOT NULL,"
+	"  record TEXT NOT NULL,"
+	"  PRIMARY KEY (session_id, seq)"
+	");"},
 };
 const size_t sq_n_migrations = sizeof(sq_migrations) / sizeof(sq_migrations[0]);
 
@@ -373,6 +385,14 @@ static const char *const stmt_sql[SQ_SESSION_LIST] = {
     [SQ_EVENT_INSERT] = "INSERT INTO events (session_id, seq, time_ms, kind, "
 			"data) VALUES (?1, ?2, ?3, ?4, ?5)",
     [SQ_EVENT_LIST] = "SELECT " STORE_EVENT_COLUMNS " FROM events "
+		      "WHERE session_id = ?1 AND seq > ?2 "
+		      "ORDER BY seq LIMIT ?3",
+
+    [SQ_AUDIT_HEAD] = "SELECT seq, hash FROM audit_records "
+		      "WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1",
+    [SQ_AUDIT_INSERT] = "INSERT INTO audit_records (session_id, seq, hash, "
+			"record) VALUES (?1, ?2, ?3, ?4)",
+    [SQ_AUDIT_LIST] = "SELECT seq, hash, record FROM audit_records "
 		      "WHERE session_id = ?1 AND seq > ?2 "
 		      "ORDER BY seq LIMIT ?3",
 

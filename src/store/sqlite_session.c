@@ -819,3 +819,180 @@ int sq_artifact_list(struct store *st, const char *session_id,
 	*n_out = n;
 	return 0;
 }
+
+/* ---- the audit chain ---------------------------------------------------- */
+
+/* The last record's seq and hash (0 and "" for an empty chain). */
+static int audit_head(struct sq_conn *c, const char *id, int64_t *seq,
+		      char hash[STORE_AUDIT_HASH_LEN + 1],
+		      struct wr_error **err)
+{
+	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
+	int r = sq_prepare(c, SQ_AUDIT_HEAD, &q, err);
+	if (r < 0)
+		return r;
+	*seq = 0;
+	hash[0] = '\0';
+	int rc = sq_bind_text(q, 1, id);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(q);
+	if (rc == SQLITE_DONE)
+		return 0;
+	if (rc != SQLITE_ROW)
+		return sq_error(c, rc, err, "audit chain of %s: its head", id);
+	*seq = sqlite3_column_int64(q, 0);
+	const char *h = (const char *)sqlite3_column_text(q, 1);
+	snprintf(hash, STORE_AUDIT_HASH_LEN + 1, "%s", h ? h : "");
+	return 0;
+}
+
+static int audit_insert(struct sq_conn *c, const char *id,
+			const struct store_audit_record *rec,
+			struct wr_error **err)
+{
+	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
+	int r = sq_prepare(c, SQ_AUDIT_INSERT, &q, err);
+	if (r < 0)
+		return r;
+	int rc = sq_bind_text(q, 1, id);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(q, 2, rec->seq);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(q, 3, rec->hash);
+	if (rc == SQLITE_OK)
+		rc = sq_bind_text(q, 4, rec->record);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(q);
+	if (rc != SQLITE_DONE)
+		return sq_error(c, rc, err, "audit record %lld of %s",
+				(long long)rec->seq, id);
+	return 0;
+}
+
+/* Opens the write transaction an audit write runs in: the session known,
+ * its epoch checked. BEGIN IMMEDIATE takes the database's write lock
+ * before the head is read, so that no other connection (another
+ * process's) reads the same head and appends after it too. */
+static int audit_begin(struct sq_conn *c, const char *id, int64_t epoch,
+		       struct sq_conn **tx, struct wr_error **err)
+{
+	if (!store_id_ok(id))
+		return store_no_session(id, err);
+	int state = -1;
+	int64_t cur = 0;
+	int r = sq_begin(c, true, tx, err);
+	if (r == 0)
+		r = read_state(c, id, &state, &cur, err);
+	if (r == 0)
+		r = store_epoch_check(id, epoch, cur, err);
+	return r;
+}
+
+int64_t sq_audit_append(struct store *st, const char *session_id, int64_t epoch,
+			store_audit_build_fn build, void *ctx,
+			struct wr_error **err)
+{
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
+	_cleanup_(sq_rollbackp) struct sq_conn *tx = NULL;
+	_cleanup_(store_audit_record_clear) struct store_audit_record rec = {0};
+
+	int r = audit_begin(c, session_id, epoch, &tx, err);
+	int64_t prev_seq = 0;
+	char prev_hash[STORE_AUDIT_HASH_LEN + 1];
+	if (r == 0)
+		r = audit_head(c, session_id, &prev_seq, prev_hash, err);
+	if (r == 0)
+		r = build(ctx, prev_seq, prev_hash, &rec, err);
+	if (r == 0)
+		r = store_audit_record_check(session_id, prev_seq + 1, &rec,
+					     err);
+	if (r == 0)
+		r = audit_insert(c, session_id, &rec, err);
+	if (r == 0)
+		r = sq_commit(&tx, err);
+	return r < 0 ? r : rec.seq;
+}
+
+int sq_audit_import(struct store *st, const char *session_id,
+		    const struct store_audit_record *v, size_t n,
+		    struct wr_error **err)
+{
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_writer(sq_of(st));
+	_cleanup_(sq_rollbackp) struct sq_conn *tx = NULL;
+
+	int r = audit_begin(c, session_id, 0, &tx, err);
+	int64_t head = 0;
+	char hash[STORE_AUDIT_HASH_LEN + 1];
+	if (r == 0)
+		r = audit_head(c, session_id, &head, hash, err);
+	if (r == 0 && head > 0)
+		r = wr_error_set(err, EEXIST,
+				 "audit chain of %s: the store has %lld "
+				 "record(s) already",
+				 session_id, (long long)head);
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		r = store_audit_record_check(session_id, (int64_t)i + 1, &v[i],
+					     err);
+		if (r == 0)
+			r = audit_insert(c, session_id, &v[i], err);
+	}
+	if (r == 0)
+		r = sq_commit(&tx, err);
+	return r;
+}
+
+int sq_audit_list(struct store *st, const char *session_id, int64_t after_seq,
+		  int limit, struct store_audit_record **out, size_t *n_out,
+		  struct wr_error **err)
+{
+	if (!store_id_ok(session_id))
+		return store_no_session(session_id, err);
+	if (limit <= 0 || limit > STORE_AUDIT_LIST_MAX)
+		limit = STORE_AUDIT_LIST_MAX;
+	_cleanup_(sq_releasep) struct sq_conn *c = sq_reader(sq_of(st));
+	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
+	int r = sq_prepare(c, SQ_AUDIT_LIST, &q, err);
+	if (r < 0)
+		return r;
+	int rc = sq_bind_text(q, 1, session_id);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(q, 2, after_seq);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int(q, 3, limit);
+	if (rc != SQLITE_OK)
+		return sq_error(c, rc, err, "audit chain of %s", session_id);
+	struct store_audit_record *v = NULL;
+	size_t n = 0;
+	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+		struct store_audit_record *grown =
+		    wr_realloc(v, (n + 1) * sizeof(*v));
+		if (!grown) {
+			store_audit_records_free(v, n);
+			return wr_error_set(err, ENOMEM, "audit chain of %s",
+					    session_id);
+		}
+		v = grown;
+		memset(&v[n], 0, sizeof(v[n]));
+		v[n].seq = sqlite3_column_int64(q, 0);
+		const char *h = (const char *)sqlite3_column_text(q, 1);
+		snprintf(v[n].hash, sizeof(v[n].hash), "%s", h ? h : "");
+		/* a NULL record (an edit) reads as empty: verify names it */
+		if (sq_column_strdup(q, 2, &v[n].record) < 0 ||
+		    (!v[n].record && !(v[n].record = wr_strdup("")))) {
+			store_audit_records_free(v, n);
+			return wr_error_set(err, ENOMEM, "audit chain of %s",
+					    session_id);
+		}
+		n++;
+	}
+	if (rc != SQLITE_DONE) {
+		store_audit_records_free(v, n);
+		return sq_error(c, rc, err, "audit chain of %s", session_id);
+	}
+	r = empty_or_unknown(c, session_id, n, err);
+	if (r < 0)
+		return r;
+	*out = v;
+	*n_out = n;
+	return 0;
+}

@@ -336,6 +336,14 @@ void store_session_clear(struct store_session *s)
 	memset(s, 0, sizeof(*s));
 }
 
+void store_audit_record_clear(struct store_audit_record *r)
+{
+	if (!r)
+		return;
+	free(r->record);
+	memset(r, 0, sizeof(*r));
+}
+
 void store_worker_clear(struct store_worker *w)
 {
 	if (!w)
@@ -429,6 +437,8 @@ DEFINE_ARRAY_FREE(store_artifacts_free, struct store_artifact,
 DEFINE_ARRAY_FREE(store_tokens_free, struct store_token, store_token_clear)
 DEFINE_ARRAY_FREE(store_workers_free, struct store_worker, store_worker_clear)
 DEFINE_ARRAY_FREE(store_claims_free, struct store_claim, store_claim_clear)
+DEFINE_ARRAY_FREE(store_audit_records_free, struct store_audit_record,
+		  store_audit_record_clear)
 
 /* ---- records from rows (backend.h) --------------------------------------- */
 
@@ -918,6 +928,35 @@ int store_event_check(const char *session_id, enum event_kind kind,
 	if (!*data_json)
 		*data_json = "{}";
 	return parse_json_object(*data_json, "append event", NULL, err);
+}
+
+/* ---- the audit chain --------------------------------------------------- */
+
+int store_audit_record_check(const char *session_id, int64_t want_seq,
+			     const struct store_audit_record *r,
+			     struct wr_error **err)
+{
+	if (r->seq != want_seq)
+		return wr_error_input(err, EINVAL,
+				      "audit record of %s: seq %lld, but the "
+				      "chain's next is %lld",
+				      session_id, (long long)r->seq,
+				      (long long)want_seq);
+	if (strlen(r->hash) != STORE_AUDIT_HASH_LEN)
+		return wr_error_input(err, EINVAL,
+				      "audit record %lld of %s: bad hash",
+				      (long long)r->seq, session_id);
+	if (!r->record || !*r->record)
+		return wr_error_input(err, EINVAL,
+				      "audit record %lld of %s: empty",
+				      (long long)r->seq, session_id);
+	if (strlen(r->record) > STORE_AUDIT_RECORD_MAX)
+		return wr_error_set(err, E2BIG,
+				    "audit record %lld of %s: longer than %d "
+				    "bytes",
+				    (long long)r->seq, session_id,
+				    STORE_AUDIT_RECORD_MAX);
+	return 0;
 }
 
 int store_consume_check(int64_t message_id, int turn, struct wr_error **err)

@@ -1,8 +1,9 @@
 /* store.h - the control plane's durable state, behind one interface.
  *
  * Owns repositories, snapshots (as the control plane knows them), sessions,
- * messages (prompts and follow-ups), events (each session's log), artifacts
- * and API tokens. Two backends behind one struct of function pointers:
+ * messages (prompts and follow-ups), events (each session's log), each
+ * session's audit chain (its records as security/audit.h makes them),
+ * artifacts and API tokens. Two backends behind one struct of function pointers:
  * SQLite (the embedded default, WAL: store_open_sqlite) and PostgreSQL
  * (libpq: store_open_pg); store_open picks one by URL. What they share
  * (checks, records read from rows, event data) is store.c's (backend.h).
@@ -160,6 +161,31 @@ struct store_event {
 	char *kind;
 	char *data_json; /* JSON object */
 };
+
+/* One record of a session's audit chain, as security/audit.h serializes
+ * it: the store keeps its text as given, in the chain's order (seq), and
+ * knows nothing of its format but seq and hash. */
+#define STORE_AUDIT_HASH_LEN 64
+/* Most bytes of one record's text (audit_append: -E2BIG beyond). */
+#define STORE_AUDIT_RECORD_MAX (64 * 1024)
+/* Most records one audit_list call returns (a limit <= 0 means this). */
+#define STORE_AUDIT_LIST_MAX 10000
+
+struct store_audit_record {
+	int64_t seq; /* 1, 2, ... within the session */
+	char hash[STORE_AUDIT_HASH_LEN + 1];
+	char *record; /* the record's canonical text, no newline */
+};
+
+/* Builds the record that follows the chain's head (prev_seq 0 and
+ * prev_hash "" for an empty chain) into *out: its seq must be
+ * prev_seq + 1, record allocated (the store frees it). Called inside the
+ * append's transaction, with the session's chain locked: keep it short,
+ * and out of the store. A negative return refuses the append. */
+typedef int (*store_audit_build_fn)(void *ctx, int64_t prev_seq,
+				    const char *prev_hash,
+				    struct store_audit_record *out,
+				    struct wr_error **err);
 
 struct store_message {
 	int64_t id;
@@ -442,6 +468,33 @@ struct store_ops {
 			     struct store_artifact **out, size_t *n_out,
 			     struct wr_error **err);
 
+	/* ---- the audit chain (security/audit.h owns the format) ---- */
+
+	/* Appends the record build makes after the session's chain head, in
+	 * one transaction that reads the head and inserts its successor
+	 * under the session's write lock (SQLite: BEGIN IMMEDIATE;
+	 * PostgreSQL: the session's row FOR UPDATE), so that appenders in
+	 * any number of threads or processes extend one chain, never fork
+	 * it. Refused with -ESTALE (nothing written) unless epoch is 0 or the
+	 * session's lease_epoch; -ENOENT for an unknown session. Returns the
+	 * record's seq. */
+	int64_t (*audit_append)(struct store *st, const char *session_id,
+				int64_t epoch, store_audit_build_fn build,
+				void *ctx, struct wr_error **err);
+	/* Records with seq > after_seq, at most limit, by seq; -ENOENT for
+	 * an unknown session (none yet: 0 records). */
+	int (*audit_list)(struct store *st, const char *session_id,
+			  int64_t after_seq, int limit,
+			  struct store_audit_record **out, size_t *n_out,
+			  struct wr_error **err);
+	/* Writes a chain read from elsewhere (a log file of an older
+	 * server) as the session's, records as given (seq 1, 2, ... in
+	 * order), in one transaction; -EEXIST if the session has records
+	 * already. */
+	int (*audit_import)(struct store *st, const char *session_id,
+			    const struct store_audit_record *v, size_t n,
+			    struct wr_error **err);
+
 	/* ---- leases (see the top of this file) ---- */
 
 	/* event_append, refused with -ESTALE (nothing written) unless epoch
@@ -635,6 +688,8 @@ void store_eval_batches_free(struct store_eval_batch *v, size_t n);
 void store_eval_items_free(struct store_eval_item *v, size_t n);
 /* Is verdict one of "merge", "changes", "reject"? */
 bool store_eval_verdict_ok(const char *verdict);
+void store_audit_record_clear(struct store_audit_record *r);
+void store_audit_records_free(struct store_audit_record *v, size_t n);
 /* Claims hold nothing of their own: free(v) would do. */
 void store_claims_free(struct store_claim *v, size_t n);
 

@@ -1,12 +1,14 @@
 #!/bin/bash
 # The audit log end to end: a real server's sessions (a command agent that
 # runs the project's tests, a follow-up, an approval that pushes, a cancel)
-# leave a hash-chained log per session that `warren audit verify` accepts
-# and lists (state changes with who caused them, the agent's command with
-# its exit status, the decision and the push); `warren audit export` is
-# JSON Lines; a one-byte edit, a deleted line, two swapped lines and a cut
-# tail (against an anchored head) make verify fail and name the line; a
-# record torn by a crash is cut off and recorded when the server goes on.
+# leave a hash-chained log per session, in the store, that `warren audit
+# verify` accepts and lists (state changes with who caused them, the
+# agent's command with its exit status, the decision and the push); `warren
+# audit export` is JSON Lines; a record edited, deleted or reordered in the
+# store's table (sqlite3), and in an older server's log file, a one-byte
+# edit, a deleted line, two swapped lines and a cut tail (against an
+# anchored head) make verify fail and name the line; an older server's log
+# file is imported into the store at start, and the chain goes on from it.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/control_lib.sh"
 
@@ -42,14 +44,16 @@ wait_state "$S1" review 90
 api POST "/api/v1/sessions/$S1/approve"
 [ "$(jget .state)" = pushed ] || fail "session 1 is approved and pushed" "$CODE $BODY"
 
-LOG="$D/audit/$S1.jsonl"
-[ -f "$LOG" ] && [ "$(stat -c %a "$LOG")" = 600 ] && [ "$(stat -c %a "$D/audit")" = 700 ] &&
-	pass "one log per session, DATA/audit/<id>.jsonl, 0600 in a 0700 directory" ||
-	fail "one log per session, DATA/audit/<id>.jsonl, 0600 in a 0700 directory" "$(ls -la "$D/audit" 2>&1 | head -5)"
+DB="$D/warren.db"
+# the records of session $1 as the store holds them, in the chain's order
+records() { sqlite3 "${2:-$DB}" "SELECT record FROM audit_records WHERE session_id = '$1' ORDER BY seq"; }
+n="$(sqlite3 "$DB" "SELECT COUNT(*) FROM audit_records WHERE session_id = '$S1'")"
+[ "$n" -ge 10 ] 2>/dev/null && [ ! -e "$D/audit/$S1.jsonl" ] &&
+	pass "the session's chain is in the store (audit_records), no log file" ||
+	fail "the session's chain is in the store (audit_records), no log file" "n=$n $(ls -la "$D/audit" 2>&1 | head -3)"
 
 out="$(audit verify "$S1" --data "$D" 2>&1)"
 rc=$?
-n="$(wc -l <"$LOG")"
 [ $rc = 0 ] && echo "$out" | grep -q "^ok: $n record(s), chain intact" && echo "$out" | grep -Eq '^head: [0-9a-f]{64}$' &&
 	pass "warren audit verify: exit 0, the chain intact, the head hash printed" ||
 	fail "warren audit verify: exit 0, the chain intact, the head hash printed" "rc=$rc $(echo "$out" | tail -3)"
@@ -62,7 +66,7 @@ echo "$out" | grep -E ' agent +exec ' | grep -F 'echo hi; echo change >>greeting
 	fail "the agent's command is recorded with its exit status (actor agent, kind exec)" "$(echo "$out" | grep exec)"
 
 EX="$(audit export "$S1" --data "$D")"
-[ "$(echo "$EX" | jq -c . 2>/dev/null | wc -l)" = "$n" ] && cmp -s <(echo "$EX") "$LOG" &&
+[ "$(echo "$EX" | jq -c . 2>/dev/null | wc -l)" = "$n" ] && cmp -s <(echo "$EX") <(records "$S1") &&
 	pass "warren audit export: the log verbatim, one JSON object per line" ||
 	fail "warren audit export: the log verbatim, one JSON object per line" "$(echo "$EX" | head -2)"
 echo "$EX" | jq -e -s 'all(.[]; (.actor | test("^(system|agent|user:.+)$")) and (.kind | type == "string")
@@ -98,11 +102,78 @@ rc=$?
 	pass "a cancel: the user's request, the stopped agent's exec and the cancelled state, chain intact" ||
 	fail "a cancel: the user's request, the stopped agent's exec and the cancelled state, chain intact" "rc=$rc $(echo "$out" | tail -6)"
 
-# --- tampering: on a copy of the log -------------------------------------------------
+# --- tampering in the store: on a copy of it -------------------------------------
+T="$TEST_TMP/tamper-store"
+mkdir -p "$T"
+TDB="$T/warren.db"
+fresh_db() { rm -f "$TDB"; sqlite3 "$DB" ".backup '$TDB'"; }
+tsql() { sqlite3 "$TDB" "$1"; }
+HEAD="$(audit verify "$S1" --data "$D" --quiet | sed -n 's/^head: //p')"
+
+fresh_db
+ln="$(tsql "SELECT MIN(seq) FROM audit_records WHERE session_id = '$S1' AND record LIKE '%\"kind\":\"exec\"%'")"
+tsql "UPDATE audit_records SET record = replace(record, '\"exit_code\":0', '\"exit_code\":1') WHERE session_id = '$S1' AND seq = $ln"
+out="$(audit verify "$S1" --data "$T" 2>&1)"
+rc=$?
+[ $rc = 1 ] && echo "$out" | grep -q "^BROKEN: line $ln: hash mismatch (edited?)" &&
+	pass "store: a record's text edited (exit_code 0 -> 1, UPDATE): verify exits 1 naming the record" ||
+	fail "store: a record's text edited (exit_code 0 -> 1, UPDATE): verify exits 1 naming the record" "rc=$rc line $ln: $(echo "$out" | tail -2)"
+
+fresh_db
+tsql "DELETE FROM audit_records WHERE session_id = '$S1' AND seq = 4"
+out="$(audit verify "$S1" --data "$T" --quiet 2>&1)"
+rc=$?
+[ $rc = 1 ] && echo "$out" | grep -q "^BROKEN: line 4: seq 5 follows 3 (deleted or reordered?)" &&
+	pass "store: a record in the middle deleted: verify exits 1 naming it" ||
+	fail "store: a record in the middle deleted: verify exits 1 naming it" "rc=$rc $(echo "$out" | tail -2)"
+
+fresh_db
+tsql "UPDATE audit_records SET seq = -2 WHERE session_id = '$S1' AND seq = 2;
+	UPDATE audit_records SET seq = 2 WHERE session_id = '$S1' AND seq = 3;
+	UPDATE audit_records SET seq = 3 WHERE session_id = '$S1' AND seq = -2"
+out="$(audit verify "$S1" --data "$T" --quiet 2>&1)"
+rc=$?
+[ $rc = 1 ] && echo "$out" | grep -q "^BROKEN: line 2: seq 3 follows 1" &&
+	pass "store: two records reordered: verify exits 1 naming the record" ||
+	fail "store: two records reordered: verify exits 1 naming the record" "rc=$rc $(echo "$out" | tail -2)"
+
+fresh_db
+tsql "UPDATE audit_records SET record = (SELECT record FROM audit_records WHERE session_id = '$S2' AND seq = 3) WHERE session_id = '$S1' AND seq = 3"
+out="$(audit verify "$S1" --data "$T" --quiet 2>&1)"
+rc=$?
+[ $rc = 1 ] && echo "$out" | grep -q "^BROKEN: line 3: session .* (moved from another log?)" &&
+	pass "store: a record of another session's chain moved in: verify exits 1 naming it" ||
+	fail "store: a record of another session's chain moved in: verify exits 1 naming it" "rc=$rc $(echo "$out" | tail -2)"
+
+fresh_db
+tsql "DELETE FROM audit_records WHERE session_id = '$S1' AND seq = (SELECT MAX(seq) FROM audit_records WHERE session_id = '$S1')"
+audit verify "$S1" --data "$T" --quiet >/dev/null 2>&1
+rc1=$?
+out="$(audit verify "$S1" --data "$T" --quiet --anchor "$HEAD" 2>&1)"
+rc2=$?
+[ $rc1 = 0 ] && [ $rc2 = 1 ] && echo "$out" | grep -q "anchored hash .* is not in the chain" &&
+	pass "store: the last record cut off: the chain holds, the anchored head does not (exit 1)" ||
+	fail "store: the last record cut off: the chain holds, the anchored head does not (exit 1)" "rc=$rc1/$rc2 $out"
+
+fresh_db
+j="$(audit verify "$S1" --store "$TDB" --data "$TEST_TMP/nowhere" --json)"
+[ "$(echo "$j" | jq -r .ok)" = true ] && [ "$(echo "$j" | jq -r .source)" = store ] && [ "$(echo "$j" | jq -r .records)" = "$n" ] &&
+	pass "verify --store names the store; --json says the source" || fail "verify --store names the store; --json says the source" "$j"
+echo "{\"store\": \"$TDB\"}" >"$T/serve.json"
+expect_output "verify --config: the configuration's store" "^ok: $n record" "$WARREN" audit verify "$S1" --config "$T/serve.json" --data "$TEST_TMP/nowhere" --quiet
+
+# --- an older server's log file: read while the store has none of it --------------
 T="$TEST_TMP/tamper"
 mkdir -p "$T/audit"
+LOG="$TEST_TMP/s1.jsonl"
+audit export "$S1" --data "$D" >"$LOG"
 fresh() { cp "$LOG" "$T/audit/$S1.jsonl"; }
-HEAD="$(audit verify "$S1" --data "$D" --quiet | sed -n 's/^head: //p')"
+
+fresh
+out="$(audit verify "$S1" --data "$T" --quiet 2>&1)"
+[ $? = 0 ] && echo "$out" | grep -q "^ok: $n record(s)" && echo "$out" | grep -q "^head: $HEAD" &&
+	pass "a log file (no store in its data directory): verify reads it, the same head" ||
+	fail "a log file (no store in its data directory): verify reads it, the same head" "$out"
 
 fresh
 ln="$(grep -n '"kind":"exec"' "$T/audit/$S1.jsonl" | head -1 | cut -d: -f1)"
@@ -110,24 +181,24 @@ sed -i "${ln}s/\"exit_code\":0/\"exit_code\":1/" "$T/audit/$S1.jsonl"
 out="$(audit verify "$S1" --data "$T" 2>&1)"
 rc=$?
 [ $rc = 1 ] && echo "$out" | grep -q "^BROKEN: line $ln: hash mismatch (edited?)" &&
-	pass "a one-byte edit (exit_code 0 -> 1): verify exits 1 naming the line" ||
-	fail "a one-byte edit (exit_code 0 -> 1): verify exits 1 naming the line" "rc=$rc line $ln: $(echo "$out" | tail -2)"
+	pass "file: a one-byte edit (exit_code 0 -> 1): verify exits 1 naming the line" ||
+	fail "file: a one-byte edit (exit_code 0 -> 1): verify exits 1 naming the line" "rc=$rc line $ln: $(echo "$out" | tail -2)"
 
 fresh
 sed -i '4d' "$T/audit/$S1.jsonl"
 out="$(audit verify "$S1" --data "$T" --quiet 2>&1)"
 rc=$?
 [ $rc = 1 ] && echo "$out" | grep -q "^BROKEN: line 4: seq 5 follows 3 (deleted or reordered?)" &&
-	pass "a deleted line: verify exits 1 naming the line" ||
-	fail "a deleted line: verify exits 1 naming the line" "rc=$rc $(echo "$out" | tail -2)"
+	pass "file: a deleted line: verify exits 1 naming the line" ||
+	fail "file: a deleted line: verify exits 1 naming the line" "rc=$rc $(echo "$out" | tail -2)"
 
 fresh
 sed -i -n '1p; 2{h; d}; 3{p; x; p; d}; 4,$p' "$T/audit/$S1.jsonl"
 out="$(audit verify "$S1" --data "$T" --quiet 2>&1)"
 rc=$?
 [ $rc = 1 ] && echo "$out" | grep -q "^BROKEN: line 2: seq 3 follows 1" &&
-	pass "two lines swapped: verify exits 1 naming the line" ||
-	fail "two lines swapped: verify exits 1 naming the line" "rc=$rc $(echo "$out" | tail -2)"
+	pass "file: two lines swapped: verify exits 1 naming the line" ||
+	fail "file: two lines swapped: verify exits 1 naming the line" "rc=$rc $(echo "$out" | tail -2)"
 
 fresh
 sed -i '$d' "$T/audit/$S1.jsonl"
@@ -138,18 +209,21 @@ rc2=$?
 ok_anchor="$(audit verify "$S1" --data "$D" --quiet --anchor "$HEAD" 2>&1)"
 rc3=$?
 [ $rc1 = 0 ] && [ $rc2 = 1 ] && echo "$out" | grep -q "anchored hash .* is not in the chain" && [ $rc3 = 0 ] &&
-	pass "the last line cut off: the chain holds, the anchored head does not (exit 1)" ||
-	fail "the last line cut off: the chain holds, the anchored head does not (exit 1)" "rc=$rc1/$rc2/$rc3 $out $ok_anchor"
+	pass "file: the last line cut off: the chain holds, the anchored head does not (exit 1)" ||
+	fail "file: the last line cut off: the chain holds, the anchored head does not (exit 1)" "rc=$rc1/$rc2/$rc3 $out $ok_anchor"
 
 fresh
 j="$(audit verify "$S1" --data "$T" --json)"
 [ "$(echo "$j" | jq -r .ok)" = true ] && [ "$(echo "$j" | jq -r .records)" = "$n" ] && [ "$(echo "$j" | jq -r .head)" = "$HEAD" ] &&
+	[ "$(echo "$j" | jq -r .source)" = file ] &&
 	pass "verify --json: ok, records, head" || fail "verify --json: ok, records, head" "$j"
 sed -i "3s/\"kind\":\"/\"kind\":\"x/" "$T/audit/$S1.jsonl"
 j="$(audit verify "$S1" --data "$T" --json)"
 rc=$?
 [ $rc = 1 ] && [ "$(echo "$j" | jq -r .ok)" = false ] && [ "$(echo "$j" | jq -r .broken.line)" = 3 ] &&
 	pass "verify --json: the first broken line" || fail "verify --json: the first broken line" "rc=$rc $j"
+cmp -s <(audit export "$S1" --data "$T") "$T/audit/$S1.jsonl" &&
+	pass "export of a log file: the file as it is" || fail "export of a log file: the file as it is" ""
 
 expect_status "audit: no session id: usage (2)" 2 "$WARREN" audit verify --data "$D"
 expect_status "audit: unknown verb: usage (2)" 2 "$WARREN" audit frobnicate "$S1"
@@ -159,26 +233,34 @@ expect_output "audit: no log for the session: exit 1, says so" "no audit log for
 expect_status "audit: no log for the session: exit 1" 1 "$WARREN" audit verify s-nosuchsession --data "$D"
 expect_output "WARREN_HOME is the default data directory" "^ok: " env WARREN_HOME="$D" "$WARREN" audit verify "$S1" --quiet
 
-# --- a crash mid-write: the torn record is cut off and recorded -------------------
+# --- an older server's log file is imported into the store at start ----------------
 S3="$(submit proj "rest" 'echo resting')"
 wait_state "$S3" review 90
 server_stop
-L3="$D/audit/$S3.jsonl"
-n3="$(wc -l <"$L3")"
-truncate -s -7 "$L3"
-out="$(audit verify "$S3" --data "$D" --quiet 2>&1)"
-[ $? = 1 ] && echo "$out" | grep -q "line $n3: incomplete" &&
-	pass "a torn last record: verify names it" || fail "a torn last record: verify names it" "$out"
+n3="$(sqlite3 "$DB" "SELECT COUNT(*) FROM audit_records WHERE session_id = '$S3'")"
+H3="$(audit verify "$S3" --data "$D" --quiet | sed -n 's/^head: //p')"
+# as an older server left it: the chain in DATA/audit, none in the store
+mkdir -p -m 700 "$D/audit"
+audit export "$S3" --data "$D" >"$D/audit/$S3.jsonl"
+sqlite3 "$DB" "DELETE FROM audit_records WHERE session_id = '$S3'"
+out="$(audit verify "$S3" --data "$D" --json)"
+[ "$(echo "$out" | jq -r .source)" = file ] && [ "$(echo "$out" | jq -r .head)" = "$H3" ] &&
+	pass "the store has none of the session's chain: verify reads the log file" ||
+	fail "the store has none of the session's chain: verify reads the log file" "$out"
 server_start "$D"
-api POST "/api/v1/sessions/$S3/messages" '{"text": "after the crash"}'
+m="$(sqlite3 "$DB" "SELECT COUNT(*) FROM audit_records WHERE session_id = '$S3'")"
+[ "$m" = "$n3" ] && [ ! -e "$D/audit/$S3.jsonl" ] && [ -f "$D/audit/$S3.jsonl.imported" ] &&
+	grep -q "log(s) of DATA/audit imported into the store" "$SERVER_LOG" &&
+	pass "at start the log file is imported into the store (renamed .imported)" ||
+	fail "at start the log file is imported into the store (renamed .imported)" "m=$m n3=$n3 $(ls "$D/audit" 2>&1) $(grep audit "$SERVER_LOG")"
+api POST "/api/v1/sessions/$S3/messages" '{"text": "after the upgrade"}'
 wait_turns "$S3" 2 60
 wait_state "$S3" review 90
-out="$(audit verify "$S3" --data "$D" 2>&1)"
+out="$(audit verify "$S3" --data "$D" --anchor "$H3" 2>&1)"
 rc=$?
-[ $rc = 0 ] && echo "$out" | grep -E "^ +$n3 .* system +audit_recovered .*\"dropped_bytes\":" >/dev/null &&
-	echo "$out" | grep -Eq ' user:admin +message ' &&
-	pass "the next append cuts the torn record off, records audit_recovered, the chain holds" ||
-	fail "the next append cuts the torn record off, records audit_recovered, the chain holds" "rc=$rc n3=$n3 $(echo "$out" | head -14)"
+[ $rc = 0 ] && echo "$out" | grep -Eq ' user:admin +message ' && echo "$out" | grep -q "^anchor: found at seq $n3" &&
+	pass "the chain goes on from the imported records (the old head in it), intact" ||
+	fail "the chain goes on from the imported records (the old head in it), intact" "rc=$rc n3=$n3 $(echo "$out" | tail -4)"
 
 server_stop
 left=""

@@ -234,7 +234,7 @@ echo "$out" | grep -q "warren broker: a token of session $S1, expired (the sessi
 	pass "an ended session's token is refused on another session's socket" ||
 	fail "an ended session's token is refused on another session's socket" "$out"
 for _ in $(seq 1 50); do
-	grep -q '"token_session"' "$D/audit/$S1.jsonl" 2>/dev/null && break
+	"$WARREN" audit export "$S1" --data "$D" 2>/dev/null | grep -q '"token_session"' && break
 	sleep 0.1
 done
 out="$("$WARREN" audit verify "$S1" --data "$D" 2>&1)"

@@ -72,6 +72,28 @@ n="$(echo "$seqs" | wc -w)"
 in_db="$("$PSQL" -tA "$STORE" -c "SELECT state || ' ' || last_event_seq FROM sessions WHERE id = '$S1'")"
 [ "$in_db" = "review $n" ] && pass "the session is in the database" || fail "the session is in the database" "$in_db"
 
+# --- the audit chain is in the database; tampering with a row shows ----------
+na="$("$PSQL" -tA "$STORE" -c "SELECT COUNT(*) FROM audit_records WHERE session_id = '$S1'")"
+j="$("$WARREN" audit verify "$S1" --data "$D" --config "$TEST_TMP/warren.json" --json)"
+[ "$na" -ge 5 ] 2>/dev/null && [ "$(echo "$j" | jq -r .ok)" = true ] && [ "$(echo "$j" | jq -r .source)" = store ] &&
+	[ "$(echo "$j" | jq -r .records)" = "$na" ] && [ ! -e "$D/audit" ] &&
+	pass "audit: the chain in PostgreSQL ($na records), verify --config reads it" ||
+	fail "audit: the chain in PostgreSQL, verify --config reads it" "na=$na $j"
+"$PSQL" -q "$STORE" -c "UPDATE audit_records SET record = replace(record, '\"time_ms\":', '\"time_ms\":9') WHERE session_id = '$S1' AND seq = 2"
+out="$("$WARREN" audit verify "$S1" --data "$D" --store "$STORE" --quiet 2>&1)"
+rc=$?
+[ $rc = 1 ] && echo "$out" | grep -q "^BROKEN: line 2: hash mismatch (edited?)" &&
+	pass "audit: a record edited with psql (UPDATE): verify exits 1 naming it" ||
+	fail "audit: a record edited with psql (UPDATE): verify exits 1 naming it" "rc=$rc $out"
+"$PSQL" -q "$STORE" -c "UPDATE audit_records SET record = replace(record, '\"time_ms\":9', '\"time_ms\":') WHERE session_id = '$S1' AND seq = 2"
+"$WARREN" audit verify "$S1" --data "$D" --store "$STORE" --quiet >/dev/null 2>&1 &&
+	"$PSQL" -q "$STORE" -c "DELETE FROM audit_records WHERE session_id = '$S1' AND seq = 3" &&
+	out="$("$WARREN" audit verify "$S1" --data "$D" --store "$STORE" --quiet 2>&1)"
+rc=$?
+[ $rc = 1 ] && echo "$out" | grep -q "^BROKEN: line 3: seq 4 follows 2 (deleted or reordered?)" &&
+	pass "audit: a record deleted with psql: verify exits 1 naming it" ||
+	fail "audit: a record deleted with psql: verify exits 1 naming it" "rc=$rc $out"
+
 # --- a restart with --store: everything is there -----------------------------
 server_stop
 PORT="$(free_port)"

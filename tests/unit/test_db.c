@@ -316,7 +316,8 @@ static void test_open_migrates_older_schema(void **state)
 	add_repo(st, "c-hello", repo);
 	add_session(st, repo, sid);
 	store_close(st);
-	raw_sql("old.db", "DROP TABLE eval_items;"
+	raw_sql("old.db", "DROP TABLE audit_records;"
+			  "DROP TABLE eval_items;"
 			  "DROP TABLE eval_batches;"
 			  "DROP TABLE eval_attempts;"
 			  "DROP TABLE eval_runs;"
@@ -361,6 +362,10 @@ static void test_open_migrates_older_schema(void **state)
 	struct store_eval_run er = {.id = "e-old", .user = "u",
 				    .run_json = "{}"};
 	OK(st->ops->eval_run_put(st, &er, &err_));
+	/* and migration 8's: the old session's audit chain is in the store */
+	struct store_audit_record rec = {.seq = 1, .record = (char *)"{}"};
+	memset(rec.hash, 'a', STORE_AUDIT_HASH_LEN);
+	OK(st->ops->audit_import(st, sid, &rec, 1, &err_));
 	store_close(st);
 	st = open_db("old.db");
 	assert_int_equal(store_schema_version(st), latest);

@@ -9,9 +9,11 @@
  * running session is checkpointed to `interrupted` and resumes at the next
  * start. */
 #include "api/api.h"
+#include "cli/serve/audit.h"
 #include "cli/serve/config.h"
 #include "notify/slack.h"
 #include "sched/control.h"
+#include "security/audit.h"
 #include "store/store.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
@@ -205,6 +207,9 @@ int main(int argc, char **argv)
 	/* every JSON document of the server (configuration, API bodies,
 	 * events) through wr_malloc: WARREN_ALLOC_FAIL_AT reaches them */
 	wr_json_alloc_init();
+	/* `warren audit` reads the store: it runs here */
+	if (argc > 1 && !strcmp(argv[1], "audit"))
+		return cmd_audit(argc - 1, argv + 1);
 	/* argv[1] is "serve" when run through `warren serve` */
 	if (argc > 1 && !strcmp(argv[1], "serve")) {
 		argv++;
@@ -348,6 +353,22 @@ int main(int argc, char **argv)
 		fail("admin token", err);
 		goto out;
 	}
+	/* the audit logs an older server kept in files move into the
+	 * store once (security/audit.h) */
+	size_t audit_skipped = 0;
+	int imported = audit_store_import_dir(st, data, &audit_skipped, &err);
+	if (imported > 0)
+		wr_log_info("audit: %d log(s) of DATA/audit imported into the "
+			    "store",
+			    imported);
+	if (imported < 0 || audit_skipped)
+		wr_log(WR_LOG_ERROR, "audit",
+		       "%zu log(s) of DATA/audit left as files (`warren audit "
+		       "verify` still reads them): %s",
+		       audit_skipped,
+		       err && err->msg ? err->msg : "not imported");
+	wr_error_free(err);
+	err = NULL;
 	cfg.control.data_dir = data;
 	cfg.control.warren_bin = warren;
 	/* builds are pushed to the registry: `warren snapshot push --blobs`

@@ -1,9 +1,15 @@
-/* audit.c - `warren audit verify|export`: a session's audit log, read from
- * the data directory (no server needed). */
-#include "cli/cli.h"
+/* audit.c - `warren audit verify|export`: a session's audit chain, read
+ * from the store (no server needed), or from the log file an older server
+ * left in the data directory while the store has no record of the
+ * session. In warren-serve, which links the store (`warren audit` execs
+ * it). */
+#include "cli/serve/audit.h"
 
+#include "cli/cli.h"
+#include "cli/serve/config.h"
 #include "security/audit.h"
 #include "snapshot/build.h"
+#include "store/store.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
 
@@ -18,17 +24,22 @@
 #include <unistd.h>
 
 static const char audit_usage[] =
-    "usage: warren audit verify ID [--data DIR] [--json] [--quiet]\n"
-    "                              [--anchor HASH]\n"
-    "       warren audit export ID [--data DIR]\n"
+    "usage: warren audit verify ID [--data DIR] [--store URL] [--config FILE]\n"
+    "                              [--json] [--quiet] [--anchor HASH]\n"
+    "       warren audit export ID [--data DIR] [--store URL] [--config FILE]\n"
     "\n"
-    "verify  checks the session's hash chain (DATA/audit/ID.jsonl), lists\n"
+    "verify  checks the session's hash chain (in the store; an older\n"
+    "        server's DATA/audit/ID.jsonl while the store has none), lists\n"
     "        its records and prints the head hash; exit 0 if intact, 1 at\n"
     "        the first broken link (or no log), 2 on a usage error\n"
     "export  writes the log as it is, JSON Lines, to stdout\n"
     "\n"
     "options: --data DIR     the data directory (default $WARREN_HOME, else\n"
     "                        ./.warren)\n"
+    "         --store URL    the store, as warren serve's --store (default:\n"
+    "                        the configuration's \"store\", else\n"
+    "                        DATA/warren.db)\n"
+    "         --config FILE  warren serve's configuration file (its store)\n"
     "         --json         verify: the result as JSON\n"
     "         --quiet        verify: no listing, only the result\n"
     "         --anchor HASH  verify: a head hash noted earlier must still be\n"
@@ -38,6 +49,8 @@ static const char audit_usage[] =
 
 struct audit_cli {
 	const char *data;
+	const char *store;
+	const char *config;
 	const char *anchor;
 	bool json;
 	bool quiet;
@@ -57,6 +70,8 @@ static int parse(int argc, char **argv, const char *verb, struct audit_cli *a)
 {
 	static const struct option opts[] = {
 	    {"data", required_argument, NULL, 'd'},
+	    {"store", required_argument, NULL, 's'},
+	    {"config", required_argument, NULL, 'c'},
 	    {"json", no_argument, NULL, 'j'},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"anchor", required_argument, NULL, 'a'},
@@ -71,6 +86,8 @@ static int parse(int argc, char **argv, const char *verb, struct audit_cli *a)
 	while ((ch = getopt_long(argc, argv, ":hq", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'd': a->data = optarg; break;
+		case 's': a->store = optarg; break;
+		case 'c': a->config = optarg; break;
 		case 'j': a->json = true; break;
 		case 'q': a->quiet = true; break;
 		case 'a': a->anchor = optarg; break;
@@ -116,6 +133,50 @@ static char *data_dir(const struct audit_cli *a)
 		return wr_strdup(realpath(a->data, real) ? real : a->data);
 	}
 	return snap_default_data_dir();
+}
+
+/* Where the chain is read from: the store (shown: its URL without a
+ * password), or the file (shown: its path). */
+struct source {
+	struct store *st; /* NULL: no store (an SQLite file not there) */
+	const char *store_shown;
+	const char *path;
+};
+
+/* The store as warren serve finds it: --store, else the configuration's
+ * "store", else DATA/warren.db. An SQLite store that does not exist is
+ * none (*out NULL): opening it would create it. */
+static int open_store(const struct audit_cli *a, const char *data,
+		      struct store **out, char **shown, struct wr_error **err)
+{
+	struct serve_config cfg;
+	serve_config_defaults(&cfg);
+	int r = 0;
+	_cleanup_free_ char *url = NULL;
+	if (!a->store && a->config)
+		r = serve_config_load(a->config, &cfg, err);
+	if (r == 0) {
+		url = a->store	   ? wr_strdup(a->store)
+		      : cfg.store ? wr_strdup(cfg.store)
+				  : wr_asprintf("%s/warren.db", data);
+		if (!url)
+			r = wr_error_set(err, ENOMEM, "store");
+	}
+	serve_config_clear(&cfg);
+	if (r < 0)
+		return r;
+	*shown = store_url_redact(url);
+	if (!*shown)
+		return wr_error_set(err, ENOMEM, "store");
+	*out = NULL;
+	if (!store_url_is_pg(url)) {
+		const char *path = strncmp(url, "sqlite:", 7) ? url : url + 7;
+		if (access(path, F_OK) < 0 && errno == ENOENT)
+			return 0;
+	}
+	*out = store_open(url, err);
+	return *out ? 0 : -(err && *err && (*err)->errnum ? (*err)->errnum
+							   : EIO);
 }
 
 /* What the walk collects for the listing and the anchor. */
@@ -167,14 +228,27 @@ static int each_record(void *ctx, uint64_t line, const json_t *rec)
 	return 0;
 }
 
-static int run_verify(const struct audit_cli *a, const char *path)
+static int run_verify(const struct audit_cli *a, const struct source *src)
 {
 	struct listing l = {.a = a, .kinds = json_object()};
 	struct audit_verify_result res;
 	struct wr_error *err = NULL;
 	if (!l.kinds)
 		return WR_EXIT_FAILURE;
-	int r = audit_walk(path, each_record, &l, &res, &err);
+	/* the store's chain; an older server's file while it has none */
+	const char *path = src->store_shown;
+	bool from_store = src->st != NULL;
+	int r = -ENOENT;
+	if (src->st)
+		r = audit_store_walk(src->st, a->id, each_record, &l, &res,
+				     &err);
+	if (r == -ENOENT) {
+		wr_error_free(err);
+		err = NULL;
+		path = src->path;
+		from_store = false;
+		r = audit_walk(path, each_record, &l, &res, &err);
+	}
 	if (r < 0) {
 		fprintf(stderr, "warren audit verify: %s%s\n",
 			r == -ENOENT ? "no audit log for the session: " : "",
@@ -193,8 +267,9 @@ static int run_verify(const struct audit_cli *a, const char *path)
 	bool ok = res.ok && !anchor_problem[0];
 	if (a->json) {
 		json_t *j = json_pack(
-		    "{s:s, s:s, s:b, s:I, s:s?, s:o, s:o}", "session", a->id,
-		    "path", path, "ok", ok, "records", (json_int_t)res.records,
+		    "{s:s, s:s, s:s, s:b, s:I, s:s?, s:o, s:o}", "session",
+		    a->id, "source", from_store ? "store" : "file", "path",
+		    path, "ok", ok, "records", (json_int_t)res.records,
 		    "head", res.head[0] ? res.head : NULL, "kinds", l.kinds,
 		    "broken",
 		    !res.ok
@@ -238,10 +313,17 @@ static int run_verify(const struct audit_cli *a, const char *path)
 	return 0;
 }
 
-static int run_export(const char *path)
+static int run_export(const struct audit_cli *a, const struct source *src)
 {
 	struct wr_error *err = NULL;
-	int r = audit_export(path, STDOUT_FILENO, &err);
+	int r = -ENOENT;
+	if (src->st)
+		r = audit_store_export(src->st, a->id, STDOUT_FILENO, &err);
+	if (r == -ENOENT) {
+		wr_error_free(err);
+		err = NULL;
+		r = audit_export(src->path, STDOUT_FILENO, &err);
+	}
 	if (r < 0) {
 		fprintf(stderr, "warren audit export: %s%s\n",
 			r == -ENOENT ? "no audit log for the session: " : "",
@@ -276,7 +358,21 @@ int cmd_audit(int argc, char **argv)
 		fprintf(stderr, "warren audit %s: out of memory\n", verb);
 		return WR_EXIT_FAILURE;
 	}
-	r = !strcmp(verb, "verify") ? run_verify(&a, path) : run_export(path);
+	struct wr_error *err = NULL;
+	struct store *st = NULL;
+	_cleanup_free_ char *shown = NULL;
+	r = open_store(&a, data, &st, &shown, &err);
+	if (r < 0) {
+		fprintf(stderr, "warren audit %s: %s\n", verb,
+			err && err->msg ? err->msg : "cannot open the store");
+		bool usage = err && err->bad_input;
+		wr_error_free(err);
+		return usage ? WR_EXIT_USAGE : WR_EXIT_FAILURE;
+	}
+	struct source src = {.st = st, .store_shown = shown, .path = path};
+	r = !strcmp(verb, "verify") ? run_verify(&a, &src)
+				    : run_export(&a, &src);
+	store_close(st);
 	if (fflush(stdout) != 0 && r == 0)
 		r = WR_EXIT_FAILURE;
 	return r;
