@@ -65,6 +65,17 @@ wait_state "$OK" review 60
 ! grep -q "$D" /proc/self/mountinfo && pass "no workspace filesystem is mounted on the host" ||
 	fail "no workspace filesystem is mounted on the host" "$(grep "$D" /proc/self/mountinfo)"
 server_stop
+
+# an admin's limits.max.inodes caps what a session may ask and what it gets
+echo "{\"repositories\": [{\"name\": \"greeter\", \"url\": \"$REMOTE\"}], \"limits\": {\"max\": {\"inodes\": 2000}}}" >"$TEST_TMP/serve2.json"
+server_start "$D" "$TEST_TMP/serve2.json"
+api POST /api/v1/sessions '{"repo": "greeter", "prompt": "p", "agent": ["true"], "limits": {"inodes": 5000}}'
+[ "$CODE" = 400 ] && echo "$BODY" | grep -q "limits.inodes" && pass "more inodes than limits.max.inodes are refused" || fail "more inodes than limits.max.inodes are refused" "$CODE $BODY"
+CAP="$(submit greeter "capped" 'true')"
+wait_state "$CAP" review 60
+api GET "/api/v1/sessions/$CAP"
+[ "$(jget .outcome.limits.inodes)" = 2000 ] && pass "a session gets limits.max.inodes when it asks for none" || fail "a session gets limits.max.inodes when it asks for none" "$(jget .outcome.limits)"
+server_stop
 loops="$(for f in "$D"/sessions/*/layer.img; do losetup -j "$f"; done)"
 for _ in $(seq 1 50); do
 	[ -z "$loops" ] && break

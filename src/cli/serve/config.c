@@ -274,6 +274,8 @@ static int load_limits(const char *path, json_t *o, struct serve_config *cfg,
 					dst->pids = l.pids;
 				if (l.disk_bytes)
 					dst->disk_bytes = l.disk_bytes;
+				if (l.inodes)
+					dst->inodes = l.inodes;
 				if (l.lifetime_ms)
 					dst->lifetime_ms = l.lifetime_ms;
 				if (l.idle_ms)
