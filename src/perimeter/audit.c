@@ -41,8 +41,11 @@ void perimeter_audit(struct perimeter *p, const char *session_id, const char *ac
 	struct wr_error *err = NULL;
 	/* details NULL: building them ran out of memory; what happened is
 	 * still worth a record */
-	/* epoch 0: the server holds no lease yet (store.h, "Leases") */
-	int r = audit_store_append(p->cfg.st, session_id, 0, actor, kind,
+	/* a worker's record is fenced by the session's lease, as its events
+	 * are (store.h, "Leases") */
+	int64_t epoch =
+	    p->host.epoch ? p->host.epoch(p->host.ctx, session_id) : 0;
+	int r = audit_store_append(p->cfg.st, session_id, epoch, actor, kind,
 				   details, &err);
 	json_decref(details);
 	if (r < 0 && !atomic_exchange(&audit_failing, true))

@@ -82,6 +82,10 @@ struct perimeter_host {
 	json_t *(*spec_egress)(void *ctx, const char *snapshot_id);
 	/* What one turn's model calls added, through the gateway. */
 	void (*model_usage)(void *ctx, const struct meter_totals *added);
+	/* The lease epoch the host's writes about the session carry (a
+	 * worker's: sched/lease.c), so its audit records are fenced like
+	 * its events; NULL or 0: no check. */
+	int64_t (*epoch)(void *ctx, const char *session_id);
 };
 
 struct perimeter;

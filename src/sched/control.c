@@ -538,6 +538,11 @@ int control_submit(struct control *c, const struct control_submit *req,
 	return r;
 }
 
+static int64_t lease_epoch_cb(void *ctx, const char *session_id)
+{
+	return lease_epoch(ctx, session_id);
+}
+
 void control_wake_scheduler(struct control *c)
 {
 	pthread_mutex_lock(&c->mu);
@@ -1679,6 +1684,7 @@ int control_start(const struct control_config *cfg, struct store *st,
 	    .event = perimeter_event_cb,
 	    .spec_egress = spec_egress_cb,
 	    .model_usage = model_usage_cb,
+	    .epoch = lease_epoch_cb,
 	};
 	int pr = perimeter_new(&pcfg, &host, &c->perimeter, err);
 	if (pr < 0) {
