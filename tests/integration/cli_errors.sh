@@ -29,7 +29,11 @@ expect_status "--cwd relative" 2 sb --cwd tmp -- true
 expect_status "--hostname invalid" 2 sb --hostname 'a b' -- true
 expect_status "--name is for create" 2 sb --name x -- true
 expect_status "no command" 2 sb
-expect_status "--disk with --upper is refused" 2 sb --upper "$TEST_TMP/u" --disk 1G -- true
+expect_status "--inodes without --upper and --disk is refused" 2 sb --inodes 1000 -- true
+expect_status "--inodes 0 is refused" 2 sb --upper "$TEST_TMP/u0" --disk 8M --inodes 0 -- true
+# a layer directory made without --disk has no image: --disk cannot cap it
+sb --upper "$TEST_TMP/plain" -- true >/dev/null 2>&1
+expect_status "--disk on a layer directory made without it is refused" 2 sb --upper "$TEST_TMP/plain" --disk 8M -- true
 expect_status "--upper inside a --layer" 2 sb --layer "$TEST_TMP" --upper "$TEST_TMP/inner" -- true
 mkdir -p "$TEST_TMP/foreign" && echo x >"$TEST_TMP/foreign/file"
 expect_status "--upper on a populated foreign directory" 2 sb --upper "$TEST_TMP/foreign" -- true
