@@ -94,7 +94,8 @@ echo "$BODY" | jq -e --arg s "$S" '.sessions | map(.id) | index($s) != null' >/d
 	pass "B's sessions list has it" || fail "B's sessions list has it" "$BODY"
 
 # a cancel taken by B ends the sandbox A runs
-agent='["sh", "-c", "echo started; sleep 120"]'
+# (a sleep of its own, 120.PID seconds: pgrep finds this one, no other)
+agent="[\"sh\", \"-c\", \"echo started; sleep 120.$$\"]"
 b POST /api/v1/sessions "{\"repo\": \"proj\", \"prompt\": \"wait\", \"agent\": $agent}"
 S2="$(jget .id)"
 for _ in $(seq 1 300); do
@@ -107,7 +108,7 @@ c_code="$CODE"
 for _ in $(seq 1 150); do "$WARREN" sandbox ls --data "$TEST_TMP/a" | grep -q "$S2" || break; sleep 0.1; done
 api GET "/api/v1/sessions/$S2"
 [ "$c_code" = 200 ] && [ "$(jget .state)" = cancelled ] &&
-	! "$WARREN" sandbox ls --data "$TEST_TMP/a" | grep -q "$S2" && ! pgrep -f "sleep 120" >/dev/null &&
+	! "$WARREN" sandbox ls --data "$TEST_TMP/a" | grep -q "$S2" && ! pgrep -f "sleep 120.$$" >/dev/null &&
 	pass "a cancel taken by B stops the sandbox A runs" ||
 	fail "a cancel taken by B stops the sandbox A runs" "cancel $c_code, state $(jget .state); $("$WARREN" sandbox ls --data "$TEST_TMP/a")"
 
