@@ -1196,11 +1196,12 @@ static void admit(struct control *c)
 	 * what it runs */
 	struct sched_user_load *gload = NULL;
 	size_t ngload = 0;
+	unsigned capacity = c->cfg.max_sandboxes;
 	if (control_is_worker(c)) {
 		pthread_mutex_unlock(&c->mu);
 		unsigned total = worker_load(c, &gload, &ngload);
 		/* a user's share is of what all the workers hold */
-		unsigned capacity = worker_capacity(c);
+		capacity = worker_capacity(c);
 		pthread_mutex_lock(&c->mu);
 		if (!lim.max_per_user)
 			lim.max_per_user = capacity / 2 + 1;
@@ -1256,6 +1257,14 @@ static void admit(struct control *c)
 		struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
 		upd.attempts = q[i].attempts + 1;
 		struct wr_error *terr = NULL;
+		/* a worker prefers what it has cached: a session whose
+		 * snapshot it would pull waits a moment for one that has it
+		 * (when there are others) */
+		if (control_is_worker(c) && capacity > c->cfg.max_sandboxes &&
+		    store_now_ms() - q[i].updated_ms < WORKER_PREFER_CACHED_MS &&
+		    !control_snapshot_cached(c, q[i].repo_id)) {
+			continue; /* the next round (a tick) looks again */
+		}
 		/* a worker runs only what it claimed: another may have taken
 		 * it meanwhile */
 		if (control_is_worker(c) && lease_claim(c, q[i].id) < 0)

@@ -238,7 +238,14 @@ void control_spec_info(struct control *c, const char *snapshot_id,
 		       struct control_limits *limits, uint64_t *refresh_ms,
 		       json_t **verify, json_t **artifacts);
 
+/* snapshots.c: is the newest snapshot of repo_id in the data directory
+ * (or none built anywhere yet)? */
+bool control_snapshot_cached(struct control *c, const char *repo_id);
+
 /* lease.c: a worker's leases (see there) */
+/* a queued session whose snapshot this worker lacks waits this long for a
+ * worker that has it before this one takes it (and pulls) */
+#define WORKER_PREFER_CACHED_MS 1000
 #define LEASE_DEFAULT_MS 15000
 #define LEASE_REAP_BATCH 500 /* lease_reap takes at most this many a call */
 #define LEASE_NOT_HELD (-1) /* an epoch no session has: refused */

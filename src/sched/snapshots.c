@@ -876,6 +876,16 @@ static bool snapshot_here(const struct control *c, const char *id)
 	return path && access(path, F_OK) == 0;
 }
 
+bool control_snapshot_cached(struct control *c, const char *repo_id)
+{
+	struct store_snapshot newest;
+	if (c->st->ops->snapshot_latest(c->st, repo_id, &newest, NULL) < 0)
+		return true; /* none anywhere: whoever runs it builds it */
+	bool here = snapshot_here(c, newest.id);
+	store_snapshot_clear(&newest);
+	return here;
+}
+
 /* under builds.mu */
 static ssize_t pulling_index(const struct control *c, const char *id)
 {

@@ -98,16 +98,25 @@ w_start() { # NAME
 	WPID[$1]=$!
 	for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$port/api/v1/healthz" && break; sleep 0.1; done
 }
+worker_of() { # SESSION: the worker of its last start
+	events_json "$1" | jq -r '[.events[] | select(.kind == "state" and .data.state == "provisioning") | .data.worker] | last // empty'
+}
+# w1 alone first: it builds the snapshot (and pushes it to the registry)
 w_start w1
+P0="$(submit proj "the first" 'echo first >first.txt')"
+wait_state "$P0" review 120
 w_start w2
+# a session while both are idle: w1 has its snapshot cached, w2 would pull
+P1="$(submit proj "cached" 'echo cached >cached.txt')"
+wait_state "$P1" review 60
+[ "$(worker_of "$P1")" = w1 ] && [ ! -e "$TEST_TMP/w2/snapshots" -o -z "$(ls "$TEST_TMP/w2/snapshots" 2>/dev/null | grep json)" ] &&
+	pass "a worker with the snapshot cached takes the session before one that would pull it" ||
+	fail "a worker with the snapshot cached takes the session before one that would pull it" "ran on $(worker_of "$P1")"
+for s in "$P0" "$P1"; do api POST "/api/v1/sessions/$s/reject" '{"reason": "test"}' >/dev/null; done
 grep -q "role worker" "$TEST_TMP/w1.log" && grep -q "worker w1" "$TEST_TMP/w1.log" &&
 	pass "two workers on the API server's store (--role worker)" || fail "two workers on the API server's store" "$(tail -5 "$TEST_TMP/w1.log")"
 [ "$(psql_q "SELECT count(*) FROM workers WHERE stopped_ms IS NULL OR stopped_ms = 0")" = 2 ] &&
 	pass "both are registered in the store" || fail "both are registered in the store" "$(psql_q "SELECT * FROM workers")"
-
-worker_of() { # SESSION: the worker of its last start
-	events_json "$1" | jq -r '[.events[] | select(.kind == "state" and .data.state == "provisioning") | .data.worker] | last // empty'
-}
 
 # --- sessions through the API server complete on the workers ---------------
 S=()
