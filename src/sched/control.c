@@ -1592,6 +1592,9 @@ static void control_free(struct control *c)
 {
 	if (!c)
 		return;
+	/* a start that failed after the lease thread began (a no-op after
+	 * control_stop's) */
+	lease_stop(c);
 	/* no call from the store's thread after this */
 	if (c->st && c->st->ops->watch)
 		c->st->ops->watch(c->st, NULL, NULL, NULL);
