@@ -20,6 +20,7 @@ B="$PWD/$BUILD/bench/claim"
 . tests/pg_server.sh
 work="$(mktemp -d /tmp/warren-bench-claim.XXXXXX)"
 cleanup() {
+	set +e # every step runs
 	pg_server_stop
 	rm -rf "$work"
 }

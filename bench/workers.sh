@@ -23,6 +23,7 @@ RT="/run/warren-bench-$$"
 declare -A WPID
 API_PID=""
 cleanup() {
+	set +e # every step runs, whatever one before it returned
 	local w n
 	for w in "${!WPID[@]}"; do kill -9 "${WPID[$w]}" 2>/dev/null || true; wait "${WPID[$w]}" 2>/dev/null || true; done
 	for w in w1 w2 w3; do
