@@ -18,6 +18,14 @@
 # refuses to run as root: as root the server runs as the postgres user of
 # Debian's package (else as nobody), in the directory it is given to own.
 # It runs without fsync: its data dies with the tests.
+#
+# Options (environment, read by pg_server_start):
+#   PG_SERVER_PORT     the port (default 5432; it names the socket too)
+#   PG_SERVER_LISTEN   TCP addresses to listen on as well ("a,b"; default
+#                      none: the socket only)
+#   PG_SERVER_HBA      with PG_SERVER_LISTEN: the network (CIDR) whose
+#                      clients are trusted over TCP, e.g. a test-only
+#                      subnet (tests/integration/serve_hosts.sh)
 
 PG_SERVER_DIR=""
 PG_SERVER_URL=""
@@ -70,16 +78,20 @@ pg_server_start() {
 		pg_server_stop
 		return 1
 	fi
-	# only the socket in our directory; the port number names the socket
+	local port="${PG_SERVER_PORT:-5432}"
+	[ -n "${PG_SERVER_LISTEN:-}" ] && [ -n "${PG_SERVER_HBA:-}" ] &&
+		printf 'host all all %s trust\n' "$PG_SERVER_HBA" >>"$PG_SERVER_DIR/data/pg_hba.conf"
+	# the socket in our directory (the port number names it), and only
+	# the TCP addresses asked for
 	if ! pg_server_as "$PG_SERVER_BIN/pg_ctl" -D "$PG_SERVER_DIR/data" \
 		-l "$PG_SERVER_DIR/server.log" -w -t 60 \
-		-o "-c listen_addresses='' -k $PG_SERVER_DIR -p 5432 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+		-o "-c listen_addresses='${PG_SERVER_LISTEN:-}' -k $PG_SERVER_DIR -p $port -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
 		start >/dev/null 2>&1; then
 		PG_SERVER_WHY="the server did not start: $(tail -3 "$PG_SERVER_DIR/server.log" 2>/dev/null | tr '\n' ' ')"
 		pg_server_stop
 		return 1
 	fi
-	PG_SERVER_URL="postgresql://warren@/postgres?host=$PG_SERVER_DIR&port=5432"
+	PG_SERVER_URL="postgresql://warren@/postgres?host=$PG_SERVER_DIR&port=$port"
 	return 0
 }
 

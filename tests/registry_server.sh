@@ -15,7 +15,8 @@
 #                                   $TEST_TMP/NAME.log, at the level
 #                                   $REGISTRY_LOG_LEVEL, else warn); sets
 #                                   REG_NAME to its URL; 0 once it answers
-#                                   /v2/ with a 401
+#                                   /v2/ with a 401; it listens on
+#                                   $REGISTRY_HOST (default 127.0.0.1)
 #   start_registry_htpasswd NAME USER PASSWORD
 #                                   the same with htpasswd (bcrypt) auth
 #   write_config FILE REGISTRY REPOSITORY PASSWORD_FILE [USER]
@@ -47,15 +48,16 @@ storage:
   delete:
     enabled: ${REGISTRY_DELETE:-true}
 http:
-  addr: 127.0.0.1:$port
+  addr: ${REGISTRY_HOST:-127.0.0.1}:$port
 auth:
 $auth
 YML
 	"$REGISTRY_BIN" serve "$TEST_TMP/$name.yml" >"$TEST_TMP/$name.log" 2>&1 &
 	REGISTRY_PIDS="$REGISTRY_PIDS $!"
-	eval "REG_$name=http://127.0.0.1:$port"
+	local host="${REGISTRY_HOST:-127.0.0.1}"
+	eval "REG_$name=http://$host:$port"
 	for _ in $(seq 1 100); do
-		[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/" 2>/dev/null)" = 401 ] &&
+		[ "$(curl -s -o /dev/null -w '%{http_code}' "http://$host:$port/v2/" 2>/dev/null)" = 401 ] &&
 			return 0
 		sleep 0.1
 	done

@@ -120,6 +120,7 @@ struct control {
 		} *held;
 		size_t n, cap;
 		pthread_t thread;
+		pthread_t watch; /* stops what a stuck renewal cannot */
 		bool started, stopping;
 		int64_t last_renew_ms; /* the last renewal that went through */
 	} leases;

@@ -239,6 +239,36 @@ static void *lease_main(void *arg)
 	return NULL;
 }
 
+/* The renewals' watchdog. A renewal does not always fail: over a link
+ * cut, the store's connection hangs (its call waits for TCP to give up,
+ * minutes) and renew() never gets to see a lease go by. This thread never
+ * touches the store: past a whole lease without a renewal, it stops the
+ * sessions' sandboxes as renew() would (others may hold them by now). */
+static void *watch_main(void *arg)
+{
+	struct control *c = arg;
+	struct control_leases *l = &c->leases;
+	pthread_mutex_lock(&l->mu);
+	while (!l->stopping) {
+		struct timespec until;
+		control_deadline(&until, c->cfg.renew_ms);
+		pthread_cond_timedwait(&l->cv, &l->mu, &until);
+		if (l->stopping)
+			break;
+		pthread_mutex_unlock(&l->mu);
+		pthread_mutex_lock(&c->mu);
+		if (store_now_ms() - c->leases.last_renew_ms >=
+		    (int64_t)c->cfg.lease_ms)
+			stop_lost_locked(c, NULL, 0,
+					 "cannot renew: the store is out "
+					 "of reach");
+		pthread_mutex_unlock(&c->mu);
+		pthread_mutex_lock(&l->mu);
+	}
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
+}
+
 int lease_start(struct control *c, struct wr_error **err)
 {
 	struct store *st = c->st;
@@ -266,6 +296,15 @@ int lease_start(struct control *c, struct wr_error **err)
 	int e = pthread_create(&l->thread, NULL, lease_main, c);
 	if (e)
 		return wr_error_set(err, e, "lease thread");
+	e = pthread_create(&l->watch, NULL, watch_main, c);
+	if (e) {
+		pthread_mutex_lock(&l->mu);
+		l->stopping = true;
+		pthread_cond_broadcast(&l->cv);
+		pthread_mutex_unlock(&l->mu);
+		pthread_join(l->thread, NULL);
+		return wr_error_set(err, e, "lease watchdog thread");
+	}
 	l->started = true;
 	return 0;
 }
@@ -280,6 +319,7 @@ void lease_stop(struct control *c)
 	pthread_cond_broadcast(&l->cv);
 	pthread_mutex_unlock(&l->mu);
 	pthread_join(l->thread, NULL);
+	pthread_join(l->watch, NULL);
 	l->started = false;
 	/* what we still hold is let go at once (its state was written as
 	 * interrupted by the runners' stop): reaped, queued for others */

@@ -193,6 +193,11 @@ int store_audit_record_check(const char *session_id, int64_t want_seq,
  * cur: 0, or -ESTALE "session ID: lease epoch E is stale (now C)". */
 int store_epoch_check(const char *id, int64_t epoch, int64_t cur,
 		      struct wr_error **err);
+/* A write carrying a negative epoch (a writer that knows it lost the lease:
+ * no session has one) is refused before it reaches the server: -ESTALE,
+ * else 0. A store out of reach (a link cut) must not hold up what the lost
+ * session's runner does next: stop its sandbox. */
+int store_epoch_lost(const char *id, int64_t epoch, struct wr_error **err);
 int store_worker_check(const struct store_worker *w, struct wr_error **err);
 /* session_claim's arguments; *limit brought into 1..STORE_LIST_MAX. */
 int store_claim_check(const char *worker_id, const char *session_id,

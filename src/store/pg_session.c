@@ -389,8 +389,10 @@ int64_t pg_session_transition(struct store *st, const char *id, int from,
 
 	if (!upd)
 		upd = &keep;
-	int r =
-	    store_transition_data(id, from, to, upd, extra_json, &data, err);
+	int r = store_epoch_lost(id, upd->epoch, err);
+	if (r < 0)
+		return r;
+	r = store_transition_data(id, from, to, upd, extra_json, &data, err);
 	if (r < 0)
 		return r;
 	int64_t now = store_now_ms();
@@ -420,7 +422,10 @@ int pg_session_update(struct store *st, const char *id,
 	if (!store_id_ok(id))
 		return store_no_session(id, err);
 	int64_t now = store_now_ms();
-	int r = pg_acquire(pg_of(st), &c, err);
+	int r = store_epoch_lost(id, upd->epoch, err);
+	if (r < 0)
+		return r;
+	r = pg_acquire(pg_of(st), &c, err);
 	if (r < 0)
 		return r;
 	r = pg_begin(c, &tx, err);
@@ -460,6 +465,8 @@ int64_t pg_event_append_fenced(struct store *st, const char *session_id,
 			       const char *data_json, struct wr_error **err)
 {
 	int r = store_event_check(session_id, kind, &data_json, err);
+	if (r == 0)
+		r = store_epoch_lost(session_id, epoch, err);
 	if (r < 0)
 		return r;
 	_cleanup_(pg_releasep) struct pg_conn *c = NULL;
@@ -734,7 +741,9 @@ int64_t pg_audit_append(struct store *st, const char *session_id, int64_t epoch,
 	_cleanup_(pg_rollbackp) struct pg_conn *tx = NULL;
 	_cleanup_(store_audit_record_clear) struct store_audit_record rec = {0};
 
-	int r = pg_acquire(pg_of(st), &c, err);
+	int r = store_epoch_lost(session_id, epoch, err);
+	if (r == 0)
+		r = pg_acquire(pg_of(st), &c, err);
 	if (r == 0)
 		r = audit_begin(c, session_id, epoch, &tx, err);
 	int64_t prev_seq = 0;

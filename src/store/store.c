@@ -1095,6 +1095,17 @@ int store_epoch_check(const char *id, int64_t epoch, int64_t cur,
 			    id, (long long)epoch, (long long)cur);
 }
 
+int store_epoch_lost(const char *id, int64_t epoch, struct wr_error **err)
+{
+	if (epoch >= 0)
+		return 0;
+	return wr_error_set(err, ESTALE,
+			    "session %s: lease epoch %lld is stale (refused "
+			    "here): its lease was lost or another worker "
+			    "holds it",
+			    id, (long long)epoch);
+}
+
 int store_worker_check(const struct store_worker *w, struct wr_error **err)
 {
 	if (!w || !store_id_ok(w->id))
