@@ -370,13 +370,22 @@ static int server_check(struct pg_store *s, PGconn *db, struct wr_error **err)
 	return 0;
 }
 
+#define PG_TCP_USER_TIMEOUT_MS "10000"
+
 PGconn *pg_connect(struct pg_store *s)
 {
-	/* the URL's own settings win over the first two (its dbname is
-	 * expanded in its place); the encoding is the store's */
-	const char *const keys[] = {"connect_timeout", "application_name",
-				    "dbname", "client_encoding", NULL};
-	const char *const values[] = {CONNECT_TIMEOUT, "warren", s->conninfo,
+	/* the URL's own settings win over those before it (its dbname is
+	 * expanded in its place); the encoding is the store's. Over TCP, a
+	 * link cut under a call fails it within about ten seconds (keepalives
+	 * and tcp_user_timeout) instead of at the kernel's minutes: a worker
+	 * cut off from its store must get its calls back */
+	const char *const keys[] = {
+	    "connect_timeout",	   "application_name", "keepalives",
+	    "keepalives_idle",	   "keepalives_interval", "keepalives_count",
+	    "tcp_user_timeout",	   "dbname",	       "client_encoding",
+	    NULL};
+	const char *const values[] = {CONNECT_TIMEOUT, "warren", "1", "5", "2",
+				      "3", PG_TCP_USER_TIMEOUT_MS, s->conninfo,
 				      "UTF8", NULL};
 	return PQconnectdbParams(keys, values, 1);
 }
