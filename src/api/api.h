@@ -32,6 +32,7 @@
 
 struct slack_config; /* notify/slack.h */
 struct slack_outbox; /* notify/outbox.h */
+struct blobs_config; /* blobs/blobs.h */
 
 struct api_config {
 	struct store *st;
@@ -52,6 +53,10 @@ struct api_config {
 	 * slack, the outbox its answers and outcomes go to (required). */
 	const struct slack_config *slack;
 	struct slack_outbox *slack_outbox;
+	/* The registry a worker checkpoints a session's artifacts to
+	 * (sched/checkpoint.c): one this server lacks is fetched from there
+	 * (its strings the caller's). NULL: none. */
+	const struct blobs_config *blobs;
 	/* What one client may hold (docs/operations.md, "api"): connections
 	 * from one address (0: API_MAX_PER_CLIENT_DEFAULT), the time from a
 	 * connection's start (or its previous answer plus the keep-alive

@@ -12,8 +12,10 @@
  * swapped in between cannot lead out. */
 #include "api/internal.h"
 
+#include "blobs/blobs.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
+#include "util/fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -158,6 +160,90 @@ static int list_artifacts(struct api_ctx *c, struct store_artifact **v,
 /* Answers with the bytes of artifact `name` of session c->id as
  * content_type (NULL: the artifact's own media type); missing is the
  * 404 answer when the session has no such artifact. */
+/* Is path in this server's artifact directory of the session (as given,
+ * or resolved)? */
+static bool path_is_ours(struct api_ctx *c, const char *path)
+{
+	if (!c->a->data_dir || !path)
+		return false;
+	_cleanup_free_ char *dir =
+	    wr_asprintf("%s/artifacts/%s", c->a->data_dir, c->id);
+	_cleanup_free_ char *real = dir ? realpath(dir, NULL) : NULL;
+	const char *const prefixes[] = {dir, real};
+	for (size_t i = 0; i < 2; i++) {
+		size_t n = prefixes[i] ? strlen(prefixes[i]) : 0;
+		if (n && !strncmp(path, prefixes[i], n) && path[n] == '/')
+			return true;
+	}
+	return false;
+}
+
+/* An artifact written on another host (a worker's data directory): the
+ * copy its worker checkpointed to the registry (outcome.checkpoint.
+ * artifacts), fetched once into this server's DATA/artifacts/<id>/ with
+ * its digest checked. Returns the open file as artifact_open does, or
+ * -ENOENT when there is none to fetch. */
+static int fetch_remote(struct api_ctx *c, const char *outcome_json,
+			const char *name, uint64_t *size)
+{
+	if (!c->a->blobs || !c->a->data_dir || !outcome_json)
+		return -ENOENT;
+	json_t *o = json_loads(outcome_json, 0, NULL);
+	json_t *art = json_object_get(
+	    json_object_get(json_object_get(o, "checkpoint"), "artifacts"),
+	    name);
+	const char *digest = json_string_value(json_object_get(art, "digest"));
+	int r = -ENOENT;
+	_cleanup_free_ char *dir =
+	    wr_asprintf("%s/artifacts/%s", c->a->data_dir, c->id);
+	/* a flat name of our own: the recorded one may have directories */
+	char flat[API_ARTIFACT_NAME_MAX + 16];
+	snprintf(flat, sizeof(flat), "remote.%s", name);
+	for (char *p = flat; *p; p++)
+		if (*p == '/')
+			*p = '_';
+	_cleanup_free_ char *path = dir ? wr_asprintf("%s/%s", dir, flat) : NULL;
+	_cleanup_free_ char *tmp = path ? wr_asprintf("%s.part", path) : NULL;
+	if (digest && tmp) {
+		r = artifact_open(c->a->data_dir, c->id, path, size);
+		if (r == -ENOENT && wr_mkdir_p(dir, 0700) == 0) {
+			int fd = open(tmp,
+				      O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+				      0600);
+			struct blobs_client *bc = NULL;
+			struct wr_error *err = NULL;
+			uint64_t written = 0;
+			int pr = fd < 0 ? -errno
+				 : blobs_client_new(c->a->blobs, &bc, &err);
+			if (pr == 0)
+				pr = blobs_pull(bc, digest, fd,
+						API_ARTIFACT_SERVE_MAX, &written,
+						&err);
+			blobs_client_free(bc);
+			if (fd >= 0)
+				close(fd);
+			if (pr == 0 && rename(tmp, path) == 0) {
+				r = artifact_open(c->a->data_dir, c->id, path,
+						  size);
+			} else {
+				char qp[80];
+				api_log(WR_LOG_WARN,
+					"%s %s: artifact %s from the registry: "
+					"%s",
+					c->req->method,
+					api_quote(c->req->path, qp), name,
+					err && err->msg ? err->msg
+							: strerror(-pr));
+				unlink(tmp);
+				r = -ENOENT;
+			}
+			wr_error_free(err);
+		}
+	}
+	json_decref(o);
+	return r;
+}
+
 static int serve(struct api_ctx *c, const char *name, const char *content_type,
 		 const char *missing)
 {
@@ -166,6 +252,8 @@ static int serve(struct api_ctx *c, const char *name, const char *content_type,
 	size_t n = 0;
 	if (api_session_load(c, &s) < 0)
 		return 0;
+	_cleanup_free_ char *outcome =
+	    s.outcome_json ? wr_strdup(s.outcome_json) : NULL;
 	store_session_clear(&s);
 	if (list_artifacts(c, &v, &n) < 0)
 		return 0;
@@ -180,6 +268,11 @@ static int serve(struct api_ctx *c, const char *name, const char *content_type,
 
 	uint64_t size = 0;
 	int fd = artifact_open(c->a->data_dir, c->id, a->path, &size);
+	/* recorded by a server of another data directory (a worker on
+	 * another host): the registry's copy, never that path */
+	if ((fd == -ENOENT || fd == -EXDEV) && c->a->blobs &&
+	    !path_is_ours(c, a->path))
+		fd = fetch_remote(c, outcome, name, &size);
 	if (fd == -EXDEV || fd == -ENODEV) {
 		/* not something the runner writes: say so to the operator */
 		char path[80];

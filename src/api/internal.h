@@ -53,6 +53,7 @@ struct api {
 	int web_dir_fd;	/* the web UI's directory (O_PATH), -1: none */
 	const struct slack_config *slack; /* NULL: no Slack routes */
 	struct slack_outbox *outbox;	  /* with slack */
+	const struct blobs_config *blobs; /* NULL: artifacts are local only */
 	size_t max_body;
 	int keepalive_ms;
 	atomic_bool stopping;

@@ -334,6 +334,7 @@ int api_new(const struct api_config *cfg, struct api **out,
 		return wr_error_set(err, ENOMEM, "api");
 	a->st = cfg->st;
 	a->ctl = cfg->ctl;
+	a->blobs = cfg->blobs;
 	a->max_body = cfg->max_body ? cfg->max_body : API_MAX_BODY_DEFAULT;
 	a->keepalive_ms = cfg->keepalive_ms > 0 ? cfg->keepalive_ms
 						: API_KEEPALIVE_MS_DEFAULT;

@@ -31,6 +31,7 @@
 #define CKPT_MEDIA_BUNDLE "application/vnd.warren.checkpoint.bundle.v1"
 #define CKPT_MEDIA_CONFIG "application/vnd.warren.checkpoint.config.v1+json"
 #define CKPT_BUNDLE_MAX (1ull << 30)
+#define CKPT_ARTIFACT_MAX (64ull << 20) /* what the API serves at most */
 
 bool checkpoint_enabled(const struct control *c)
 {
@@ -52,6 +53,49 @@ static int push_text(struct blobs_client *bc, const char *text,
 		r = blobs_push(bc, fileno(f), digest, size, err);
 	fclose(f);
 	return r;
+}
+
+/* Each artifact of the session (at most CKPT_ARTIFACT_MAX bytes) as a
+ * blob: {name: {"digest", "size"}}, or NULL. One that cannot be pushed is
+ * left out (logged): the artifact stays on this worker. */
+static json_t *push_artifacts(struct control *c, struct blobs_client *bc,
+			      const char *session_id)
+{
+	struct store_artifact *v = NULL;
+	size_t n = 0;
+	if (c->st->ops->artifact_list(c->st, session_id, &v, &n, NULL) < 0)
+		return NULL;
+	/* this worker's copy of each (the row keeps the path of whoever
+	 * wrote it first, maybe another worker's data directory) */
+	json_t *o = json_object();
+	for (size_t i = 0; o && i < n; i++) {
+		if (!v[i].name || strstr(v[i].name, ".."))
+			continue;
+		_cleanup_free_ char *path = wr_asprintf(
+		    "%s/artifacts/%s/%s", c->data_dir, session_id, v[i].name);
+		_cleanup_close_ int fd =
+		    path ? open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+		    (uint64_t)st.st_size > CKPT_ARTIFACT_MAX)
+			continue;
+		char digest[BLOBS_DIGEST_MAX];
+		uint64_t size = 0;
+		struct wr_error *err = NULL;
+		if (blobs_push(bc, fd, digest, &size, &err) < 0) {
+			wr_log(WR_LOG_WARN, "session",
+			       "%s: artifact %s to the registry: %s", session_id,
+			       v[i].name,
+			       err && err->msg ? err->msg : "failed");
+			wr_error_free(err);
+			continue;
+		}
+		json_object_set_new(o, v[i].name,
+				    json_pack("{s:s, s:I}", "digest", digest,
+					      "size", (json_int_t)size));
+	}
+	store_artifacts_free(v, n);
+	return o;
 }
 
 int checkpoint_push(struct control *c, const char *session_id,
@@ -115,6 +159,9 @@ int checkpoint_push(struct control *c, const char *session_id,
 			r = blobs_manifest_put(bc, tag, mj, strlen(mj),
 					       manifest_digest, err);
 	}
+	/* the session's artifacts (its diff first among them), so that an
+	 * API server on another host serves them (api/artifacts.c) */
+	json_t *arts = r == 0 ? push_artifacts(c, bc, session_id) : NULL;
 	blobs_client_free(bc);
 	if (r < 0)
 		return wr_error_wrap(err, "checkpoint to the registry");
@@ -123,6 +170,10 @@ int checkpoint_push(struct control *c, const char *session_id,
 			 layer.digest, "bundle_bytes", (json_int_t)layer.size,
 			 "commit", commit, "base", base, "turn", turn, "worker",
 			 c->cfg.worker_id);
+	if (*out && arts)
+		json_object_set_new(*out, "artifacts", arts);
+	else
+		json_decref(arts);
 	return 0;
 }
 

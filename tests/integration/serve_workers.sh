@@ -78,7 +78,9 @@ git -C "$R" -c user.email=t@warren -c user.name=test commit -q -m initial
 
 # the API server (its data directory: the tokens' first admin)
 mkdir -p "$TEST_TMP/api"
-printf '{"store": "%s", "repositories": [{"name": "proj", "url": "%s"}]}\n' "$STORE" "$R" >"$TEST_TMP/api.json"
+printf '{"store": "%s", "repositories": [{"name": "proj", "url": "%s"}],
+ "blobs": {"registry": "%s", "repository": "warren/workers", "username": "warren", "password_file": "%s"}}\n' \
+	"$STORE" "$R" "$REG_reg" "$TEST_TMP/pw" >"$TEST_TMP/api.json"
 PORT="$(free_port)"
 URL="http://127.0.0.1:$PORT"
 SERVER_LOG="$TEST_TMP/api.log"
@@ -193,6 +195,11 @@ files="$(jget '[.outcome.result.files[].path] | sort | join(",")')"
 [ "$STATE" = review ] && [ "$(worker_of "$C")" = "$heir" ] && [ "$files" = "turn1.txt,turn2.txt" ] &&
 	pass "after $holder died in the follow-up, $heir finished it with the first turn's work (the result holds both files)" ||
 	fail "after its worker died in a follow-up, another finished it with the first turn's work" "$STATE on $(worker_of "$C"); files: $files"
+# the diff, through the API server, which has no file of the session's:
+# the worker checkpointed it to the registry
+diff_text="$(curl -s -H "Authorization: Bearer $TOKEN" "$URL/api/v1/sessions/$C/diff")"
+echo "$diff_text" | grep -q '^+++ b/turn1.txt' && echo "$diff_text" | grep -q '^+++ b/turn2.txt' &&
+	pass "the API server serves the diff a worker wrote (from the registry)" || fail "the API server serves the diff a worker wrote" "$(echo "$diff_text" | head -5)"
 events_json "$C" | jq -e '[.events[] | select(.kind == "checkpoint" and .data.restored != null)] | length == 1' >/dev/null &&
 	pass "its events say the checkpoint was restored" || fail "its events say the checkpoint was restored" "$(session_log "$C" | grep -i checkpoint)"
 api POST "/api/v1/sessions/$C/reject" '{"reason": "test"}'

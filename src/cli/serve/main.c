@@ -491,6 +491,7 @@ int main(int argc, char **argv)
 				  .listen_addr = listen_addr,
 				  .port = port,
 				  .data_dir = data,
+				  .blobs = cfg.has_blobs ? &cfg.blobs : NULL,
 				  .web_dir = web_dir,
 				  .slack = cfg.has_slack ? &cfg.slack : NULL,
 				  .slack_outbox = outbox,
