@@ -135,9 +135,11 @@ one="$(through "1 worker")"
 echo "1 worker:  $one sessions/s"
 w_start w2
 w_start w3
-# cold: the first session on each new worker pulls the snapshot
+# cold: the first session on each new worker pulls the snapshot (enough
+# sessions of a second that w1, which has it, cannot take them all within
+# the moment a worker without it leaves them to one with it)
 cold=()
-for i in 1 2 3 4 5 6; do cold+=("$(submit 'true')"); done
+for i in $(seq 1 12); do cold+=("$(submit 'sleep 1')"); done
 wait_all "${cold[@]}"
 cold_ms=() warm_ms=()
 for s in "${cold[@]}"; do
