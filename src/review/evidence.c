@@ -791,6 +791,35 @@ int evidence_commit(const struct evidence_request *q, json_t **out,
 	return 0;
 }
 
+int evidence_import_bundle(const char *data_dir, const char *session_id,
+			   const char *mirror, const char *bundle,
+			   const char *commit, struct wr_error **err)
+{
+	if (!is_hex40(commit))
+		return wr_error_set(err, EINVAL, "evidence: no commit");
+	_cleanup_free_ char *repo = evidence_repo_path(data_dir, session_id);
+	_cleanup_free_ char *refspec =
+	    wr_asprintf("+refs/heads/warren/%s:refs/heads/warren/%s",
+			session_id, session_id);
+	if (!repo || !refspec)
+		return wr_error_set(err, ENOMEM, "evidence");
+	int r = quarantine_open(repo, mirror, err);
+	if (r < 0)
+		return r;
+	/* every object of the bundle checked, its prerequisites (the base)
+	 * in the mirror */
+	const char *argv[] = {"-c",	     "transfer.fsckObjects=true",
+			      "fetch",	     "-q",
+			      "--no-tags",   "--no-write-fetch-head",
+			      bundle,	     refspec,
+			      NULL};
+	_cleanup_free_ char *ignored = NULL;
+	r = qgit(repo, argv, NULL, -1, &ignored, NULL, 4096, err);
+	if (r < 0)
+		return wr_error_wrap(err, "the checkpoint's bundle");
+	return evidence_check_commit(data_dir, session_id, commit, err);
+}
+
 int evidence_check_commit(const char *data_dir, const char *session_id,
 			  const char *commit, struct wr_error **err)
 {

@@ -77,6 +77,13 @@ char *evidence_bundle_dir(const char *data_dir, const char *session_id);
 int evidence_commit(const struct evidence_request *req, json_t **out,
 		    struct wr_error **err);
 
+/* The quarantine made from a bundle of refs/heads/warren/<session_id>
+ * (a checkpoint the worker that ran the session pushed, on a host that
+ * lacks its quarantine), its objects checked; it must name commit. */
+int evidence_import_bundle(const char *data_dir, const char *session_id,
+			   const char *mirror, const char *bundle,
+			   const char *commit, struct wr_error **err);
+
 /* Does the quarantine hold commit as refs/heads/warren/<session_id>? */
 int evidence_check_commit(const char *data_dir, const char *session_id,
 			  const char *commit, struct wr_error **err);

@@ -198,13 +198,29 @@ char *checkpoint_dir(const struct control *c, const char *session_id)
 			   session_id);
 }
 
-int checkpoint_fetch(struct control *c, const char *session_id,
-		     const json_t *ckpt, struct wr_error **err)
+int checkpoint_pull_bundle(struct control *c, const json_t *ckpt, int fd,
+			   struct wr_error **err)
 {
 	const char *digest = json_string_value(json_object_get(ckpt, "bundle"));
 	if (!digest)
 		return wr_error_set(err, EINVAL,
 				    "checkpoint: no bundle recorded");
+	if (!c->cfg.blobs)
+		return wr_error_set(err, ENOTSUP,
+				    "checkpoint: this server has no registry "
+				    "(blobs)");
+	struct blobs_client *bc = NULL;
+	int r = blobs_client_new(c->cfg.blobs, &bc, err);
+	uint64_t written = 0;
+	if (r == 0)
+		r = blobs_pull(bc, digest, fd, CKPT_BUNDLE_MAX, &written, err);
+	blobs_client_free(bc);
+	return r < 0 ? wr_error_wrap(err, "checkpoint from the registry") : 0;
+}
+
+int checkpoint_fetch(struct control *c, const char *session_id,
+		     const json_t *ckpt, struct wr_error **err)
+{
 	_cleanup_free_ char *dir = checkpoint_dir(c, session_id);
 	_cleanup_free_ char *path =
 	    dir ? wr_asprintf("%s/" CHECKPOINT_BUNDLE_NAME, dir) : NULL;
@@ -217,17 +233,10 @@ int checkpoint_fetch(struct control *c, const char *session_id,
 	    open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return wr_error_set(err, errno, "checkpoint: %s", path);
-	struct blobs_client *bc = NULL;
-	int r = blobs_client_new(c->cfg.blobs, &bc, err);
-	uint64_t written = 0;
-	if (r == 0)
-		r = blobs_pull(bc, digest, fd, CKPT_BUNDLE_MAX, &written, err);
-	blobs_client_free(bc);
-	if (r < 0) {
+	int r = checkpoint_pull_bundle(c, ckpt, fd, err);
+	if (r < 0)
 		wr_rm_rf(dir);
-		return wr_error_wrap(err, "checkpoint from the registry");
-	}
-	return 0;
+	return r;
 }
 
 void checkpoint_forget(const struct control *c, const char *session_id)

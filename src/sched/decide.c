@@ -13,8 +13,11 @@
 #include "snapshot/git.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
+#include "util/fs.h"
+#include "util/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +131,101 @@ static int result_is_evidence(struct control *c, const char *session_id,
 	return evidence_check_commit(c->data_dir, session_id, commit, err);
 }
 
+/* Imports on this host are one at a time: two approvals of a session
+ * through one server must not fetch into its quarantine at once. */
+static pthread_mutex_t import_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The reviewed commit in this host's quarantine before the decision is
+ * recorded: there already (the session ran here), else imported from the
+ * checkpoint its worker pushed to the registry (it ran on another host),
+ * when that checkpoint is of the reviewed commit. A failure leaves the
+ * session in review: -EPERM when this server cannot get the change
+ * (409), -EAGAIN when the registry or the repository failed (503). */
+static int evidence_here(struct control *c, const char *session_id,
+			 const struct store_session *s, const json_t *outcome,
+			 struct wr_error **err)
+{
+	const char *commit = json_string_value(
+	    json_object_get(json_object_get(outcome, "result"), "commit"));
+	if (!commit)
+		return wr_error_input(err, EPERM,
+				      "session %s: the result names no commit",
+				      session_id);
+	if (evidence_check_commit(c->data_dir, session_id, commit, NULL) ==
+	    0)
+		return 0;
+	const json_t *ckpt = json_object_get(outcome, "checkpoint");
+	const char *ck_commit =
+	    json_string_value(json_object_get(ckpt, "commit"));
+	const char *worker =
+	    json_string_value(json_object_get(ckpt, "worker"));
+	if (!ckpt || !ck_commit || strcmp(ck_commit, commit))
+		return wr_error_input(
+		    err, EPERM,
+		    "session %s: its change is on the host that ran it and "
+		    "the registry has no checkpoint of commit %.12s; approve "
+		    "it through that host's server",
+		    session_id, commit);
+	if (!c->cfg.blobs)
+		return wr_error_input(
+		    err, EPERM,
+		    "session %s: its change is in the registry (checkpoint "
+		    "%s of worker %s) and this server has no registry "
+		    "(blobs) to fetch it from",
+		    session_id,
+		    json_string_value(json_object_get(ckpt, "tag"))
+			? json_string_value(json_object_get(ckpt, "tag"))
+			: "?",
+		    worker ? worker : "?");
+	struct store_repo repo = {0};
+	int r = c->st->ops->repo_get(c->st, s->repo_id, &repo, err);
+	if (r < 0)
+		return r;
+	_cleanup_free_ char *mirror = git_mirror_update(c->data_dir, repo.url,
+							err);
+	store_repo_clear(&repo);
+	if (!mirror) {
+		wr_error_wrap(err, "session %s: the repository's mirror",
+			      session_id);
+		return -EAGAIN;
+	}
+	/* the bundle in a file of the data directory's, for git to read
+	 * (removed whatever happens) */
+	_cleanup_free_ char *sessions = wr_asprintf("%s/sessions", c->data_dir);
+	_cleanup_free_ char *bundle =
+	    sessions ? wr_asprintf("%s/%s.approve.XXXXXX", sessions,
+				   session_id)
+		     : NULL;
+	if (sessions)
+		wr_mkdir_p(sessions, 0755);
+	_cleanup_close_ int fd =
+	    bundle ? mkostemp(bundle, O_CLOEXEC) : -1;
+	if (fd < 0)
+		return wr_error_set(err, bundle ? errno : ENOMEM,
+				    "a file for the checkpoint's bundle");
+	r = checkpoint_pull_bundle(c, ckpt, fd, err);
+	if (r == 0) {
+		pthread_mutex_lock(&import_mu);
+		r = evidence_import_bundle(c->data_dir, session_id, mirror,
+					   bundle, commit, err);
+		pthread_mutex_unlock(&import_mu);
+	}
+	unlink(bundle);
+	if (r < 0) {
+		wr_error_wrap(err, "session %s", session_id);
+		return -EAGAIN;
+	}
+	wr_log(WR_LOG_INFO, "review",
+	       "session %s: its change imported from checkpoint %s of worker "
+	       "%s",
+	       session_id,
+	       json_string_value(json_object_get(ckpt, "tag"))
+		   ? json_string_value(json_object_get(ckpt, "tag"))
+		   : "?",
+	       worker ? worker : "?");
+	return 0;
+}
+
 int control_approve(struct control *c, const char *session_id, const char *user,
 		    struct wr_error **err)
 {
@@ -143,6 +241,13 @@ int control_approve(struct control *c, const char *session_id, const char *user,
 		return wr_error_input(err, EPERM,
 				      "session %s has no result to approve",
 				      session_id);
+	}
+	bool changed = json_is_true(json_object_get(result, "changed"));
+	if (changed &&
+	    (r = evidence_here(c, session_id, &s, outcome, err)) < 0) {
+		json_decref(outcome);
+		store_session_clear(&s);
+		return r;
 	}
 	int64_t now = store_now_ms();
 	json_object_set_new(outcome, "decision",
@@ -164,7 +269,6 @@ int control_approve(struct control *c, const char *session_id, const char *user,
 	_cleanup_free_ char *mirror = NULL, *quarantine = NULL;
 	json_t *push = NULL;
 	struct wr_error *perr = NULL;
-	bool changed = json_is_true(json_object_get(result, "changed"));
 	const char *commit =
 	    json_string_value(json_object_get(result, "commit"));
 	if (!changed) {

@@ -289,6 +289,9 @@ bool checkpoint_needed(const struct control *c, const char *session_id,
 		       const json_t *outcome);
 /* DATA/sessions/<id>.checkpoint, where the bundle is pulled. */
 char *checkpoint_dir(const struct control *c, const char *session_id);
+/* Pulls the bundle ckpt records into fd (its digest checked). */
+int checkpoint_pull_bundle(struct control *c, const json_t *ckpt, int fd,
+			   struct wr_error **err);
 int checkpoint_fetch(struct control *c, const char *session_id,
 		     const json_t *ckpt, struct wr_error **err);
 void checkpoint_forget(const struct control *c, const char *session_id);

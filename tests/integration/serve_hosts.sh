@@ -12,7 +12,10 @@
 #   - kill -9 of a worker mid-turn (and its sandboxes: the host is gone):
 #     the session resumes on another within the lease + 5 s;
 #   - a worker dies in a session's second turn: another finishes it with
-#     the first turn's work (its checkpoint);
+#     the first turn's work (its checkpoint); approved through an API
+#     server that never ran it, its reviewed commit is pushed from that
+#     API host (imported from the checkpoint); one without a registry
+#     refuses the approval, saying why, and the session stays in review;
 #   - SIGSTOP past the lease, then SIGCONT: its writes are refused, it
 #     pushes nothing, it stops its sandbox;
 #   - a worker's link cut: its session moves, it stops its sandbox on its
@@ -181,7 +184,7 @@ g -C "$R" add warren.json
 g -C "$R" commit -q -m initial
 git clone -q --bare "$R" "$TEST_TMP/git/proj.git"
 GIT_PORT="$(free_port)"
-git daemon --reuseaddr --listen="$SVC" --port="$GIT_PORT" --base-path="$TEST_TMP/git" --export-all \
+git daemon --reuseaddr --listen="$SVC" --port="$GIT_PORT" --base-path="$TEST_TMP/git" --export-all --enable=receive-pack \
 	"$TEST_TMP/git" >"$TEST_TMP/git.log" 2>&1 &
 GIT_PID=$!
 REPO_URL="git://$SVC:$GIT_PORT/proj.git"
@@ -203,7 +206,8 @@ PA="$(free_port)"
 api_start api-a "$PA" "{\"store\": \"$STORE\", \"repositories\": [{\"name\": \"proj\", \"url\": \"$REPO_URL\"}]}"
 for _ in $(seq 1 100); do [ -s "$TEST_TMP/api-a/admin.token" ] && break; sleep 0.1; done
 PB="$(free_port)"
-api_start api-b "$PB" "{\"store\": \"$STORE\"}"
+# B reads the registry (a session's diff, artifacts and checkpoint); A does not
+api_start api-b "$PB" "{\"store\": \"$STORE\", \"blobs\": {\"registry\": \"$REG_reg\", \"repository\": \"warren/hosts\", \"username\": \"warren\", \"password_file\": \"$TEST_TMP/pw\"}}"
 URL_A="http://$SVC:$PA"
 URL_B="http://$SVC:$PB"
 URL="$URL_A"
@@ -340,7 +344,30 @@ FOLLOW_MS=$((resumed_ms - t_kill / 1000000))
 	fail "after its worker died in a follow-up, another finished it with the first turn's work" "$STATE on $heir; files: $files"
 events_json "$C" | jq -e '[.events[] | select(.kind == "checkpoint" and .data.restored != null)] | length == 1' >/dev/null &&
 	pass "its events say the checkpoint was restored" || fail "its events say the checkpoint was restored" "$(session_log "$C" | grep -i checkpoint)"
-api POST "/api/v1/sessions/$C/reject" '{"reason": "test"}'
+
+# --- approved through an API server that never ran it: the push is of the
+# checkpoint's commit, from that API host --------------------------------------
+C_COMMIT="$(jget .outcome.result.commit)"
+URL="$URL_A" api POST "/api/v1/sessions/$C/approve"
+a_code="$CODE" a_msg="$(jget .error.message)"
+URL="$URL_A" api GET "/api/v1/sessions/$C"
+[ "$a_code" = 409 ] && [ "$STATE" = review ] && [ "$(jget .state)" = review ] && echo "$a_msg" | grep -q "registry" &&
+	pass "API server A, without a registry, refuses the approval saying why, and the session stays in review ($a_msg)" ||
+	fail "API server A, without a registry, refuses the approval and the session stays in review" "$a_code $a_msg; $(jget .state)"
+URL="$URL_B" api POST "/api/v1/sessions/$C/approve"
+b_code="$CODE"
+wait_state "$C" pushed 30
+pushed_ref="$(git --git-dir="$TEST_TMP/git/proj.git" rev-parse -q --verify "refs/heads/warren/$C" 2>/dev/null)"
+pushed_files="$(git --git-dir="$TEST_TMP/git/proj.git" ls-tree --name-only "refs/heads/warren/$C" 2>/dev/null | grep turn | tr '\n' ,)"
+[ "$b_code" = 200 ] && [ "$STATE" = pushed ] && [ -n "$C_COMMIT" ] && [ "$pushed_ref" = "$C_COMMIT" ] && [ "$pushed_files" = "turn1.txt,turn2.txt," ] &&
+	pass "approved through API server B, which never held it: warren/$C pushed at the reviewed commit ${C_COMMIT:0:12} with both turns' files" ||
+	fail "approved through API server B, which never held it: the reviewed commit is pushed" "$b_code $STATE $(jget .reason); ref $pushed_ref vs $C_COMMIT; files $pushed_files; $(tail -3 "$TEST_TMP/api-b.log")"
+[ "$(jget .outcome.push.commit)" = "$C_COMMIT" ] && grep -q "imported from checkpoint" "$TEST_TMP/api-b.log" &&
+	pass "the push is recorded in the outcome, and B's log says it came from the checkpoint" ||
+	fail "the push is recorded in the outcome" "$(jget .outcome.push); $(grep -c checkpoint "$TEST_TMP/api-b.log")"
+left=""
+for _ in $(seq 1 100); do left="$(w_sandboxes "$heir" | jq -r '.[].name' 2>/dev/null)"; [ -z "$left" ] && break; sleep 0.1; done
+[ -z "$left" ] && pass "$heir lets the pushed session's resting sandbox go" || fail "$heir lets the pushed session's resting sandbox go" "$left"
 w_start "$holder"
 
 # --- SIGSTOP past the lease, then SIGCONT: fenced -----------------------------
