@@ -20,6 +20,7 @@
 #     pushes nothing, it stops its sandbox;
 #   - a worker's link cut: its session moves, it stops its sandbox on its
 #     own (it cannot renew);
+#   - every moved session's audit chain is intact in the store;
 #   - nothing pushed twice; nothing left on any host.
 # The workers enter their namespace with nsenter --net (not ip netns exec,
 # which would remount /sys and hide the cgroups). SH_KEEP=DIR keeps the
@@ -450,6 +451,19 @@ api POST "/api/v1/sessions/$L/reject" '{"reason": "test"}'
 w_stop "$cut"
 [ -z "$(w_sandboxes "$cut" | jq -r '.[]')" ] && pass "the cut-off worker, reconnected then stopped, leaves no sandbox" ||
 	fail "the cut-off worker, reconnected then stopped, leaves no sandbox" "$(w_sandboxes "$cut")"
+
+# --- each moved session's audit chain, in the store, intact --------------------
+bad=""
+for s in "$K" "$C" "$F" "$L"; do
+	"$WARREN" audit verify "$s" --store "$STORE" --json >"$TEST_TMP/audit-$s.json" 2>"$TEST_TMP/audit-$s.err"
+	jq -e '.ok == true and .source == "store" and .records > 0 and .kinds.result >= 1' "$TEST_TMP/audit-$s.json" >/dev/null ||
+		bad="$bad $s: $(cat "$TEST_TMP/audit-$s.json" "$TEST_TMP/audit-$s.err" | tr '\n' ' ' | cut -c1-200)"
+done
+[ -z "$bad" ] && pass "the audit chains of the 4 sessions that moved between workers are intact in the store (warren audit verify --store)" ||
+	fail "the audit chains of the sessions that moved are intact" "$bad"
+jq -e '.kinds.push == 1 and .kinds.decision >= 1' "$TEST_TMP/audit-$C.json" >/dev/null &&
+	pass "the session approved through API server B has one push record in its chain" ||
+	fail "the session approved through API server B has one push record in its chain" "$(jq -c .kinds "$TEST_TMP/audit-$C.json")"
 
 # --- nothing pushed twice ------------------------------------------------------
 dups="$(reg_puts | awk '{print $2}' | sort | uniq -d)"
