@@ -50,6 +50,9 @@ struct blobs_config {
 	char *repository; /* the distribution grammar's name */
 	char *username;	  /* NULL: no credentials */
 	char *password_file;
+	/* "cache_max": the cap of a worker's layer cache, bytes (0: none;
+	 * sched/layer_cache.c) */
+	uint64_t cache_max;
 };
 
 /* Parses v into out (zeroed first; written only on success). Errors name

@@ -4,6 +4,7 @@
 
 #include "util/alloc.h"
 #include "util/cleanup.h"
+#include "util/parse.h"
 #include "util/url.h"
 
 #include <errno.h>
@@ -203,7 +204,7 @@ int blobs_config_parse(const json_t *v, struct blobs_config *out,
 		       struct wr_error **err)
 {
 	static const char *const keys[] = {"registry", "repository", "username",
-					   "password_file"};
+					   "password_file", "cache_max"};
 	if (!json_is_object(v)) {
 		wr_error_input(err, 0,
 			       "blobs: expected {\"registry\": URL, "
@@ -233,6 +234,18 @@ int blobs_config_parse(const json_t *v, struct blobs_config *out,
 		r = want_string(v, "password_file", false, &password_file, err);
 	if (r < 0)
 		return r;
+	uint64_t cache_max = 0;
+	const json_t *cap = json_object_get(v, "cache_max");
+	if (json_is_integer(cap) && json_integer_value(cap) > 0)
+		cache_max = (uint64_t)json_integer_value(cap);
+	else if (cap && (!json_is_string(cap) ||
+			 wr_parse_size(json_string_value(cap), &cache_max) < 0 ||
+			 cache_max == 0)) {
+		wr_error_input(err, 0,
+			       "blobs.cache_max: expected a size of at least "
+			       "one byte (\"20G\", or bytes)");
+		return -EINVAL;
+	}
 	if ((r = registry_check(registry, err)) < 0)
 		return r;
 	if (!blobs_repository_valid(repository)) {
@@ -271,6 +284,7 @@ int blobs_config_parse(const json_t *v, struct blobs_config *out,
 	cfg.repository = wr_strdup(repository);
 	cfg.username = username ? wr_strdup(username) : NULL;
 	cfg.password_file = password_file ? wr_strdup(password_file) : NULL;
+	cfg.cache_max = cache_max;
 	if (!cfg.registry || !cfg.repository || (username && !cfg.username) ||
 	    (password_file && !cfg.password_file)) {
 		blobs_config_clear(&cfg);

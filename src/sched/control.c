@@ -1618,6 +1618,7 @@ static void control_free(struct control *c)
 	pthread_mutex_destroy(&c->build_state_mu);
 	json_decref(c->builds.cancels);
 	json_decref(c->builds.waiting);
+	json_decref(c->builds.used);
 	pthread_mutex_destroy(&c->ev_mu);
 	pthread_cond_destroy(&c->ev_cv);
 	pthread_mutex_destroy(&c->metrics_mu);

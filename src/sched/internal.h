@@ -156,6 +156,9 @@ struct control {
 		 * each, whoever else needs it waits (cv) */
 		char **pulling;
 		size_t n_pulling;
+		/* snapshot id -> when a session last resolved it (epoch
+		 * ms), for the layer cache (layer_cache.c) */
+		json_t *used;
 	} builds;
 
 	/* the spec settings of snapshots already looked at (guarded by
@@ -273,6 +276,12 @@ void worker_load_free(struct sched_user_load *load, size_t n);
 /* The sandboxes all workers may hold: worker.max_sandboxes_total, else
  * the sum of the live workers' own caps (this one's at least). */
 unsigned worker_capacity(struct control *c);
+
+/* layer_cache.c: the data directory's snapshots under blobs.cache_max
+ * (see there). used: a session resolved snapshot_id; trim: after a pull
+ * of keep. */
+void layer_cache_used(struct control *c, const char *snapshot_id);
+void layer_cache_trim(struct control *c, const char *keep);
 
 /* checkpoint.c: a worker's checkpoints in the registry (see there) */
 #define CHECKPOINT_BUNDLE_NAME "checkpoint.bundle"

@@ -961,6 +961,7 @@ int control_snapshot_local(struct control *c, const char *snapshot_id,
 			   struct wr_error **err)
 {
 	*pull = NULL;
+	layer_cache_used(c, snapshot_id);
 	if (snapshot_here(c, snapshot_id))
 		return 0;
 	if (!c->cfg.blobs_file)
@@ -1038,6 +1039,8 @@ int control_snapshot_local(struct control *c, const char *snapshot_id,
 	wr_log(WR_LOG_INFO, "sessions",
 	       "pulled snapshot %.12s from the registry in %.0f ms",
 	       snapshot_id, ms);
+	/* the cache's cap, now that it holds one more */
+	layer_cache_trim(c, snapshot_id);
 	*pull = json_pack(
 	    "{s:f, s:b, s:O?, s:O?}", "ms", ms, "waited", waited,
 	    "layers_fetched", json_object_get(answer, "layers_fetched"),

@@ -29,13 +29,14 @@ printf 'serve-pw\n' >"$TEST_TMP/pw"
 chmod 600 "$TEST_TMP/pw"
 greeter_remote
 
-# serve_with REGISTRY [EXTRA]: a configuration with the repository and the
-# registry (EXTRA: more top-level keys, with a trailing comma)
+# serve_with REGISTRY [EXTRA [BLOBS-EXTRA]]: a configuration with the
+# repository and the registry (EXTRA: more top-level keys, with a trailing
+# comma; BLOBS-EXTRA: more keys of "blobs", with a leading comma)
 serve_with() {
 	cat >"$TEST_TMP/serve.json" <<EOF
 {"repositories": [{"name": "greeter", "url": "$REMOTE"}], ${2:-}
  "blobs": {"registry": "$1", "repository": "warren/served", "username": "warren",
-           "password_file": "$TEST_TMP/pw"}}
+           "password_file": "$TEST_TMP/pw"${3:-}}}
 EOF
 }
 repo_id() { api GET /api/v1/repositories; echo "$BODY" | jq -r '.repositories[] | select(.name == "greeter") | .id'; }
@@ -175,6 +176,51 @@ done
 	pass "a refresh pulls the store's newest snapshot first and keeps it" ||
 	fail "a refresh pulls the store's newest snapshot first and keeps it" "$b; $(ls "$TEST_TMP/data/snapshots")"
 server_stop
+
+# ---- the layer cache's cap (blobs.cache_max) ----------------------------------
+# two more snapshots of another repository in the data directory: one in the
+# registry (pushed), one only here; then a pull under a 1-byte cap
+O="$TEST_TMP/other"
+mkdir -p "$O"
+printf '{}\n' >"$O/warren.json"
+echo one >"$O/file"
+g -C "$O" init -q -b main
+g -C "$O" add -A
+g -C "$O" commit -q -m one
+other="$("$WARREN" snapshot build --quiet --data "$TEST_TMP/data" "$O" 2>&1 | tail -1)"
+"$WARREN" snapshot push "$other" --data "$TEST_TMP/data" --blobs "$TEST_TMP/serve.json" >/dev/null 2>&1
+echo two >"$O/file"
+g -C "$O" commit -q -am two
+local_only="$("$WARREN" snapshot build --quiet --data "$TEST_TMP/data" "$O" 2>&1 | tail -1)"
+other_only="$(comm -23 <(jq -r '.layers[].id' "$TEST_TMP/data/snapshots/$other.json" | sort) \
+	<(jq -r '.layers[].id' "$TEST_TMP/data/snapshots/$snap.json" "$TEST_TMP/data/snapshots/$local_only.json" | sort -u))"
+"$WARREN" snapshot rm "$snap" --data "$TEST_TMP/data" >/dev/null
+"$WARREN" snapshot gc --data "$TEST_TMP/data" >/dev/null
+serve_with "$REG_reg" "" ', "cache_max": 1'
+server_start "$TEST_TMP/data" "$TEST_TMP/serve.json"
+P4="$(submit greeter "capped" 'cat greeting.txt')"
+wait_state "$P4" review 120
+gone=1
+for l in $other_only; do [ -e "$TEST_TMP/data/layers/$l" ] && gone=""; done
+if [ "$STATE" = review ] && [ ${#other} = 64 ] && [ -n "$other_only" ] && [ -n "$gone" ] &&
+	[ ! -e "$TEST_TMP/data/snapshots/$other.json" ] && [ -e "$TEST_TMP/data/snapshots/$snap.json" ]; then
+	pass "over blobs.cache_max a pull removes the least recently used snapshot the registry has, and its layers (not the one pulled)"
+else
+	fail "over blobs.cache_max a pull removes the least recently used snapshot the registry has" "state $STATE; other $other ($other_only); $(ls "$TEST_TMP/data/snapshots"); $(grep 'layer cache' "$SERVER_LOG" | tail -3)"
+fi
+[ ${#local_only} = 64 ] && [ -e "$TEST_TMP/data/snapshots/$local_only.json" ] &&
+	pass "a snapshot the registry lacks is kept whatever the cap (it could not come back)" ||
+	fail "a snapshot the registry lacks is kept whatever the cap" "$local_only: $(ls "$TEST_TMP/data/snapshots")"
+grep -q "the layer cache (cap 1 bytes): snapshot ${other:0:12} removed" "$SERVER_LOG" &&
+	pass "the server's log says which snapshot left the cache and why" ||
+	fail "the server's log says which snapshot left the cache and why" "$(grep 'layer cache' "$SERVER_LOG" | tail -3)"
+api POST "/api/v1/sessions/$P4/reject" '{"reason": "test"}' >/dev/null
+server_stop
+out="$("$WARREN" snapshot pull "$other" --data "$TEST_TMP/data" --blobs "$TEST_TMP/serve.json" --json 2>&1)"
+[ "$(echo "$out" | jq -r '.layers_fetched // 0' 2>/dev/null)" -ge 1 ] 2>/dev/null && [ -e "$TEST_TMP/data/snapshots/$other.json" ] &&
+	pass "...and it is pulled back when needed" || fail "...and it is pulled back when needed" "$out"
+"$WARREN" snapshot rm "$local_only" --data "$TEST_TMP/data" >/dev/null
+"$WARREN" snapshot rm "$other" --data "$TEST_TMP/data" >/dev/null
 serve_with "$REG_reg"
 
 # a pull that fails is the session's failure reason

@@ -123,6 +123,23 @@ static void test_config(void **state)
 			 &cfg, msg, sizeof(msg)),
 	    0);
 	assert_null(cfg.username);
+	assert_int_equal(cfg.cache_max, 0);
+	blobs_config_clear(&cfg);
+
+	/* a worker's layer cache cap: a size, or bytes */
+	assert_int_equal(
+	    parse_config("{\"registry\": \"http://127.0.0.1:5000\","
+			 " \"repository\": \"a\", \"cache_max\": \"2G\"}",
+			 &cfg, msg, sizeof(msg)),
+	    0);
+	assert_int_equal(cfg.cache_max, 2ull << 30);
+	blobs_config_clear(&cfg);
+	assert_int_equal(
+	    parse_config("{\"registry\": \"http://127.0.0.1:5000\","
+			 " \"repository\": \"a\", \"cache_max\": 4096}",
+			 &cfg, msg, sizeof(msg)),
+	    0);
+	assert_int_equal(cfg.cache_max, 4096);
 	blobs_config_clear(&cfg);
 }
 
@@ -131,6 +148,15 @@ static void test_config_errors(void **state)
 	(void)state;
 	char text[512];
 	expect_config_error("[]", "blobs: expected {");
+	expect_config_error("{\"registry\": \"http://r\", \"repository\": \"a\", "
+			    "\"cache_max\": \"lots\"}",
+			    "blobs.cache_max: expected a size");
+	expect_config_error("{\"registry\": \"http://r\", \"repository\": \"a\", "
+			    "\"cache_max\": 0}",
+			    "blobs.cache_max: expected a size");
+	expect_config_error("{\"registry\": \"http://r\", \"repository\": \"a\", "
+			    "\"cache_max\": true}",
+			    "blobs.cache_max: expected a size");
 	expect_config_error("{\"repository\": \"a\"}",
 			    "blobs.registry: required");
 	expect_config_error("{\"registry\": \"http://r\"}",
