@@ -127,13 +127,6 @@ static int read_store(struct store *st, const char *shown,
 	if (r < 0)
 		return r;
 	store_repos_free(repos, n_repos);
-	if (n_repos == 0)
-		return wr_error_input(err, ENOENT,
-				      "the store %s has no repository: not "
-				      "warren serve's store? (a wrong "
-				      "--store would make everything look "
-				      "unreferenced)",
-				      shown);
 	struct store_snapshot *snaps = NULL;
 	size_t n_snaps = 0;
 	if ((r = st->ops->snapshot_list(st, NULL, &snaps, &n_snaps, err)) < 0)
@@ -166,6 +159,14 @@ static int read_store(struct store *st, const char *shown,
 		if (n < PAGE)
 			break;
 	}
+	/* a wrong --store (a new database, another file) would make
+	 * everything look unreferenced */
+	if (r == 0 && !n_repos && !out->n_snapshots && !out->n_sessions)
+		r = wr_error_input(err, ENOENT,
+				   "the store %s is empty (no repository, "
+				   "snapshot or session): not warren serve's "
+				   "store?",
+				   shown);
 	return r;
 }
 
