@@ -96,7 +96,8 @@ static bool gc_needs_registry(int argc, char **argv)
 			break;
 		if (!strcmp(argv[i], "--blobs") ||
 		    !strncmp(argv[i], "--blobs=", 8) ||
-		    !strcmp(argv[i], "--dry-run") || !strcmp(argv[i], "--keep") ||
+		    !strcmp(argv[i], "--dry-run") ||
+		    !strcmp(argv[i], "--keep") ||
 		    !strncmp(argv[i], "--keep=", 7) ||
 		    !strcmp(argv[i], "--store") ||
 		    !strncmp(argv[i], "--store=", 8) ||

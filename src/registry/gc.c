@@ -174,8 +174,7 @@ static const char *descriptor_name(const struct blobs_descriptor *d)
 /* ckpt-<session>-e<epoch>: the session into sid, the epoch; false for a
  * tag of another shape (not ours: kept). Session ids hold '-' ("s-..."):
  * the epoch is after the last "-e". */
-static bool ckpt_parse(const char *tag, char sid[REG_TAG_MAX],
-		       int64_t *epoch)
+static bool ckpt_parse(const char *tag, char sid[REG_TAG_MAX], int64_t *epoch)
 {
 	size_t plen = strlen(REG_CKPT_PREFIX);
 	if (strncmp(tag, REG_CKPT_PREFIX, plen))
@@ -339,7 +338,8 @@ static int plan(struct snap_store *store, struct blobs_client *c,
 		char sid[REG_TAG_MAX];
 		int64_t epoch = 0;
 		bool snapshot = snap_id_valid(tags[i]);
-		bool ckpt = !snapshot && src && ckpt_parse(tags[i], sid, &epoch);
+		bool ckpt =
+		    !snapshot && src && ckpt_parse(tags[i], sid, &epoch);
 		bool stays = snapshot ? strset_has(&referenced, tags[i])
 			     : ckpt   ? ckpt_kept(&refs, tags[i], sid, epoch)
 				      : true;

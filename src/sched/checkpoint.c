@@ -162,8 +162,9 @@ int checkpoint_push(struct control *c, const char *session_id,
 		{
 			struct blobs_descriptor *d = &layers[k++];
 			d->media_type = CKPT_MEDIA_ARTIFACT;
-			snprintf(d->digest, sizeof(d->digest), "%s",
-				 json_string_value(json_object_get(a, "digest")));
+			snprintf(
+			    d->digest, sizeof(d->digest), "%s",
+			    json_string_value(json_object_get(a, "digest")));
 			d->size = (uint64_t)json_integer_value(
 			    json_object_get(a, "size"));
 			d->annotations =

@@ -318,9 +318,9 @@ static int do_gc(struct snap_store *store, struct blobs_client *c,
 			return r;
 		gc_store_source_init(&src, url);
 	}
-	if (c && (r = reg_gc(store, c, o->keep, o->n_keep,
-			     url ? &src.base : NULL, o->dry_run, &res, err)) <
-		     0)
+	if (c &&
+	    (r = reg_gc(store, c, o->keep, o->n_keep, url ? &src.base : NULL,
+			o->dry_run, &res, err)) < 0)
 		return r;
 	size_t n_in_use = 0;
 	char **in_use = layers_in_use(store, &n_in_use);
@@ -352,18 +352,18 @@ static int do_gc(struct snap_store *store, struct blobs_client *c,
 		if (doc && c)
 			json_object_set_new(
 			    doc, "registry",
-			    json_pack("{s:o, s:o, s:I, s:I, s:I, s:I, s:b}",
-				      "manifests",
-				      items_json(res.manifests,
-						 res.n_manifests, "snapshot"),
-				      "blobs",
-				      items_json(res.blobs, res.n_blobs,
-						 "layer"),
-				      "bytes", (json_int_t)res.bytes, "kept",
-				      (json_int_t)res.kept, "checkpoints_kept",
-				      (json_int_t)res.checkpoints_kept,
-				      "other_tags", (json_int_t)res.other_tags,
-				      "store", res.store));
+			    json_pack(
+				"{s:o, s:o, s:I, s:I, s:I, s:I, s:b}",
+				"manifests",
+				items_json(res.manifests, res.n_manifests,
+					   "snapshot"),
+				"blobs",
+				items_json(res.blobs, res.n_blobs, "layer"),
+				"bytes", (json_int_t)res.bytes, "kept",
+				(json_int_t)res.kept, "checkpoints_kept",
+				(json_int_t)res.checkpoints_kept, "other_tags",
+				(json_int_t)res.other_tags, "store",
+				res.store));
 		cli_print_json(doc);
 	} else {
 		const char *verb = o->dry_run ? "would delete" : "deleted";

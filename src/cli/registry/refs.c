@@ -77,8 +77,8 @@ static int push_str(char ***v, size_t *n, const char *s)
 /* The session's entry, and the blobs its recorded checkpoint names. */
 static int add_session(struct reg_gc_refs *out, const struct store_session *s)
 {
-	struct reg_gc_session *grown = wr_realloc(
-	    out->sessions, (out->n_sessions + 1) * sizeof(*grown));
+	struct reg_gc_session *grown =
+	    wr_realloc(out->sessions, (out->n_sessions + 1) * sizeof(*grown));
 	if (!grown)
 		return -ENOMEM;
 	out->sessions = grown;
@@ -87,9 +87,8 @@ static int add_session(struct reg_gc_refs *out, const struct store_session *s)
 	if (!(e->id = wr_strdup(s->id)))
 		return -ENOMEM;
 	out->n_sessions++;
-	e->keep_from_epoch = session_state_terminal(s->state)
-				 ? INT64_MAX
-				 : s->lease_epoch;
+	e->keep_from_epoch =
+	    session_state_terminal(s->state) ? INT64_MAX : s->lease_epoch;
 	if (!s->outcome_json)
 		return 0;
 	json_t *o = json_loads(s->outcome_json, 0, NULL);
@@ -139,9 +138,10 @@ static int read_store(struct store *st, const char *shown,
 	/* every session, newest first, a page at a time */
 	char before[STORE_ID_MAX] = "";
 	while (r == 0) {
-		struct store_session_filter f = {
-		    .state = -1, .before_id = before[0] ? before : NULL,
-		    .limit = PAGE};
+		struct store_session_filter f = {.state = -1,
+						 .before_id =
+						     before[0] ? before : NULL,
+						 .limit = PAGE};
 		struct store_session *v = NULL;
 		size_t n = 0;
 		if ((r = st->ops->session_list(st, &f, &v, &n, err)) < 0)
@@ -180,9 +180,8 @@ static int source_read(struct reg_gc_source *base, struct reg_gc_refs *out,
 		return wr_error_set(err, ENOMEM, "store");
 	if (!store_url_is_pg(src->url)) {
 		/* opening an SQLite file creates it: an empty store */
-		const char *path = strncmp(src->url, "sqlite:", 7)
-				       ? src->url
-				       : src->url + 7;
+		const char *path =
+		    strncmp(src->url, "sqlite:", 7) ? src->url : src->url + 7;
 		if (access(path, F_OK) < 0)
 			return wr_error_input(err, errno, "the store %s",
 					      shown);
