@@ -276,3 +276,10 @@ lost=""
 for t in $recorded; do [ "$(reg_status manifests "$t")" = 200 ] || lost="$lost $t"; done
 [ -n "$recorded" ] && [ -z "$lost" ] && pass "every session's recorded checkpoint is still in the registry" ||
 	fail "every session's recorded checkpoint is still in the registry" "lost:$lost of $recorded"
+# a database that is not there: the gc stops, nothing deleted
+out="$("$WARREN" snapshot gc --data "$TEST_TMP/gc" --blobs "$TEST_TMP/api.json" \
+	--store "postgresql://warren@/nosuchdb?host=$PG_SERVER_DIR&port=5432" 2>&1)"
+rc=$?
+[ $rc != 0 ] && echo "$out" | grep -q "registry gc (nothing deleted): read the store postgresql://" &&
+	[ "$(reg_status manifests "$ck_c")" = 200 ] && pass "a PostgreSQL store that cannot be read stops the gc, nothing deleted" ||
+	fail "a PostgreSQL store that cannot be read stops the gc, nothing deleted" "rc=$rc $out"
