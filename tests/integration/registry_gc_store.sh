@@ -3,7 +3,8 @@
 # src/cli/registry/refs.c) against Debian's docker-registry: the store of a
 # control plane (SQLite, made by a warren serve started and stopped, its
 # rows then written with sqlite3 as workers would leave them) references
-# snapshots and checkpoints the local data directory knows nothing of.
+# snapshots and checkpoints the local data directory knows nothing of
+# (and 1,100 sessions more, so that the store is read page by page).
 # Three real snapshots are pushed: one the data directory keeps, one only
 # the store has a row of, one neither has. Checkpoints are pushed as a
 # worker pushes them (ckpt-<session>-e<epoch>: a config, the bundle, the
@@ -157,7 +158,18 @@ sqlite3 "$DB" "INSERT INTO repositories (id, name, url, created_ms) VALUES ('r-0
 ins_session "$SA" review 5 "'$(outcome "ckpt-$SA-e5" "${ck_a5[0]}" diff.patch "${ck_a5[1]}" files.json "${ck_a5[2]}" old.patch "$PLAIN")'"
 ins_session "$SB" pushed 3 "'$(outcome "ckpt-$SB-e2" "${ck_b2[0]}" diff.patch "${ck_b2[1]}")'"
 ins_session "$SC" running 7 "'{\"exit\": -1}'"
-[ "$(sqlite3 "$DB" 'SELECT COUNT(*) FROM sessions')" = 3 ] || fail "the store's sessions are written" "$(sqlite3 "$DB" 'SELECT id FROM sessions')"
+# 1,100 newer sessions without a checkpoint: the three above are on the
+# third page of the store's list (500 a page)
+python3 -c '
+import sys
+now = int(sys.argv[1])
+print("BEGIN;")
+for i in range(1100):
+    print("INSERT INTO sessions (id, repo_id, user_name, prompt, state, queue_seq, created_ms, updated_ms) "
+          "VALUES (%s, %s, %s, %s, %s, 1, %d, %d);" % ("\x27s-%016x\x27" % (0x1000 + i), "\x27r-0000000000000001\x27",
+          "\x27admin\x27", "\x27p\x27", "\x27rejected\x27", now + 1000 + i, now + 1000 + i))
+print("COMMIT;")' "$now" | sqlite3 "$DB"
+[ "$(sqlite3 "$DB" 'SELECT COUNT(*) FROM sessions')" = 1103 ] || fail "the store's sessions are written" "$(sqlite3 "$DB" 'SELECT COUNT(*) FROM sessions')"
 
 # what goes: the snapshot in neither, e3 and the orphan e4 of SA, SB's
 # older e1 (over: only the recorded tag stays), the session gone's tag

@@ -12,8 +12,8 @@
  * gc is the local gc of `warren snapshot gc` (every layer no snapshot
  * references, their blob records) and, with --blobs, the registry's
  * (registry/gc.c), with --store or --config over what the control plane's
- * store references too (refs.c); `warren` execs it for gc with --blobs or
- * --dry-run.
+ * store references too (refs.c); `warren` execs it for gc with --blobs,
+ * --keep, --store, --config or --dry-run.
  *
  * FILE holds the "blobs" object's fields ({"registry", "repository",
  * "username", "password_file"}), or an object with a "blobs" key (the

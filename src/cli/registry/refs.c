@@ -62,12 +62,26 @@ int gc_store_url(const char *store, const char *config, const char *data_dir,
 	return *url ? 0 : wr_error_set(err, ENOMEM, "--config");
 }
 
-static int push_str(char ***v, size_t *n, const char *s)
+/* Makes room for element n of *v (elements of size bytes): the
+ * capacity is 16, then doubles whenever n reaches it (a power of two), so
+ * a million sessions cost some twenty reallocs. */
+static int grow(void **v, size_t n, size_t size)
 {
-	char **grown = wr_realloc(*v, (*n + 1) * sizeof(*grown));
+	bool full = n == 0 || (n >= 16 && !(n & (n - 1)));
+	if (!full)
+		return 0;
+	void *grown = wr_realloc(*v, (n ? 2 * n : 16) * size);
 	if (!grown)
 		return -ENOMEM;
 	*v = grown;
+	return 0;
+}
+
+static int push_str(char ***v, size_t *n, const char *s)
+{
+	if (grow((void **)v, *n, sizeof(**v)) < 0)
+		return -ENOMEM;
+	char **grown = *v;
 	if (!(grown[*n] = wr_strdup(s)))
 		return -ENOMEM;
 	(*n)++;
@@ -77,12 +91,10 @@ static int push_str(char ***v, size_t *n, const char *s)
 /* The session's entry, and the blobs its recorded checkpoint names. */
 static int add_session(struct reg_gc_refs *out, const struct store_session *s)
 {
-	struct reg_gc_session *grown =
-	    wr_realloc(out->sessions, (out->n_sessions + 1) * sizeof(*grown));
-	if (!grown)
+	if (grow((void **)&out->sessions, out->n_sessions,
+		 sizeof(*out->sessions)) < 0)
 		return -ENOMEM;
-	out->sessions = grown;
-	struct reg_gc_session *e = &grown[out->n_sessions];
+	struct reg_gc_session *e = &out->sessions[out->n_sessions];
 	memset(e, 0, sizeof(*e));
 	if (!(e->id = wr_strdup(s->id)))
 		return -ENOMEM;
