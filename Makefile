@@ -86,10 +86,12 @@ CLIENT_LIBS := -lcurl -ljansson -lm
 # `warren snapshot push|pull` (src/cli/registry/main.c, which `warren`
 # execs): snapshots to and from an OCI registry, layers as tar archives
 # through libarchive, the registry through libcurl (src/blobs/).
-REGISTRY_SRC := $(wildcard src/cli/registry/*.c src/registry/*.c src/blobs/*.c) \
-                src/cli/output.c
+# gc with --store reads the control plane's store (src/cli/registry/refs.c):
+# the store's backends are linked too (and Slack's outbox, which they hold).
+REGISTRY_SRC := $(wildcard src/cli/registry/*.c src/registry/*.c src/blobs/*.c src/store/*.c) \
+                src/notify/outbox.c src/cli/output.c
 REGISTRY_OBJ := $(REGISTRY_SRC:%.c=$(BUILD)/obj/%.o)
-REGISTRY_LIBS := -larchive -lcurl -ljansson -lsodium -lseccomp
+REGISTRY_LIBS := -larchive -lcurl -ljansson -lsodium -lseccomp -lsqlite3 -lpq -lpthread
 
 # The egress proxy of one snapshot build (src/cli/proxy/main.c), which
 # `warren snapshot build` runs beside the build's sandboxes: the proxy of

@@ -87,7 +87,8 @@ static void usage(FILE *out)
 	    "See `warren sandbox --help` and docs/ for details.\n");
 }
 
-/* gc with --blobs or --dry-run is warren-registry's */
+/* gc with --blobs, --dry-run, --keep, --store or --config is
+ * warren-registry's */
 static bool gc_needs_registry(int argc, char **argv)
 {
 	for (int i = 3; i < argc; i++) {
@@ -95,8 +96,13 @@ static bool gc_needs_registry(int argc, char **argv)
 			break;
 		if (!strcmp(argv[i], "--blobs") ||
 		    !strncmp(argv[i], "--blobs=", 8) ||
-		    !strcmp(argv[i], "--dry-run") || !strcmp(argv[i], "--keep") ||
-		    !strncmp(argv[i], "--keep=", 7))
+		    !strcmp(argv[i], "--dry-run") ||
+		    !strcmp(argv[i], "--keep") ||
+		    !strncmp(argv[i], "--keep=", 7) ||
+		    !strcmp(argv[i], "--store") ||
+		    !strncmp(argv[i], "--store=", 8) ||
+		    !strcmp(argv[i], "--config") ||
+		    !strncmp(argv[i], "--config=", 9))
 			return true;
 	}
 	return false;

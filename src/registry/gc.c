@@ -12,7 +12,20 @@
  * manifest is in the registry). Everything is read and decided before
  * anything is deleted: a registry answer that cannot be read stops the gc
  * with nothing deleted. Tags that are not snapshot ids are not ours: kept,
- * and their blobs with them. */
+ * and their blobs with them.
+ *
+ * With a source (a store: the CLI reads it, struct reg_gc_source), its
+ * snapshots are referenced too, and the checkpoint tags are ours as well
+ * (ckpt-<session>-e<epoch>, sched/checkpoint.c): one stays when its
+ * session is in the store and the tag is the one its outcome records, or
+ * when the session is not over and the tag's epoch is its current lease
+ * epoch or later (pushed by the worker holding it, maybe not recorded
+ * yet); the rest (a session gone from the store, an older epoch's tag, an
+ * orphan of a worker that lost its lease) go. The blobs the store's
+ * checkpoints record (bundles, artifacts: the artifacts are plain blobs
+ * in older checkpoints, no manifest names them) stay. The source is read
+ * after the tags are listed: a checkpoint listed was pushed before the
+ * store was read, so its session is in what was read. */
 #include "registry/registry.h"
 
 #include "util/alloc.h"
@@ -148,6 +161,78 @@ static const char *annotation_layer(const struct blobs_descriptor *d)
 	    json_object_get(d->annotations, REG_ANNOTATION_LAYER));
 }
 
+/* The name of a layer descriptor's blob: its layer id, a checkpoint
+ * artifact's name, or NULL. */
+static const char *descriptor_name(const struct blobs_descriptor *d)
+{
+	const char *name = annotation_layer(d);
+	return name ? name
+		    : json_string_value(json_object_get(
+			  d->annotations, "org.warren.checkpoint.artifact"));
+}
+
+/* ckpt-<session>-e<epoch>: the session into sid, the epoch; false for a
+ * tag of another shape (not ours: kept). Session ids hold '-' ("s-..."):
+ * the epoch is after the last "-e". */
+static bool ckpt_parse(const char *tag, char sid[REG_TAG_MAX], int64_t *epoch)
+{
+	size_t plen = strlen(REG_CKPT_PREFIX);
+	if (strncmp(tag, REG_CKPT_PREFIX, plen))
+		return false;
+	const char *rest = tag + plen;
+	const char *dash = strrchr(rest, '-');
+	if (!dash || dash == rest || dash[1] != 'e' || !dash[2] ||
+	    strlen(dash + 2) > 18 || (size_t)(dash - rest) >= REG_TAG_MAX)
+		return false;
+	int64_t v = 0;
+	for (const char *p = dash + 2; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return false;
+		v = v * 10 + (*p - '0');
+	}
+	memcpy(sid, rest, (size_t)(dash - rest));
+	sid[dash - rest] = '\0';
+	*epoch = v;
+	return true;
+}
+
+static int cmp_session(const void *a, const void *b)
+{
+	return strcmp(((const struct reg_gc_session *)a)->id,
+		      ((const struct reg_gc_session *)b)->id);
+}
+
+/* Does the store keep checkpoint tag (of session sid, epoch)? sessions
+ * sorted by id. */
+static bool ckpt_kept(const struct reg_gc_refs *refs, const char *tag,
+		      const char *sid, int64_t epoch)
+{
+	struct reg_gc_session key = {.id = (char *)sid};
+	const struct reg_gc_session *s =
+	    refs->n_sessions ? bsearch(&key, refs->sessions, refs->n_sessions,
+				       sizeof(key), cmp_session)
+			     : NULL;
+	if (!s)
+		return false; /* gone from the store, or never in it */
+	return (s->tag && !strcmp(s->tag, tag)) || epoch >= s->keep_from_epoch;
+}
+
+void reg_gc_refs_clear(struct reg_gc_refs *refs)
+{
+	for (size_t i = 0; i < refs->n_snapshots; i++)
+		free(refs->snapshots[i]);
+	free(refs->snapshots);
+	for (size_t i = 0; i < refs->n_sessions; i++) {
+		free(refs->sessions[i].id);
+		free(refs->sessions[i].tag);
+	}
+	free(refs->sessions);
+	for (size_t i = 0; i < refs->n_blobs; i++)
+		free(refs->blobs[i]);
+	free(refs->blobs);
+	memset(refs, 0, sizeof(*refs));
+}
+
 static int add_descriptors(struct strset *s, const struct blobs_manifest *m)
 {
 	int r = strset_add(s, m->config.digest);
@@ -206,16 +291,17 @@ static void items_filter(struct reg_gc_item *v, size_t *n,
  * manifest that stays uses. */
 static int plan(struct snap_store *store, struct blobs_client *c,
 		const char *const *keep, size_t n_keep,
-		struct reg_gc_result *out, struct wr_error **err)
+		struct reg_gc_source *src, struct reg_gc_result *out,
+		struct wr_error **err)
 {
 	struct strset referenced = {0}, kept_blobs = {0}, kept_manifests = {0};
+	struct reg_gc_refs refs = {0};
 	char **tags = NULL;
 	size_t n_tags = 0;
 	int r = local_snapshots(store, &referenced, err);
 	for (size_t i = 0; r == 0 && i < n_keep; i++)
 		if (strset_add(&referenced, keep[i]) < 0)
 			r = wr_error_set(err, ENOMEM, "gc");
-	strset_seal(&referenced);
 	if (r == 0)
 		r = local_blobs(store, &kept_blobs, err);
 	if (r == 0 && (r = blobs_tags(c, &tags, &n_tags, err)) == -ENOENT) {
@@ -224,6 +310,21 @@ static int plan(struct snap_store *store, struct blobs_client *c,
 		*err = NULL;
 		r = 0;
 	}
+	/* the store after the tags (see the top) */
+	if (r == 0 && src) {
+		r = src->read(src, &refs, err);
+		out->store = true;
+	}
+	for (size_t i = 0; r == 0 && i < refs.n_snapshots; i++)
+		if (strset_add(&referenced, refs.snapshots[i]) < 0)
+			r = wr_error_set(err, ENOMEM, "gc");
+	for (size_t i = 0; r == 0 && i < refs.n_blobs; i++)
+		if (strset_add(&kept_blobs, refs.blobs[i]) < 0)
+			r = wr_error_set(err, ENOMEM, "gc");
+	if (refs.n_sessions)
+		qsort(refs.sessions, refs.n_sessions, sizeof(*refs.sessions),
+		      cmp_session);
+	strset_seal(&referenced);
 	/* the blobs of what goes, with their sizes, until the kept set is
 	 * complete */
 	struct reg_gc_item *cand = NULL;
@@ -234,10 +335,19 @@ static int plan(struct snap_store *store, struct blobs_client *c,
 		size_t len = 0;
 		if ((r = manifest_of(c, tags[i], &m, digest, &len, err)) < 0)
 			break;
-		bool ours = snap_id_valid(tags[i]);
-		if (!ours || strset_has(&referenced, tags[i])) {
-			if (ours)
+		char sid[REG_TAG_MAX];
+		int64_t epoch = 0;
+		bool snapshot = snap_id_valid(tags[i]);
+		bool ckpt =
+		    !snapshot && src && ckpt_parse(tags[i], sid, &epoch);
+		bool stays = snapshot ? strset_has(&referenced, tags[i])
+			     : ckpt   ? ckpt_kept(&refs, tags[i], sid, epoch)
+				      : true;
+		if (stays) {
+			if (snapshot)
 				out->kept++;
+			else if (ckpt)
+				out->checkpoints_kept++;
 			else
 				out->other_tags++;
 			if (add_descriptors(&kept_blobs, &m) < 0 ||
@@ -251,7 +361,7 @@ static int plan(struct snap_store *store, struct blobs_client *c,
 				r = wr_error_set(err, ENOMEM, "gc");
 			for (size_t k = 0; r == 0 && k < m.n_layers; k++)
 				if (item_add(&cand, &n_cand,
-					     annotation_layer(&m.layers[k]),
+					     descriptor_name(&m.layers[k]),
 					     m.layers[k].digest,
 					     m.layers[k].size) < 0)
 					r = wr_error_set(err, ENOMEM, "gc");
@@ -270,6 +380,7 @@ static int plan(struct snap_store *store, struct blobs_client *c,
 	}
 	free(cand);
 	blobs_tags_free(tags, n_tags);
+	reg_gc_refs_clear(&refs);
 	strset_clear(&referenced);
 	strset_clear(&kept_blobs);
 	strset_clear(&kept_manifests);
@@ -277,8 +388,8 @@ static int plan(struct snap_store *store, struct blobs_client *c,
 }
 
 int reg_gc(struct snap_store *store, struct blobs_client *c,
-	   const char *const *keep, size_t n_keep, bool dry_run,
-	   struct reg_gc_result *res, struct wr_error **err)
+	   const char *const *keep, size_t n_keep, struct reg_gc_source *src,
+	   bool dry_run, struct reg_gc_result *res, struct wr_error **err)
 {
 	for (size_t i = 0; i < n_keep; i++)
 		if (!snap_id_valid(keep[i]))
@@ -287,7 +398,7 @@ int reg_gc(struct snap_store *store, struct blobs_client *c,
 					      "(64 hex digits)",
 					      keep[i]);
 	struct reg_gc_result out = {0};
-	int r = plan(store, c, keep, n_keep, &out, err);
+	int r = plan(store, c, keep, n_keep, src, &out, err);
 	if (r < 0) {
 		reg_gc_result_clear(&out);
 		return wr_error_wrap(err, "registry gc (nothing deleted)");
@@ -318,7 +429,7 @@ int reg_gc(struct snap_store *store, struct blobs_client *c,
 				   "REGISTRY_STORAGE_DELETE_ENABLED=true)");
 	if (r < 0) {
 		wr_error_wrap(err,
-			      "registry gc: snapshot %s (%zu of %zu manifests "
+			      "registry gc: tag %s (%zu of %zu manifests "
 			      "deleted, no blob)",
 			      out.manifests[done - 1].name, done - 1,
 			      out.n_manifests);

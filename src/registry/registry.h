@@ -139,9 +139,45 @@ int reg_pull(struct snap_store *store, struct blobs_client *c,
 
 /* ---- garbage collection (gc.c) ------------------------------------------- */
 
+/* The tags of session checkpoints (sched/checkpoint.c pushes
+ * ckpt-<session id>-e<lease epoch>) */
+#define REG_CKPT_PREFIX "ckpt-"
+#define REG_TAG_MAX 129
+
+/* A session a store still holds, as gc sees it. */
+struct reg_gc_session {
+	char *id;
+	char *tag;		 /* its outcome's checkpoint tag, or NULL */
+	int64_t keep_from_epoch; /* its tags of this lease epoch or later
+				    stay (the worker holding it may have
+				    pushed one not yet recorded); INT64_MAX:
+				    none beyond tag */
+};
+
+/* What a store references, besides the data directory and --keep. */
+struct reg_gc_refs {
+	char **snapshots; /* snapshot ids */
+	size_t n_snapshots;
+	struct reg_gc_session *sessions; /* every session the store holds */
+	size_t n_sessions;
+	char **blobs; /* digests recorded in the sessions' checkpoints
+			 (bundles, artifacts): kept */
+	size_t n_blobs;
+};
+void reg_gc_refs_clear(struct reg_gc_refs *refs);
+
+/* Where those references come from (the CLI reads a store; registry/
+ * does not link one): read fills out (cleared first) or fails, after the
+ * registry's tags were listed, so that a checkpoint pushed before the
+ * list was taken is in the store read. */
+struct reg_gc_source {
+	int (*read)(struct reg_gc_source *src, struct reg_gc_refs *out,
+		    struct wr_error **err);
+};
+
 struct reg_gc_item {
-	char name[SNAP_ID_LEN + 1]; /* the snapshot (a manifest), the layer
-				       id (a layer's blob), or "" (config) */
+	char name[REG_TAG_MAX]; /* the tag (a manifest), the layer id (a
+				   layer's blob), or "" (config, other) */
 	char digest[BLOBS_DIGEST_MAX];
 	uint64_t bytes;
 };
@@ -151,21 +187,27 @@ struct reg_gc_result {
 	size_t n_manifests;
 	struct reg_gc_item *blobs; /* the same, blobs no manifest left uses */
 	size_t n_blobs;
-	uint64_t bytes;	   /* manifests' and blobs' sizes */
-	size_t kept;	   /* snapshot manifests kept: referenced */
-	size_t other_tags; /* tags that are not snapshot ids: kept */
+	uint64_t bytes;		 /* manifests' and blobs' sizes */
+	size_t kept;		 /* snapshot manifests kept: referenced */
+	size_t checkpoints_kept; /* checkpoint tags kept (with a source) */
+	size_t other_tags;	 /* tags that are not ours: kept */
+	bool store;		 /* a source was read */
 	bool dry_run;
 };
 
 /* Deletes from c's repository every snapshot (a tag that is a snapshot
- * id) whose manifest store's data directory lacks and keep (n_keep full
- * ids) does not name, then each blob those manifests used that no
- * remaining manifest and no local blob record uses. Everything is read
- * before anything is deleted (a failure then deletes nothing); manifests
- * go before blobs. dry_run: res says what would go. */
+ * id) whose manifest store's data directory lacks, keep (n_keep full ids)
+ * does not name and src (NULL: none) does not reference; with src, every
+ * checkpoint tag (REG_CKPT_PREFIX) whose session src lacks, or that is
+ * neither the session's recorded one nor of its current lease epoch or
+ * later; then each blob those manifests used that no remaining manifest,
+ * no local blob record and no blob src records uses. Without src,
+ * checkpoint tags are other tags (kept). Everything is read before
+ * anything is deleted (a failure then deletes nothing); manifests go
+ * before blobs. dry_run: res says what would go. */
 int reg_gc(struct snap_store *store, struct blobs_client *c,
-	   const char *const *keep, size_t n_keep, bool dry_run,
-	   struct reg_gc_result *res, struct wr_error **err);
+	   const char *const *keep, size_t n_keep, struct reg_gc_source *src,
+	   bool dry_run, struct reg_gc_result *res, struct wr_error **err);
 void reg_gc_result_clear(struct reg_gc_result *res);
 
 #endif

@@ -5,7 +5,8 @@
  * (base..commit, the one verification checked out: review/evidence.c) to
  * the registry as an OCI artifact tagged ckpt-<session>-e<epoch>, and the
  * session's outcome records it ("checkpoint": {"tag", "manifest",
- * "bundle", "commit", "base", "turn", "worker"}), written with the review
+ * "bundle", "commit", "base", "turn", "worker", "artifacts"}; the
+ * artifacts are layers of the manifest too), written with the review
  * transition, under the worker's lease epoch: a worker that lost the
  * session may push a tag, but never gets it recorded. A worker that
  * provisions a session whose workspace it does not have (its worker died)
@@ -30,6 +31,8 @@
 
 #define CKPT_MEDIA_BUNDLE "application/vnd.warren.checkpoint.bundle.v1"
 #define CKPT_MEDIA_CONFIG "application/vnd.warren.checkpoint.config.v1+json"
+#define CKPT_MEDIA_ARTIFACT "application/vnd.warren.checkpoint.artifact.v1"
+#define CKPT_ANNOTATION_ARTIFACT "org.warren.checkpoint.artifact"
 #define CKPT_BUNDLE_MAX (1ull << 30)
 #define CKPT_ARTIFACT_MAX (64ull << 20) /* what the API serves at most */
 
@@ -139,6 +142,35 @@ int checkpoint_push(struct control *c, const char *session_id,
 		r = blobs_push(bc, fd, layer.digest, &layer.size, err);
 	if (r == 0)
 		r = push_text(bc, cfg_text, cfgd.digest, &cfgd.size, err);
+	/* the session's artifacts (its diff first among them), so that an
+	 * API server on another host serves them (api/artifacts.c); layers
+	 * of the manifest after the bundle, so that what names them is the
+	 * manifest: the registry's gc (warren snapshot gc, the registry's
+	 * own) takes them with it, never before */
+	json_t *arts = r == 0 ? push_artifacts(c, bc, session_id) : NULL;
+	size_t n_layers = 1 + (arts ? json_object_size(arts) : 0);
+	_cleanup_free_ struct blobs_descriptor *layers =
+	    r == 0 ? wr_calloc(n_layers, sizeof(*layers)) : NULL;
+	if (r == 0 && !layers)
+		r = wr_error_set(err, ENOMEM, "checkpoint");
+	if (layers) {
+		layers[0] = layer;
+		size_t k = 1;
+		const char *name;
+		json_t *a;
+		json_object_foreach(arts, name, a)
+		{
+			struct blobs_descriptor *d = &layers[k++];
+			d->media_type = CKPT_MEDIA_ARTIFACT;
+			snprintf(
+			    d->digest, sizeof(d->digest), "%s",
+			    json_string_value(json_object_get(a, "digest")));
+			d->size = (uint64_t)json_integer_value(
+			    json_object_get(a, "size"));
+			d->annotations =
+			    json_pack("{s:s}", CKPT_ANNOTATION_ARTIFACT, name);
+		}
+	}
 	char tag[128];
 	snprintf(tag, sizeof(tag), "ckpt-%s-e%lld", session_id,
 		 (long long)epoch);
@@ -146,8 +178,8 @@ int checkpoint_push(struct control *c, const char *session_id,
 	if (r == 0) {
 		struct blobs_manifest m = {
 		    .config = cfgd,
-		    .layers = &layer,
-		    .n_layers = 1,
+		    .layers = layers,
+		    .n_layers = n_layers,
 		    .annotations = json_pack(
 			"{s:s, s:s, s:s}", "org.warren.checkpoint.session",
 			session_id, "org.warren.checkpoint.commit", commit,
@@ -159,12 +191,13 @@ int checkpoint_push(struct control *c, const char *session_id,
 			r = blobs_manifest_put(bc, tag, mj, strlen(mj),
 					       manifest_digest, err);
 	}
-	/* the session's artifacts (its diff first among them), so that an
-	 * API server on another host serves them (api/artifacts.c) */
-	json_t *arts = r == 0 ? push_artifacts(c, bc, session_id) : NULL;
+	for (size_t k = 1; layers && k < n_layers; k++)
+		json_decref(layers[k].annotations);
 	blobs_client_free(bc);
-	if (r < 0)
+	if (r < 0) {
+		json_decref(arts);
 		return wr_error_wrap(err, "checkpoint to the registry");
+	}
 	*out = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:i, s:s}", "tag",
 			 tag, "manifest", manifest_digest, "bundle",
 			 layer.digest, "bundle_bytes", (json_int_t)layer.size,

@@ -9,7 +9,10 @@
 #     and completes there, within the lease and a few seconds;
 #   - SIGSTOP of a worker past its lease, then SIGCONT: the session has
 #     moved to the other worker; the frozen one's writes are refused, it
-#     stops its sandbox on its own, and the session ends once, elsewhere.
+#     stops its sandbox on its own, and the session ends once, elsewhere;
+#   - the registry's gc over the store (`snapshot gc --config`) from a host
+#     with nothing of its own keeps what the store references and takes
+#     an older epoch's checkpoint.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/control_lib.sh"
 . "$(dirname "$0")/../pg_server.sh"
@@ -237,3 +240,46 @@ left="$(for w in w1 w2; do WARREN_RUNTIME_DIR="$RT-$w" "$WARREN" sandbox ls --al
 [ -z "$left" ] && pass "no sandbox is left on any worker" || fail "no sandbox is left on any worker" "$left"
 [ "$(psql_q "SELECT count(*) FROM workers WHERE stopped_ms IS NULL OR stopped_ms = 0")" = 0 ] &&
 	pass "stopped workers are marked stopped" || fail "stopped workers are marked stopped" "$(psql_q "SELECT id, stopped_ms FROM workers")"
+
+# --- the registry's gc over every worker, from the store (PostgreSQL) --------
+# (src/registry/gc.c with --config: the API server's configuration, its
+# store and its blobs), from a host whose data directory holds nothing:
+# every snapshot the store has stays, each session's recorded checkpoint
+# with its bundle and artifacts (layers of its manifest) stays, and the
+# first worker's checkpoint of C (an older epoch) goes
+api GET "/api/v1/sessions/$C"
+ck_c="$(jget .outcome.checkpoint.tag)"
+bundle_c="$(jget .outcome.checkpoint.bundle)"
+diff_c="$(jget '.outcome.checkpoint.artifacts["diff.patch"].digest')"
+reg_status() { # KIND NAME
+	curl -s -o /dev/null -w '%{http_code}' -u warren:workers-pw -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+		$([ "$1" = blobs ] && echo -I) "$REG_reg/v2/warren/workers/$1/$2"
+}
+curl -s -u warren:workers-pw -H 'Accept: application/vnd.oci.image.manifest.v1+json' "$REG_reg/v2/warren/workers/manifests/$ck_c" |
+	jq -e --arg d "$diff_c" --arg b "$bundle_c" '[.layers[].digest] | index($b) == 0 and index($d) != null' >/dev/null &&
+	pass "a checkpoint's manifest names its bundle and its artifacts" || fail "a checkpoint's manifest names its bundle and its artifacts" "$ck_c $diff_c"
+mkdir -p "$TEST_TMP/gc"
+out="$("$WARREN" snapshot gc --data "$TEST_TMP/gc" --blobs "$TEST_TMP/api.json" --config "$TEST_TMP/api.json" --json 2>&1)"
+rc=$?
+gone="$(echo "$out" | jq -r '.registry.manifests[].snapshot' 2>/dev/null | sort | tr '\n' ' ')"
+snaps_ok=1
+for s in $(psql_q "SELECT id FROM snapshots"); do [ "$(reg_status manifests "$s")" = 200 ] || snaps_ok=0; done
+[ $rc = 0 ] && [ "$snaps_ok" = 1 ] && [ -n "$(psql_q "SELECT id FROM snapshots")" ] &&
+	pass "gc --config from an empty data directory keeps every snapshot the store has" ||
+	fail "gc --config from an empty data directory keeps every snapshot the store has" "rc=$rc $out"
+[ "$ck_tag" != "$ck_c" ] && echo " $gone" | grep -q " $ck_tag " && [ "$(reg_status manifests "$ck_tag")" = 404 ] &&
+	[ "$(reg_status manifests "$ck_c")" = 200 ] && [ "$(reg_status blobs "$bundle_c")" = 200 ] && [ "$(reg_status blobs "$diff_c")" = 200 ] &&
+	pass "...takes C's older checkpoint ($ck_tag), keeps the recorded one ($ck_c) with its bundle and diff" ||
+	fail "...takes C's older checkpoint, keeps the recorded one with its bundle and diff" "$ck_tag / $ck_c; gone: $gone; $out"
+recorded="$(psql_q "SELECT outcome_json::json->'checkpoint'->>'tag' FROM sessions" | grep . | sort -u)"
+lost=""
+for t in $recorded; do [ "$(reg_status manifests "$t")" = 200 ] || lost="$lost $t"; done
+[ -n "$recorded" ] && [ -z "$lost" ] && pass "every session's recorded checkpoint is still in the registry" ||
+	fail "every session's recorded checkpoint is still in the registry" "lost:$lost of $recorded"
+# a database that is not there: the gc stops, nothing deleted
+out="$("$WARREN" snapshot gc --data "$TEST_TMP/gc" --blobs "$TEST_TMP/api.json" \
+	--store "postgresql://warren@/nosuchdb?host=$PG_SERVER_DIR&port=5432" 2>&1)"
+rc=$?
+[ $rc != 0 ] && echo "$out" | grep -q "registry gc (nothing deleted): read the store postgresql://" &&
+	[ "$(reg_status manifests "$ck_c")" = 200 ] && pass "a PostgreSQL store that cannot be read stops the gc, nothing deleted" ||
+	fail "a PostgreSQL store that cannot be read stops the gc, nothing deleted" "rc=$rc $out"

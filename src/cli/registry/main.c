@@ -7,11 +7,13 @@
  *   warren snapshot pull SNAPSHOT --blobs FILE [--data DIR] [--json]
  *                                 [--cache-max BYTES]
  *   warren snapshot gc [--blobs FILE] [--keep ID]... [--dry-run]
- *                      [--data DIR] [--json]
+ *                      [--store URL | --config FILE] [--data DIR] [--json]
  *
  * gc is the local gc of `warren snapshot gc` (every layer no snapshot
  * references, their blob records) and, with --blobs, the registry's
- * (registry/gc.c); `warren` execs it for gc with --blobs or --dry-run.
+ * (registry/gc.c), with --store or --config over what the control plane's
+ * store references too (refs.c); `warren` execs it for gc with --blobs,
+ * --keep, --store, --config or --dry-run.
  *
  * FILE holds the "blobs" object's fields ({"registry", "repository",
  * "username", "password_file"}), or an object with a "blobs" key (the
@@ -20,6 +22,7 @@
  * overrides. */
 #include "blobs/blobs.h"
 #include "cli/cli.h"
+#include "cli/registry/refs.h"
 #include "registry/registry.h"
 #include "sandbox/sandbox.h"
 #include "snapshot/build.h" /* snap_data_dir */
@@ -47,7 +50,8 @@ static const char usage_text[] =
     "       warren snapshot pull SNAPSHOT --blobs FILE [--data DIR] [--json]\n"
     "                            [--cache-max BYTES]\n"
     "       warren snapshot gc [--blobs FILE] [--keep ID]... [--dry-run]\n"
-    "                          [--data DIR] [--json]\n"
+    "                          [--store URL | --config FILE] [--data DIR]\n"
+    "                          [--json]\n"
     "options: --blobs FILE      the registry: a JSON file with the \"blobs\"\n"
     "                           object's fields (registry, repository,\n"
     "                           username, password_file), or with a "
@@ -59,6 +63,13 @@ static const char usage_text[] =
     "                           least recently used first, down to BYTES\n"
     "         --keep ID         gc: a snapshot the registry keeps although\n"
     "                           this data directory lacks it (another host's)\n"
+    "         --store URL       gc: the control plane's store (as warren\n"
+    "                           serve's --store): its snapshots and its\n"
+    "                           sessions' checkpoints are referenced, and\n"
+    "                           checkpoint tags it does not keep go\n"
+    "         --config FILE     gc: the store of warren serve's\n"
+    "                           configuration (its \"store\", else\n"
+    "                           DATA/warren.db)\n"
     "         --dry-run         gc: say what would go, remove nothing\n"
     "         --json            a machine-readable answer\n";
 
@@ -71,6 +82,8 @@ struct opts {
 	const char *data;
 	const char *blobs;
 	const char *cache_max;
+	const char *store;
+	const char *config;
 	const char **keep;
 	size_t n_keep;
 	bool json;
@@ -84,6 +97,8 @@ static int parse(int argc, char **argv, struct opts *o)
 	    {"blobs", required_argument, NULL, 'b'},
 	    {"cache-max", required_argument, NULL, 'c'},
 	    {"keep", required_argument, NULL, 'k'},
+	    {"store", required_argument, NULL, 's'},
+	    {"config", required_argument, NULL, 'C'},
 	    {"dry-run", no_argument, NULL, 'n'},
 	    {"json", no_argument, NULL, 'j'},
 	    {"help", no_argument, NULL, 'h'},
@@ -109,6 +124,8 @@ static int parse(int argc, char **argv, struct opts *o)
 		case 'b': o->blobs = optarg; break;
 		case 'c': o->cache_max = optarg; break;
 		case 'k': o->keep[o->n_keep++] = optarg; break;
+		case 's': o->store = optarg; break;
+		case 'C': o->config = optarg; break;
 		case 'n': o->dry_run = true; break;
 		case 'j': o->json = true; break;
 		case 'h': fputs(usage_text, stdout); exit(0);
@@ -136,6 +153,22 @@ static int parse(int argc, char **argv, struct opts *o)
 		fprintf(stderr,
 			"warren snapshot %s: --keep and --dry-run are for gc\n",
 			o->verb);
+		return -1;
+	}
+	if ((o->store || o->config) && !gc) {
+		fprintf(stderr,
+			"warren snapshot %s: --store and --config are for gc\n",
+			o->verb);
+		return -1;
+	}
+	if (o->store && o->config) {
+		fprintf(stderr, "warren snapshot gc: --store or --config, not "
+				"both\n");
+		return -1;
+	}
+	if ((o->store || o->config) && !o->blobs) {
+		fprintf(stderr, "warren snapshot gc: --store and --config need "
+				"--blobs\n");
 		return -1;
 	}
 	if (o->n_keep && !o->blobs) {
@@ -272,12 +305,22 @@ static void items_print(const char *verb, const char *kind,
 /* The registry's gc (with c), then the local one: layers no snapshot
  * references, which trims the layer cache to what snapshots use. */
 static int do_gc(struct snap_store *store, struct blobs_client *c,
-		 const struct opts *o, struct wr_error **err)
+		 const struct opts *o, const char *data_dir,
+		 struct wr_error **err)
 {
 	struct reg_gc_result res = {0};
+	_cleanup_free_ char *url = NULL;
+	struct gc_store_source src;
 	int r = 0;
-	if (c && (r = reg_gc(store, c, o->keep, o->n_keep, o->dry_run, &res,
-			     err)) < 0)
+	if (o->store || o->config) {
+		if ((r = gc_store_url(o->store, o->config, data_dir, &url,
+				      err)) < 0)
+			return r;
+		gc_store_source_init(&src, url);
+	}
+	if (c &&
+	    (r = reg_gc(store, c, o->keep, o->n_keep, url ? &src.base : NULL,
+			o->dry_run, &res, err)) < 0)
 		return r;
 	size_t n_in_use = 0;
 	char **in_use = layers_in_use(store, &n_in_use);
@@ -309,15 +352,18 @@ static int do_gc(struct snap_store *store, struct blobs_client *c,
 		if (doc && c)
 			json_object_set_new(
 			    doc, "registry",
-			    json_pack("{s:o, s:o, s:I, s:I, s:I}", "manifests",
-				      items_json(res.manifests,
-						 res.n_manifests, "snapshot"),
-				      "blobs",
-				      items_json(res.blobs, res.n_blobs,
-						 "layer"),
-				      "bytes", (json_int_t)res.bytes, "kept",
-				      (json_int_t)res.kept, "other_tags",
-				      (json_int_t)res.other_tags));
+			    json_pack(
+				"{s:o, s:o, s:I, s:I, s:I, s:I, s:b}",
+				"manifests",
+				items_json(res.manifests, res.n_manifests,
+					   "snapshot"),
+				"blobs",
+				items_json(res.blobs, res.n_blobs, "layer"),
+				"bytes", (json_int_t)res.bytes, "kept",
+				(json_int_t)res.kept, "checkpoints_kept",
+				(json_int_t)res.checkpoints_kept, "other_tags",
+				(json_int_t)res.other_tags, "store",
+				res.store));
 		cli_print_json(doc);
 	} else {
 		const char *verb = o->dry_run ? "would delete" : "deleted";
@@ -326,12 +372,16 @@ static int do_gc(struct snap_store *store, struct blobs_client *c,
 				    res.n_manifests);
 			items_print(verb, "blob", res.blobs, res.n_blobs);
 			printf("registry: %s %zu manifest%s and %zu blob%s "
-			       "(%" PRIu64 " bytes); kept %zu snapshot%s%s\n",
+			       "(%" PRIu64 " bytes); kept %zu snapshot%s",
 			       verb, res.n_manifests,
 			       res.n_manifests == 1 ? "" : "s", res.n_blobs,
 			       res.n_blobs == 1 ? "" : "s", res.bytes, res.kept,
-			       res.kept == 1 ? "" : "s",
-			       res.other_tags ? " and other tags" : "");
+			       res.kept == 1 ? "" : "s");
+			if (res.store)
+				printf(", %zu checkpoint%s",
+				       res.checkpoints_kept,
+				       res.checkpoints_kept == 1 ? "" : "s");
+			printf("%s\n", res.other_tags ? " and other tags" : "");
 		}
 		printf("local: %s %zu layer%s (%" PRIu64 " bytes); %zu in use "
 		       "by sandboxes\n",
@@ -425,7 +475,7 @@ int main(int argc, char **argv)
 	if (r == 0)
 		r = snap_store_open(dir, &store, &err);
 	if (r == 0)
-		r = gc	   ? do_gc(store, c, &o, &err)
+		r = gc	   ? do_gc(store, c, &o, dir, &err)
 		    : push ? do_push(store, c, &o, &err)
 			   : do_pull(store, c, &o, cache_max, &err);
 	snap_store_close(store);
