@@ -103,6 +103,9 @@ struct serve_config {
 	/* "store": the store's URL (store_open); NULL: DATA/warren.db;
 	 * --store wins */
 	char *store;
+	/* "secrets_key_file": the secrets' key (security/secrets.h),
+	 * the same file on every host; NULL: DATA/secrets.key */
+	char *secrets_key_file;
 	/* "web_dir": the web UI's files; NULL: found next to the binary
 	 * (serve_web_dir), "": no web UI */
 	char *web_dir;
