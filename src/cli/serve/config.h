@@ -4,6 +4,8 @@
  *   {"listen": "127.0.0.1:7777",
  *    "store": "postgres://warren@db.example/warren" or "sqlite:PATH" or a
  *             path (store/store.h store_open; default DATA/warren.db),
+ *    "secrets_key_file": "/etc/warren/secrets.key" (security/secrets.h;
+ *             default DATA/secrets.key),
  *    "limits": {"max_sandboxes": 8, "max_per_user": 0,
  *               "min_free_memory": "256M",
  *               "default": {"memory": "2G", "lifetime": "2h", "idle": "15m"},
