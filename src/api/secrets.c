@@ -222,14 +222,14 @@ int api_secrets_list(struct api_ctx *c)
 		bool decrypts =
 		    secrets_check(c->a->data_dir, v[i].name, &check_err) == 0;
 		wr_error_free(check_err);
-		bad = !repos ||
-		      json_array_append_new(
-			  list,
-			  json_pack("{s:s,s:I,s:I,s:o,s:b}", "name", v[i].name,
-				    "created_ms", (json_int_t)v[i].created_ms,
-				    "updated_ms", (json_int_t)v[i].updated_ms,
-				    "repositories", repos, "decrypts",
-				    decrypts));
+		bad =
+		    !repos ||
+		    json_array_append_new(
+			list,
+			json_pack("{s:s,s:I,s:I,s:o,s:b}", "name", v[i].name,
+				  "created_ms", (json_int_t)v[i].created_ms,
+				  "updated_ms", (json_int_t)v[i].updated_ms,
+				  "repositories", repos, "decrypts", decrypts));
 	}
 	free(v);
 	json_t *obj = bad ? NULL : json_pack("{s:o}", "secrets", list);
@@ -252,8 +252,7 @@ int api_secret_delete(struct api_ctx *c)
 	if (r == 0 || r == -ENOENT) {
 		wr_error_freep(&err);
 		r = secrets_name_valid(c->name)
-			? secrets_store_delete(c->a->st, c->name, &stored,
-					       &err)
+			? secrets_store_delete(c->a->st, c->name, &stored, &err)
 			: -ENOENT;
 	}
 	secrets_store_unlock();

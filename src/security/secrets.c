@@ -293,9 +293,9 @@ static int key_load(const char *data_dir, bool create,
 		_cleanup_close_ int fd =
 		    open(key_file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
-			return wr_error_set(err, errno == ENOENT ? ENOKEY : errno,
-					    "open %s (secrets_key_file)",
-					    key_file);
+			return wr_error_set(
+			    err, errno == ENOENT ? ENOKEY : errno,
+			    "open %s (secrets_key_file)", key_file);
 		return key_from_fd(fd, key_file, key, err);
 	}
 	_cleanup_free_ char *path = wr_asprintf("%s/secrets.key", data_dir);
@@ -666,8 +666,7 @@ int secrets_delete(const char *data_dir, const char *name,
 
 /* ---- the files as they are (secrets_store.c copies them) ---------------- */
 
-int secrets_check(const char *data_dir, const char *name,
-		  struct wr_error **err)
+int secrets_check(const char *data_dir, const char *name, struct wr_error **err)
 {
 	char *value = NULL;
 	size_t len = 0;
@@ -764,8 +763,8 @@ int secrets_file_write(const char *data_dir, const char *name,
 		/* the list must be one secrets_repos_get reads */
 		json_t *list = json_loads(repos, 0, NULL);
 		size_t k = json_array_size(list);
-		bool ok = json_is_array(list) && k > 0 &&
-			  k <= SECRETS_REPOS_MAX;
+		bool ok =
+		    json_is_array(list) && k > 0 && k <= SECRETS_REPOS_MAX;
 		for (size_t i = 0; ok && i < k; i++)
 			ok = secrets_repo_name_valid(
 			    json_string_value(json_array_get(list, i)));

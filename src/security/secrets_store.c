@@ -35,8 +35,8 @@ void secrets_store_unlock(void)
 	pthread_mutex_unlock(&files_mu);
 }
 
-int secrets_store_put(struct store *st, const char *data_dir,
-		      const char *name, struct wr_error **err)
+int secrets_store_put(struct store *st, const char *data_dir, const char *name,
+		      struct wr_error **err)
 {
 	struct store_secret s = {.updated_ms = store_now_ms()};
 	int r = secrets_file_read(data_dir, name, &s.file, &s.file_len,
@@ -62,8 +62,8 @@ static bool same_files(const char *data_dir, const struct store_secret *row)
 	size_t len = 0;
 	char *repos = NULL;
 	struct wr_error *err = NULL;
-	if (secrets_file_read(data_dir, row->name, &file, &len, &repos,
-			      &err) < 0) {
+	if (secrets_file_read(data_dir, row->name, &file, &len, &repos, &err) <
+	    0) {
 		wr_error_free(err);
 		return false;
 	}
@@ -241,15 +241,15 @@ static void *sync_main(void *arg)
 			until.tv_sec++;
 			until.tv_nsec -= 1000000000L;
 		}
-		while (!s->stop &&
-		       pthread_cond_timedwait(&s->cond, &s->mu, &until) !=
-			   ETIMEDOUT)
+		while (!s->stop && pthread_cond_timedwait(&s->cond, &s->mu,
+							  &until) != ETIMEDOUT)
 			;
 		if (s->stop)
 			break;
 		pthread_mutex_unlock(&s->mu);
 		struct wr_error *err = NULL;
-		int r = secrets_sync_once(s->st, s->data_dir, false, NULL, &err);
+		int r =
+		    secrets_sync_once(s->st, s->data_dir, false, NULL, &err);
 		if (r < 0 && !s->failing)
 			wr_log(WR_LOG_WARN, MODULE,
 			       "sync with the store: %s (tried again every "

@@ -35,8 +35,8 @@ void secrets_store_unlock(void);
 
 /* Writes name's local files (DATA/secrets/NAME.enc and NAME.repos) to
  * the store as its live row. -ENOENT if there is no local secret. */
-int secrets_store_put(struct store *st, const char *data_dir,
-		      const char *name, struct wr_error **err);
+int secrets_store_put(struct store *st, const char *data_dir, const char *name,
+		      struct wr_error **err);
 /* Marks name deleted in the store; *deleted false when the store had no
  * live row of it. */
 int secrets_store_delete(struct store *st, const char *name, bool *deleted,
@@ -44,9 +44,9 @@ int secrets_store_delete(struct store *st, const char *name, bool *deleted,
 
 /* What one sync did. */
 struct secrets_sync_stats {
-	unsigned written;   /* local files written from the store */
-	unsigned removed;   /* local secrets the store deleted */
-	unsigned imported;  /* local secrets the store lacked, put there */
+	unsigned written;	/* local files written from the store */
+	unsigned removed;	/* local secrets the store deleted */
+	unsigned imported;	/* local secrets the store lacked, put there */
 	unsigned undecryptable; /* secrets written (or, at start, found)
 				 * that do not decrypt here */
 };

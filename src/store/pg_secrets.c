@@ -89,9 +89,8 @@ int pg_secret_list(struct store *st, struct store_secret **out, size_t *n,
 			r = -ENOMEM;
 		if (r < 0) {
 			store_secrets_free(v, k);
-			return wr_error_set(err, -r,
-					    "list secrets: the row of %.80s",
-					    name);
+			return wr_error_set(
+			    err, -r, "list secrets: the row of %.80s", name);
 		}
 		s->updated_ms = pg_get_int64(res, (int)i, 3);
 		s->deleted_ms = pg_get_int64(res, (int)i, 4);

@@ -32,9 +32,8 @@ int sq_secret_put(struct store *st, const struct store_secret *s,
 	if (rc == SQLITE_OK)
 		rc = sq_bind_text(q, 3, s->repos);
 	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(q, 4,
-					s->updated_ms ? s->updated_ms
-						      : store_now_ms());
+		rc = sqlite3_bind_int64(
+		    q, 4, s->updated_ms ? s->updated_ms : store_now_ms());
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(q);
 	if (rc != SQLITE_DONE)
@@ -89,7 +88,8 @@ int sq_secret_list(struct store *st, struct store_secret **out, size_t *n,
 					    "list secrets: more than %d",
 					    STORE_SECRETS_MAX);
 		}
-		struct store_secret *grown = wr_realloc(v, (k + 1) * sizeof(*v));
+		struct store_secret *grown =
+		    wr_realloc(v, (k + 1) * sizeof(*v));
 		if (!grown) {
 			store_secrets_free(v, k);
 			return wr_error_set(err, ENOMEM, "list secrets");

@@ -471,8 +471,7 @@ int store_secret_check(const struct store_secret *s, struct wr_error **err)
 	if (!store_secret_name_ok(s->name))
 		return wr_error_input(err, 0, "'%.80s' is not a secret name",
 				      s->name);
-	if (!s->file || s->file_len == 0 ||
-	    s->file_len > STORE_SECRET_FILE_MAX)
+	if (!s->file || s->file_len == 0 || s->file_len > STORE_SECRET_FILE_MAX)
 		return wr_error_input(err, 0,
 				      "secret %s: a file of %zu bytes (1 to "
 				      "%d)",
@@ -490,8 +489,8 @@ int store_secret_check(const struct store_secret *s, struct wr_error **err)
  * on both backends). */
 char *store_secret_file_encode(const unsigned char *file, size_t len)
 {
-	size_t size = sodium_base64_encoded_len(
-	    len, sodium_base64_VARIANT_ORIGINAL);
+	size_t size =
+	    sodium_base64_encoded_len(len, sodium_base64_VARIANT_ORIGINAL);
 	char *text = wr_malloc(size);
 	if (text)
 		sodium_bin2base64(text, size, file, len,

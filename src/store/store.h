@@ -524,9 +524,8 @@ struct store_ops {
 			  struct wr_error **err);
 	/* Makes name's row a tombstone at now_ms; *deleted (if not NULL)
 	 * false when there was no live row (nothing changed). */
-	int (*secret_delete)(struct store *st, const char *name,
-			     int64_t now_ms, bool *deleted,
-			     struct wr_error **err);
+	int (*secret_delete)(struct store *st, const char *name, int64_t now_ms,
+			     bool *deleted, struct wr_error **err);
 	/* Every row, tombstones included, by name (free with
 	 * store_secrets_free). */
 	int (*secret_list)(struct store *st, struct store_secret **out,

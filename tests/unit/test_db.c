@@ -369,8 +369,7 @@ static void test_open_migrates_older_schema(void **state)
 	OK(st->ops->audit_import(st, sid, &rec, 1, &err_));
 	/* and migration 9's: a secret's file can be stored */
 	unsigned char byte = 1;
-	struct store_secret sec = {.name = "OLD", .file = &byte,
-				   .file_len = 1};
+	struct store_secret sec = {.name = "OLD", .file = &byte, .file_len = 1};
 	OK(st->ops->secret_put(st, &sec, &err_));
 	store_close(st);
 	st = open_db("old.db");
@@ -556,7 +555,6 @@ static void test_build_queue(void **state)
 	store_close(st);
 }
 
-
 /* Secrets' files: the bytes put come back as they went in (NUL and high
  * bytes included), a put replaces, a delete leaves a tombstone that a
  * later put revives; bad rows are refused; all survives a reopen. */
@@ -605,9 +603,8 @@ static void test_secrets_store(void **state)
 	assert_int_equal(st->ops->secret_delete(st, "B", 400, &deleted, &err),
 			 0);
 	assert_false(deleted);
-	assert_int_equal(st->ops->secret_delete(st, "NONE", 400, &deleted,
-						&err),
-			 0);
+	assert_int_equal(
+	    st->ops->secret_delete(st, "NONE", 400, &deleted, &err), 0);
 	assert_false(deleted);
 	store_close(st);
 	st = open_db("secrets.db");
@@ -633,8 +630,8 @@ static void test_secrets_store(void **state)
 	store_secrets_free(v, n);
 
 	/* refused: a bad name, no file, too big a file */
-	struct store_secret bad = {.name = "lower", .file = bytes,
-				   .file_len = 1};
+	struct store_secret bad = {
+	    .name = "lower", .file = bytes, .file_len = 1};
 	assert_int_equal(st->ops->secret_put(st, &bad, &err), -EINVAL);
 	wr_error_freep(&err);
 	snprintf(bad.name, sizeof(bad.name), "OK");

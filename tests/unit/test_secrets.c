@@ -754,19 +754,20 @@ static void test_files_copied(void **state)
 	assert_int_equal(secrets_repos_get(other, "COPIED", &got, &n, &err), 0);
 	assert_int_equal(n, 0);
 	/* refused: not a secret's file, not a list, not a name */
-	assert_int_equal(secrets_file_write(other, "BAD", (const unsigned char
-							     *)"WRSECRT1 short",
-					    14, NULL, &err),
-			 -EBADMSG);
+	assert_int_equal(
+	    secrets_file_write(other, "BAD",
+			       (const unsigned char *)"WRSECRT1 short", 14,
+			       NULL, &err),
+	    -EBADMSG);
 	wr_error_freep(&err);
 	file[0] ^= 1;
 	assert_int_equal(
 	    secrets_file_write(other, "BAD", file, len, NULL, &err), -EBADMSG);
 	wr_error_freep(&err);
 	file[0] ^= 1;
-	assert_int_equal(secrets_file_write(other, "BAD", file, len,
-					    "[\"../x\"]", &err),
-			 -EBADMSG);
+	assert_int_equal(
+	    secrets_file_write(other, "BAD", file, len, "[\"../x\"]", &err),
+	    -EBADMSG);
 	wr_error_freep(&err);
 	assert_int_equal(
 	    secrets_file_write(other, "../BAD", file, len, NULL, &err),
@@ -834,8 +835,8 @@ int main(void)
 	    T(test_names_values),    T(test_list),
 	    T(test_concurrent_sets), T(test_load),
 	    T(test_find_in_tree),    T(test_shell_payload),
-	    T(test_repositories),
-	    T(test_files_copied),    T(test_key_file),
+	    T(test_repositories),    T(test_files_copied),
+	    T(test_key_file),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
