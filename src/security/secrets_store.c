@@ -35,6 +35,39 @@ void secrets_store_unlock(void)
 	pthread_mutex_unlock(&files_mu);
 }
 
+/* The failures of copying a row already said (under files_mu): a row
+ * that cannot be written is said once per version, not every pass. */
+struct said {
+	char name[STORE_SECRET_NAME_MAX + 1];
+	int64_t updated_ms;
+};
+static struct said *said;
+static size_t n_said;
+
+/* true the first time for this version of the row (then remembered) */
+static bool say_first(const struct store_secret *row)
+{
+	for (size_t i = 0; i < n_said; i++)
+		if (!strcmp(said[i].name, row->name)) {
+			if (said[i].updated_ms == row->updated_ms)
+				return false;
+			said[i].updated_ms = row->updated_ms;
+			return true;
+		}
+	if (n_said < STORE_SECRETS_MAX) {
+		struct said *grown =
+		    wr_realloc(said, (n_said + 1) * sizeof(*said));
+		if (grown) {
+			said = grown;
+			snprintf(said[n_said].name, sizeof(said[n_said].name),
+				 "%s", row->name);
+			said[n_said].updated_ms = row->updated_ms;
+			n_said++;
+		}
+	}
+	return true;
+}
+
 int secrets_store_put(struct store *st, const char *data_dir, const char *name,
 		      struct wr_error **err)
 {
@@ -182,7 +215,7 @@ int secrets_sync_once(struct store *st, const char *data_dir, bool start,
 				wr_log(WR_LOG_INFO, MODULE,
 				       "secret %s deleted (the store's)",
 				       row->name);
-			} else if (r != -ENOENT) {
+			} else if (r != -ENOENT && say_first(row)) {
 				wr_log(WR_LOG_ERROR, MODULE,
 				       "secret %s: remove the deleted "
 				       "secret's files: %s",
@@ -200,9 +233,13 @@ int secrets_sync_once(struct store *st, const char *data_dir, bool start,
 		r = secrets_file_write(data_dir, row->name, row->file,
 				       row->file_len, row->repos, &e);
 		if (r < 0) {
-			wr_log(WR_LOG_ERROR, MODULE,
-			       "secret %s: write the store's copy: %s",
-			       row->name, e && e->msg ? e->msg : "failed");
+			if (say_first(row))
+				wr_log(WR_LOG_ERROR, MODULE,
+				       "secret %s: write the store's copy: %s "
+				       "(said once; tried again every %d ms)",
+				       row->name,
+				       e && e->msg ? e->msg : "failed",
+				       SECRETS_SYNC_MS);
 			wr_error_free(e);
 			continue;
 		}
