@@ -163,6 +163,13 @@ fi
 	pass "its GET /secrets says the secret does not decrypt there; it keeps running" ||
 	fail "its GET /secrets says the secret does not decrypt there; it keeps running" "$(curl -s -H "Authorization: Bearer $TOKEN" "${WURL[w2]}/api/v1/secrets")"
 
+"$WARREN" secret ls --server "${WURL[w2]}" --token "$TOKEN" >"$TEST_TMP/ls.out" 2>"$TEST_TMP/ls.err"
+grep -q "^NPM_TOKEN" "$TEST_TMP/ls.out" && grep -q "secret NPM_TOKEN does not decrypt with this server's key" "$TEST_TMP/ls.err" &&
+	pass "warren secret ls on worker 2 says it too" || fail "warren secret ls on worker 2 says it too" "$(cat "$TEST_TMP/ls.out" "$TEST_TMP/ls.err")"
+"$WARREN" secret ls --server "${WURL[w1]}" --token "$TOKEN" >"$TEST_TMP/ls.out" 2>"$TEST_TMP/ls.err"
+grep -q "^NPM_TOKEN" "$TEST_TMP/ls.out" && ! grep -q "does not decrypt" "$TEST_TMP/ls.err" &&
+	pass "warren secret ls on worker 1 does not" || fail "warren secret ls on worker 1 does not" "$(cat "$TEST_TMP/ls.out" "$TEST_TMP/ls.err")"
+
 # --- a delete removes it on every worker ---------------------------------
 api DELETE /api/v1/secrets/NPM_TOKEN
 [ "$CODE" = 200 ] || fail "the secret deleted through the API server" "$CODE $BODY"
