@@ -60,8 +60,9 @@ SNAPSHOT_SRC := $(wildcard src/snapshot/*.c)
 # them
 EGRESS_SRC  := $(wildcard src/security/egress*.c) $(wildcard src/security/broker*.c) \
                src/security/session_server.c
-# the audit chain in the store: the server's side (it calls the store)
-AUDIT_STORE_SRC := src/security/audit_store.c
+# the audit chain and the secrets' files in the store: the server's
+# side (they call the store)
+AUDIT_STORE_SRC := src/security/audit_store.c src/security/secrets_store.c
 SECURITY_SRC := $(filter-out $(EGRESS_SRC) $(AUDIT_STORE_SRC),$(wildcard src/security/*.c))
 CLI_SRC     := $(wildcard src/cli/*.c)
 LIB_SRC     := $(UTIL_SRC) $(SANDBOX_SRC) $(SNAPSHOT_SRC) $(SECURITY_SRC)

@@ -1,6 +1,12 @@
 /* secrets.c - the /api/v1/secrets routes (admin only, router.c): set a
  * secret, list them, delete one (src/security/secrets.h holds them).
  *
+ * A set or a delete writes this server's data directory first, as it
+ * always did, then the store's copy of the files (security/
+ * secrets_store.h): on a store servers share, every other server copies
+ * them into its own data directory within a few seconds. A list is this
+ * server's copy, each secret with whether it decrypts here.
+ *
  * A value comes in and never goes out: answers carry names and times,
  * nothing here logs (a 5xx logs the operation and the store's message,
  * which names the secret, never its value), and the value's copy in the
@@ -8,6 +14,7 @@
 #include "api/internal.h"
 
 #include "security/secrets.h"
+#include "security/secrets_store.h"
 #include "util/alloc.h"
 
 #include <errno.h>
@@ -153,6 +160,7 @@ int api_secret_put(struct api_ctx *c)
 	 * build could have it a moment before either) */
 	int r = 0;
 	bool listed = false;
+	secrets_store_lock();
 	if (repos_set) {
 		r = secrets_repos_set(c->a->data_dir, c->name, names, n_names,
 				      &err);
@@ -169,8 +177,16 @@ int api_secret_put(struct api_ctx *c)
 	if (r == 0 && repos_set && !listed)
 		r = secrets_repos_set(c->a->data_dir, c->name, names, n_names,
 				      &err);
+	/* then the store's copy, for the other servers */
+	bool local_failed = r < 0;
+	if (r == 0)
+		r = secrets_store_put(c->a->st, c->a->data_dir, c->name, &err);
+	secrets_store_unlock();
 	if (r < 0) {
-		failure(c, r, err, "set the secret");
+		failure(c, r, err,
+			local_failed
+			    ? "set the secret"
+			    : "store the secret (set on this server only)");
 		return 0;
 	}
 	json_t *repos = repos_json(c, info.name);
@@ -200,13 +216,20 @@ int api_secrets_list(struct api_ctx *c)
 	int bad = !list;
 	for (size_t i = 0; i < n && !bad; i++) {
 		json_t *repos = repos_json(c, v[i].name);
-		bad = !repos ||
-		      json_array_append_new(
-			  list,
-			  json_pack("{s:s,s:I,s:I,s:o}", "name", v[i].name,
-				    "created_ms", (json_int_t)v[i].created_ms,
-				    "updated_ms", (json_int_t)v[i].updated_ms,
-				    "repositories", repos));
+		/* a copy from another server under another key says so
+		 * here (the value is wiped at once) */
+		struct wr_error *check_err = NULL;
+		bool decrypts =
+		    secrets_check(c->a->data_dir, v[i].name, &check_err) == 0;
+		wr_error_free(check_err);
+		bad =
+		    !repos ||
+		    json_array_append_new(
+			list,
+			json_pack("{s:s,s:I,s:I,s:o,s:b}", "name", v[i].name,
+				  "created_ms", (json_int_t)v[i].created_ms,
+				  "updated_ms", (json_int_t)v[i].updated_ms,
+				  "repositories", repos, "decrypts", decrypts));
 	}
 	free(v);
 	json_t *obj = bad ? NULL : json_pack("{s:o}", "secrets", list);
@@ -220,14 +243,29 @@ int api_secret_delete(struct api_ctx *c)
 	if (!c->a->data_dir)
 		return no_store(c);
 	struct wr_error *err = NULL;
+	secrets_store_lock();
 	int r = secrets_delete(c->a->data_dir, c->name, &err);
-	if (r == -ENOENT) {
+	bool local = r == 0;
+	/* and the store's copy (gone from every server's cache): one this
+	 * server had not synced yet is deleted too */
+	bool stored = false;
+	if (r == 0 || r == -ENOENT) {
+		wr_error_freep(&err);
+		r = secrets_name_valid(c->name)
+			? secrets_store_delete(c->a->st, c->name, &stored, &err)
+			: -ENOENT;
+	}
+	secrets_store_unlock();
+	if (r == -ENOENT || (r == 0 && !local && !stored)) {
 		wr_error_free(err);
 		return api_reply_error(c->out, 404, "no secret named %s",
 				       c->name);
 	}
 	if (r < 0) {
-		failure(c, r, err, "delete the secret");
+		failure(c, r, err,
+			local ? "delete the secret from the store (deleted "
+				"on this server only)"
+			      : "delete the secret");
 		return 0;
 	}
 	return api_reply_render(c, 200,

@@ -42,6 +42,7 @@
 #define SUFFIX ".enc"
 #define REPOS_SUFFIX ".repos" /* which repositories may have it */
 #define SCAN_CHUNK (1u << 20)
+#define REPOS_FILE_MAX (64 * 1024)
 
 _Static_assert(SECRETS_KEY_BYTES == crypto_aead_xchacha20poly1305_ietf_KEYBYTES,
 	       "key size");
@@ -246,11 +247,57 @@ static int key_create(const char *data_dir, const char *path,
 	return 0;
 }
 
-/* Reads DATA/secrets.key into key; with create, makes it if missing.
- * Without, a missing key is -ENOKEY. */
+/* The key file the configuration names (secrets_key_file), set once at
+ * start before any thread reads it; NULL: DATA/secrets.key. */
+static char *key_file;
+
+int secrets_use_key_file(const char *path, struct wr_error **err)
+{
+	if (!path || path[0] != '/')
+		return wr_error_input(err, 0,
+				      "secrets_key_file: '%.200s' is not an "
+				      "absolute path",
+				      path ? path : "");
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return wr_error_input(err, errno, "secrets_key_file: open %s",
+				      path);
+	unsigned char key[SECRETS_KEY_BYTES];
+	int r = key_from_fd(fd, path, key, err);
+	sodium_memzero(key, sizeof(key));
+	if (r < 0) {
+		if (err && *err)
+			(*err)->bad_input = true;
+		return wr_error_wrap(err, "secrets_key_file");
+	}
+	char *copy = wr_strdup(path);
+	if (!copy)
+		return wr_error_set(err, ENOMEM, "secrets_key_file");
+	free(key_file);
+	key_file = copy;
+	return 0;
+}
+
+const char *secrets_key_file(void)
+{
+	return key_file;
+}
+
+/* Reads the key (secrets_key_file, else DATA/secrets.key) into key; with
+ * create, makes DATA/secrets.key if missing (a configured file is never
+ * made). Without, a missing key is -ENOKEY. */
 static int key_load(const char *data_dir, bool create,
 		    unsigned char key[SECRETS_KEY_BYTES], struct wr_error **err)
 {
+	if (key_file) {
+		_cleanup_close_ int fd =
+		    open(key_file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return wr_error_set(
+			    err, errno == ENOENT ? ENOKEY : errno,
+			    "open %s (secrets_key_file)", key_file);
+		return key_from_fd(fd, key_file, key, err);
+	}
 	_cleanup_free_ char *path = wr_asprintf("%s/secrets.key", data_dir);
 	if (!path)
 		return wr_error_set(err, ENOMEM, "secrets key");
@@ -617,9 +664,137 @@ int secrets_delete(const char *data_dir, const char *name,
 	return 0;
 }
 
-/* ---- which repositories a secret goes to -------------------------------- */
+/* ---- the files as they are (secrets_store.c copies them) ---------------- */
 
-#define REPOS_FILE_MAX (64 * 1024)
+int secrets_check(const char *data_dir, const char *name, struct wr_error **err)
+{
+	char *value = NULL;
+	size_t len = 0;
+	int r = secrets_get(data_dir, name, &value, &len, err);
+	if (r == 0)
+		secrets_value_free(value, len);
+	return r;
+}
+
+/* Reads up to max bytes of dir/file (not through a link): 0, -ENOENT,
+ * -EFBIG past max, -errno. */
+static int read_small(int dir_fd, const char *file, size_t max,
+		      unsigned char **out, size_t *len)
+{
+	_cleanup_close_ int fd =
+	    openat(dir_fd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EBADMSG;
+	if ((size_t)st.st_size > max)
+		return -EFBIG;
+	size_t size = (size_t)st.st_size;
+	unsigned char *buf = wr_malloc(size + 1);
+	if (!buf)
+		return -ENOMEM;
+	int r = read_full(fd, buf, size);
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	buf[size] = '\0';
+	*out = buf;
+	*len = size;
+	return 0;
+}
+
+int secrets_file_read(const char *data_dir, const char *name,
+		      unsigned char **file, size_t *file_len, char **repos,
+		      struct wr_error **err)
+{
+	*file = NULL;
+	*file_len = 0;
+	*repos = NULL;
+	if (!secrets_name_valid(name))
+		return name_error(name, err);
+	_cleanup_free_ char *dir = NULL;
+	int r = secrets_dir(data_dir, false, &dir, err);
+	if (r == -ENOENT)
+		return wr_error_absent(err, false, "no secret named %s", name);
+	if (r < 0)
+		return r;
+	_cleanup_close_ int dir_fd =
+	    open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir_fd < 0)
+		return wr_error_set(err, errno, "open %s", dir);
+	_cleanup_free_ char *enc = wr_asprintf("%s" SUFFIX, name);
+	_cleanup_free_ char *lst = wr_asprintf("%s" REPOS_SUFFIX, name);
+	if (!enc || !lst)
+		return wr_error_set(err, ENOMEM, "secrets");
+	unsigned char *f = NULL, *text = NULL;
+	size_t flen = 0, tlen = 0;
+	r = read_small(dir_fd, enc, FILE_MAX, &f, &flen);
+	if (r == -ENOENT)
+		return wr_error_absent(err, false, "no secret named %s", name);
+	if (r < 0)
+		return wr_error_set(err, -r, "read %s/%s", dir, enc);
+	r = read_small(dir_fd, lst, REPOS_FILE_MAX, &text, &tlen);
+	if (r < 0 && r != -ENOENT) {
+		free(f);
+		return wr_error_set(err, -r, "read %s/%s", dir, lst);
+	}
+	*file = f;
+	*file_len = flen;
+	*repos = (char *)text;
+	return 0;
+}
+
+int secrets_file_write(const char *data_dir, const char *name,
+		       const unsigned char *file, size_t file_len,
+		       const char *repos, struct wr_error **err)
+{
+	if (!secrets_name_valid(name))
+		return name_error(name, err);
+	if (file_len < PREFIX_BYTES + TAG_BYTES + 1 || file_len > FILE_MAX ||
+	    memcmp(file, MAGIC, MAGIC_BYTES) != 0)
+		return wr_error_set(err, EBADMSG,
+				    "secret %s: not a secret file (%zu bytes)",
+				    name, file_len);
+	if (repos) {
+		/* the list must be one secrets_repos_get reads */
+		json_t *list = json_loads(repos, 0, NULL);
+		size_t k = json_array_size(list);
+		bool ok =
+		    json_is_array(list) && k > 0 && k <= SECRETS_REPOS_MAX;
+		for (size_t i = 0; ok && i < k; i++)
+			ok = secrets_repo_name_valid(
+			    json_string_value(json_array_get(list, i)));
+		json_decref(list);
+		if (!ok || strlen(repos) > REPOS_FILE_MAX)
+			return wr_error_set(err, EBADMSG,
+					    "secret %s: not a list of "
+					    "repository names",
+					    name);
+	}
+	_cleanup_free_ char *dir = NULL;
+	int r = secrets_dir(data_dir, true, &dir, err);
+	if (r < 0)
+		return r;
+	_cleanup_free_ char *enc = wr_asprintf("%s/%s" SUFFIX, dir, name);
+	_cleanup_free_ char *lst = wr_asprintf("%s/%s" REPOS_SUFFIX, dir, name);
+	if (!enc || !lst)
+		return wr_error_set(err, ENOMEM, "secrets");
+	/* the list before the value: no build gets the new value under the
+	 * old list, nor a new secret open to any repository for a moment */
+	if (repos)
+		r = write_atomic(dir, lst, repos, strlen(repos), err);
+	else if (unlink(lst) < 0 && errno != ENOENT)
+		r = wr_error_set(err, errno, "remove %s", lst);
+	if (r == 0)
+		r = write_atomic(dir, enc, file, file_len, err);
+	return r;
+}
+
+/* ---- which repositories a secret goes to -------------------------------- */
 
 bool secrets_repo_name_valid(const char *name)
 {

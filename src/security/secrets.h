@@ -72,6 +72,35 @@ int secrets_list(const char *data_dir, struct secret_info **out, size_t *n,
 int secrets_delete(const char *data_dir, const char *name,
 		   struct wr_error **err);
 
+/* The key every secret is encrypted under: DATA/secrets.key, unless the
+ * server's configuration names a file (secrets_key_file: an absolute
+ * path, the same checks as DATA/secrets.key; never created), which
+ * secrets_use_key_file sets for the whole process, once at start before
+ * any thread uses the secrets. -EPERM, -EINVAL, -ENOENT (input errors)
+ * for a file that cannot be the key. */
+int secrets_use_key_file(const char *path, struct wr_error **err);
+/* The configured key file, or NULL: DATA/secrets.key. */
+const char *secrets_key_file(void);
+/* 0 if name decrypts under this process's key (the value is wiped at
+ * once); secrets_get's errors otherwise (-EBADMSG: another key). */
+int secrets_check(const char *data_dir, const char *name,
+		  struct wr_error **err);
+
+/* The files of a secret as they are, for copying between data
+ * directories (secrets_store.c): *file the bytes of NAME.enc, *repos the
+ * text of NAME.repos or NULL (caller frees both). -ENOENT if there is
+ * no such secret. */
+int secrets_file_read(const char *data_dir, const char *name,
+		      unsigned char **file, size_t *file_len, char **repos,
+		      struct wr_error **err);
+/* Writes them (the list, or its removal, first; each file atomically,
+ * 0600, in the 0700 directory), after checking that file looks like a
+ * secret's file and repos like a list (-EBADMSG). Decrypting is not
+ * tried: secrets_check. */
+int secrets_file_write(const char *data_dir, const char *name,
+		       const unsigned char *file, size_t file_len,
+		       const char *repos, struct wr_error **err);
+
 /* The secrets a spec declares, with their values. */
 struct secret_value {
 	char *name;

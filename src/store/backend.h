@@ -127,6 +127,13 @@ char *store_url_password(const char *url);
 
 /* ---- checks: 0, or -errno with *err ------------------------------------ */
 
+/* A secret's row as secret_put takes it (-EINVAL with *err). */
+int store_secret_check(const struct store_secret *s, struct wr_error **err);
+/* Its file as the column's base64 text (NULL: -ENOMEM), and back into
+ * out->file (text empty or NULL: none, a tombstone's); -EIO for text that
+ * is not such a file. */
+char *store_secret_file_encode(const unsigned char *file, size_t len);
+int store_secret_file_decode(const char *text, struct store_secret *out);
 /* Does id fit a STORE_ID_MAX buffer (non-empty, printable ASCII)? */
 bool store_id_ok(const char *id);
 /* Non-empty, at most max bytes. */

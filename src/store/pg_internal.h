@@ -100,6 +100,9 @@ enum pg_stmt {
 	PG_SLACK_EVENT_PRUNE,
 	PG_SLACK_EVENT_INSERT,
 	PG_SLACK_EVENT_DELETE,
+	PG_SECRET_PUT,
+	PG_SECRET_DELETE,
+	PG_SECRET_LIST,
 	PG_STMT_MAX
 };
 
@@ -148,6 +151,14 @@ struct pg_store {
 	atomic_uint_fast64_t session_writes;
 	struct pg_watch *watch; /* NULL until pg_watch */
 };
+
+/* pg_secrets.c */
+int pg_secret_put(struct store *st, const struct store_secret *s,
+		  struct wr_error **err);
+int pg_secret_delete(struct store *st, const char *name, int64_t now_ms,
+		     bool *deleted, struct wr_error **err);
+int pg_secret_list(struct store *st, struct store_secret **out, size_t *n,
+		   struct wr_error **err);
 
 /* pg_builds.c */
 int pg_build_enqueue(struct store *st, const char *repo_id, int64_t now_ms,

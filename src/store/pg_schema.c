@@ -225,6 +225,14 @@ const struct pg_migration pg_migrations[] = {
 	"  record TEXT NOT NULL,"
 	"  PRIMARY KEY (session_id, seq)"
 	");"},
+    /* Secrets' files (SQLite's migration 9). */
+    {9, "CREATE TABLE secrets ("
+	"  name " C_TEXT " PRIMARY KEY,"
+	"  file TEXT NOT NULL,"
+	"  repos TEXT,"
+	"  updated_ms BIGINT NOT NULL,"
+	"  deleted_ms BIGINT"
+	");"},
 };
 const size_t pg_n_migrations = sizeof(pg_migrations) / sizeof(pg_migrations[0]);
 
@@ -528,6 +536,20 @@ static const char *const stmt_sql[PG_STMT_MAX] = {
     [PG_SLACK_EVENT_INSERT] = "INSERT INTO slack_events (event_id, "
 			      "received_ms) VALUES ($1, $2)",
     [PG_SLACK_EVENT_DELETE] = "DELETE FROM slack_events WHERE event_id = $1",
+    /* a new name only while the table has room (tombstones count) */
+    [PG_SECRET_PUT] =
+	"INSERT INTO secrets (name, file, repos, updated_ms, deleted_ms) "
+	"SELECT $1::text, $2::text, $3::text, $4::bigint, NULL::bigint "
+	"WHERE EXISTS (SELECT 1 FROM secrets WHERE name = $1::text) OR "
+	"(SELECT COUNT(*) FROM secrets) < "
+	STORE_STRINGIFY(STORE_SECRETS_MAX) " ON CONFLICT (name) DO UPDATE "
+	"SET file = excluded.file, repos = excluded.repos, "
+	"updated_ms = excluded.updated_ms, deleted_ms = NULL",
+    [PG_SECRET_DELETE] = "UPDATE secrets SET file = '', repos = NULL, "
+			 "updated_ms = $2::bigint, deleted_ms = $2::bigint "
+			 "WHERE name = $1 AND deleted_ms IS NULL",
+    [PG_SECRET_LIST] = "SELECT name, file, repos, updated_ms, "
+		       "COALESCE(deleted_ms, 0) FROM secrets ORDER BY name",
 };
 
 const char *pg_stmt_sql(enum pg_stmt id)

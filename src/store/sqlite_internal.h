@@ -99,6 +99,9 @@ enum sq_stmt {
 	SQ_SLACK_EVENT_PRUNE,
 	SQ_SLACK_EVENT_INSERT,
 	SQ_SLACK_EVENT_DELETE,
+	SQ_SECRET_PUT,
+	SQ_SECRET_DELETE,
+	SQ_SECRET_LIST,
 	/* session_list: one variant per combination of filters, the
 	 * SQ_LIST_* bits added to SQ_SESSION_LIST */
 	SQ_SESSION_LIST,
@@ -237,6 +240,14 @@ int sq_repo_update(struct store *st, const struct store_repo *r,
 		   struct wr_error **err);
 int sq_repo_remove(struct store *st, const char *id, int64_t now_ms,
 		   struct wr_error **err);
+/* sqlite_secrets.c */
+int sq_secret_put(struct store *st, const struct store_secret *s,
+		  struct wr_error **err);
+int sq_secret_delete(struct store *st, const char *name, int64_t now_ms,
+		     bool *deleted, struct wr_error **err);
+int sq_secret_list(struct store *st, struct store_secret **out, size_t *n,
+		   struct wr_error **err);
+
 /* sqlite_builds.c */
 int sq_build_enqueue(struct store *st, const char *repo_id, int64_t now_ms,
 		     bool *added, struct wr_error **err);

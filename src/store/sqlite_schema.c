@@ -239,6 +239,18 @@ const struct sq_migration sq_migrations[] = {
 	"  record TEXT NOT NULL,"
 	"  PRIMARY KEY (session_id, seq)"
 	");"},
+    /* Secrets' files (security/secrets_store.c), so that every server's
+     * data directory holds the same ones: the bytes of DATA/secrets/
+     * NAME.enc as base64 (ciphertext only: the key stays on the hosts),
+     * the text of NAME.repos; a deleted secret a tombstone (file '',
+     * deleted_ms) so that every host's copy goes too. */
+    {9, "CREATE TABLE secrets ("
+	"  name TEXT PRIMARY KEY,"
+	"  file TEXT NOT NULL,"
+	"  repos TEXT,"
+	"  updated_ms BIGINT NOT NULL,"
+	"  deleted_ms BIGINT"
+	");"},
 };
 const size_t sq_n_migrations = sizeof(sq_migrations) / sizeof(sq_migrations[0]);
 
@@ -492,6 +504,19 @@ static const char *const stmt_sql[SQ_SESSION_LIST] = {
     [SQ_SLACK_EVENT_INSERT] = "INSERT INTO slack_events (event_id, "
 			      "received_ms) VALUES (?1, ?2)",
     [SQ_SLACK_EVENT_DELETE] = "DELETE FROM slack_events WHERE event_id = ?1",
+    /* a new name only while the table has room (tombstones count) */
+    [SQ_SECRET_PUT] =
+	"INSERT INTO secrets (name, file, repos, updated_ms, deleted_ms) "
+	"SELECT ?1, ?2, ?3, ?4, NULL WHERE EXISTS (SELECT 1 FROM secrets "
+	"WHERE name = ?1) OR (SELECT COUNT(*) FROM secrets) < "
+	STORE_STRINGIFY(STORE_SECRETS_MAX) " ON CONFLICT (name) DO UPDATE "
+	"SET file = excluded.file, repos = excluded.repos, "
+	"updated_ms = excluded.updated_ms, deleted_ms = NULL",
+    [SQ_SECRET_DELETE] = "UPDATE secrets SET file = '', repos = NULL, "
+			 "updated_ms = ?2, deleted_ms = ?2 "
+			 "WHERE name = ?1 AND deleted_ms IS NULL",
+    [SQ_SECRET_LIST] = "SELECT name, file, repos, updated_ms, "
+		       "COALESCE(deleted_ms, 0) FROM secrets ORDER BY name",
 };
 
 /* session_list, newest first, with the filters of the SQ_LIST_* bits:

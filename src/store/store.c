@@ -440,6 +440,89 @@ DEFINE_ARRAY_FREE(store_claims_free, struct store_claim, store_claim_clear)
 DEFINE_ARRAY_FREE(store_audit_records_free, struct store_audit_record,
 		  store_audit_record_clear)
 
+/* ---- secrets' files (store.h, backend.h) -------------------------------- */
+
+void store_secret_clear(struct store_secret *s)
+{
+	if (!s)
+		return;
+	free(s->file);
+	free(s->repos);
+	memset(s, 0, sizeof(*s));
+}
+
+DEFINE_ARRAY_FREE(store_secrets_free, struct store_secret, store_secret_clear)
+
+bool store_secret_name_ok(const char *name)
+{
+	size_t len = name ? strlen(name) : 0;
+	if (len == 0 || len > STORE_SECRET_NAME_MAX ||
+	    (name[0] >= '0' && name[0] <= '9'))
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!((name[i] >= 'A' && name[i] <= 'Z') ||
+		      (name[i] >= '0' && name[i] <= '9') || name[i] == '_'))
+			return false;
+	return true;
+}
+
+int store_secret_check(const struct store_secret *s, struct wr_error **err)
+{
+	if (!store_secret_name_ok(s->name))
+		return wr_error_input(err, 0, "'%.80s' is not a secret name",
+				      s->name);
+	if (!s->file || s->file_len == 0 || s->file_len > STORE_SECRET_FILE_MAX)
+		return wr_error_input(err, 0,
+				      "secret %s: a file of %zu bytes (1 to "
+				      "%d)",
+				      s->name, s->file_len,
+				      STORE_SECRET_FILE_MAX);
+	if (s->repos && strlen(s->repos) > STORE_SECRET_REPOS_MAX)
+		return wr_error_input(err, 0,
+				      "secret %s: a list of repositories "
+				      "longer than %d bytes",
+				      s->name, STORE_SECRET_REPOS_MAX);
+	return 0;
+}
+
+/* The file as the column holds it: base64 (the tables keep text only,
+ * on both backends). */
+char *store_secret_file_encode(const unsigned char *file, size_t len)
+{
+	size_t size =
+	    sodium_base64_encoded_len(len, sodium_base64_VARIANT_ORIGINAL);
+	char *text = wr_malloc(size);
+	if (text)
+		sodium_bin2base64(text, size, file, len,
+				  sodium_base64_VARIANT_ORIGINAL);
+	return text;
+}
+
+int store_secret_file_decode(const char *text, struct store_secret *out)
+{
+	size_t tlen = text ? strlen(text) : 0;
+	out->file = NULL;
+	out->file_len = 0;
+	if (tlen == 0)
+		return 0; /* a tombstone's */
+	size_t cap = tlen / 4 * 3 + 3;
+	if (cap > STORE_SECRET_FILE_MAX + 3)
+		return -EIO;
+	unsigned char *bin = wr_malloc(cap);
+	if (!bin)
+		return -ENOMEM;
+	size_t len = 0;
+	if (sodium_base642bin(bin, cap, text, tlen, NULL, &len, NULL,
+			      sodium_base64_VARIANT_ORIGINAL) != 0 ||
+	    len == 0) {
+		free(bin);
+		return -EIO;
+	}
+	out->file = bin;
+	out->file_len = len;
+	return 0;
+}
+
 /* ---- records from rows (backend.h) --------------------------------------- */
 
 int store_row_strdup(const struct store_row *row, int col, char **out)

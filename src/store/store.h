@@ -294,6 +294,25 @@ struct store_eval_item {
 	int64_t decided_ms; /* 0: not decided */
 };
 
+/* A secret as the store keeps it (security/secrets_store.c): the exact
+ * bytes of the file DATA/secrets/NAME.enc (ciphertext under a key the
+ * store never sees) and the text of NAME.repos, so that every server's
+ * data directory can hold the same files. A deleted secret stays as a
+ * tombstone (deleted_ms, no file) until it is set again, so that every
+ * host's copy goes too. */
+#define STORE_SECRET_NAME_MAX 64
+#define STORE_SECRET_FILE_MAX (80 * 1024)  /* a 64 KiB value's file fits */
+#define STORE_SECRET_REPOS_MAX (64 * 1024) /* NAME.repos' text */
+#define STORE_SECRETS_MAX 4096		   /* rows, tombstones included */
+struct store_secret {
+	char name[STORE_SECRET_NAME_MAX + 1]; /* [A-Z_][A-Z0-9_]* */
+	unsigned char *file; /* NULL (file_len 0) for a deleted one */
+	size_t file_len;
+	char *repos;	    /* NULL: no list (any repository) */
+	int64_t updated_ms; /* of the last put or the delete */
+	int64_t deleted_ms; /* 0: live */
+};
+
 struct store;
 
 enum store_backend {
@@ -495,6 +514,23 @@ struct store_ops {
 			    const struct store_audit_record *v, size_t n,
 			    struct wr_error **err);
 
+	/* ---- secrets' files (security/secrets_store.c); never a value ---- */
+
+	/* Stores s (name, file and repos; updated_ms 0 means now) as the
+	 * live secret of its name, over a previous row or a tombstone.
+	 * -EINVAL for a bad name, an empty or too long file, too long a
+	 * list; -ENOSPC past STORE_SECRETS_MAX rows. */
+	int (*secret_put)(struct store *st, const struct store_secret *s,
+			  struct wr_error **err);
+	/* Makes name's row a tombstone at now_ms; *deleted (if not NULL)
+	 * false when there was no live row (nothing changed). */
+	int (*secret_delete)(struct store *st, const char *name, int64_t now_ms,
+			     bool *deleted, struct wr_error **err);
+	/* Every row, tombstones included, by name (free with
+	 * store_secrets_free). */
+	int (*secret_list)(struct store *st, struct store_secret **out,
+			   size_t *n_out, struct wr_error **err);
+
 	/* ---- leases (see the top of this file) ---- */
 
 	/* event_append, refused with -ESTALE (nothing written) unless epoch
@@ -690,6 +726,10 @@ void store_eval_items_free(struct store_eval_item *v, size_t n);
 bool store_eval_verdict_ok(const char *verdict);
 void store_audit_record_clear(struct store_audit_record *r);
 void store_audit_records_free(struct store_audit_record *v, size_t n);
+/* Is name a secret's name as the store takes it? */
+bool store_secret_name_ok(const char *name);
+void store_secret_clear(struct store_secret *s);
+void store_secrets_free(struct store_secret *v, size_t n);
 /* Claims hold nothing of their own: free(v) would do. */
 void store_claims_free(struct store_claim *v, size_t n);
 

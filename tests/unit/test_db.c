@@ -316,7 +316,8 @@ static void test_open_migrates_older_schema(void **state)
 	add_repo(st, "c-hello", repo);
 	add_session(st, repo, sid);
 	store_close(st);
-	raw_sql("old.db", "DROP TABLE audit_records;"
+	raw_sql("old.db", "DROP TABLE secrets;"
+			  "DROP TABLE audit_records;"
 			  "DROP TABLE eval_items;"
 			  "DROP TABLE eval_batches;"
 			  "DROP TABLE eval_attempts;"
@@ -366,6 +367,10 @@ static void test_open_migrates_older_schema(void **state)
 	struct store_audit_record rec = {.seq = 1, .record = (char *)"{}"};
 	memset(rec.hash, 'a', STORE_AUDIT_HASH_LEN);
 	OK(st->ops->audit_import(st, sid, &rec, 1, &err_));
+	/* and migration 9's: a secret's file can be stored */
+	unsigned char byte = 1;
+	struct store_secret sec = {.name = "OLD", .file = &byte, .file_len = 1};
+	OK(st->ops->secret_put(st, &sec, &err_));
 	store_close(st);
 	st = open_db("old.db");
 	assert_int_equal(store_schema_version(st), latest);
@@ -550,6 +555,100 @@ static void test_build_queue(void **state)
 	store_close(st);
 }
 
+/* Secrets' files: the bytes put come back as they went in (NUL and high
+ * bytes included), a put replaces, a delete leaves a tombstone that a
+ * later put revives; bad rows are refused; all survives a reopen. */
+static void test_secrets_store(void **state)
+{
+	(void)state;
+	struct store *st = open_db("secrets.db");
+	struct wr_error *err = NULL;
+	unsigned char bytes[300];
+	for (size_t i = 0; i < sizeof(bytes); i++)
+		bytes[i] = (unsigned char)(i * 7);
+	struct store_secret a = {.name = "NPM_TOKEN",
+				 .file = bytes,
+				 .file_len = sizeof(bytes),
+				 .repos = "[\"app\"]",
+				 .updated_ms = 100};
+	struct store_secret b = {
+	    .name = "B", .file = bytes, .file_len = 1, .updated_ms = 50};
+	if (st->ops->secret_put(st, &a, &err) < 0)
+		fail_err("secret_put", -1, err);
+	assert_int_equal(st->ops->secret_put(st, &b, &err), 0);
+	struct store_secret *v = NULL;
+	size_t n = 0;
+	assert_int_equal(st->ops->secret_list(st, &v, &n, &err), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(v[0].name, "B");
+	assert_null(v[0].repos);
+	assert_int_equal(v[0].file_len, 1);
+	assert_string_equal(v[1].name, "NPM_TOKEN");
+	assert_int_equal(v[1].file_len, sizeof(bytes));
+	assert_memory_equal(v[1].file, bytes, sizeof(bytes));
+	assert_string_equal(v[1].repos, "[\"app\"]");
+	assert_int_equal(v[1].updated_ms, 100);
+	assert_int_equal(v[1].deleted_ms, 0);
+	store_secrets_free(v, n);
+
+	/* replaced: new bytes, no list */
+	a.file_len = 10;
+	a.repos = NULL;
+	a.updated_ms = 200;
+	assert_int_equal(st->ops->secret_put(st, &a, &err), 0);
+	bool deleted = false;
+	assert_int_equal(st->ops->secret_delete(st, "B", 300, &deleted, &err),
+			 0);
+	assert_true(deleted);
+	assert_int_equal(st->ops->secret_delete(st, "B", 400, &deleted, &err),
+			 0);
+	assert_false(deleted);
+	assert_int_equal(
+	    st->ops->secret_delete(st, "NONE", 400, &deleted, &err), 0);
+	assert_false(deleted);
+	store_close(st);
+	st = open_db("secrets.db");
+	assert_int_equal(st->ops->secret_list(st, &v, &n, &err), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(v[0].name, "B");
+	assert_int_equal(v[0].deleted_ms, 300);
+	assert_int_equal(v[0].updated_ms, 300);
+	assert_null(v[0].file);
+	assert_int_equal(v[0].file_len, 0);
+	assert_int_equal(v[1].file_len, 10);
+	assert_memory_equal(v[1].file, bytes, 10);
+	assert_null(v[1].repos);
+	assert_int_equal(v[1].updated_ms, 200);
+	store_secrets_free(v, n);
+
+	/* a tombstone set again is live */
+	b.updated_ms = 500;
+	assert_int_equal(st->ops->secret_put(st, &b, &err), 0);
+	assert_int_equal(st->ops->secret_list(st, &v, &n, &err), 0);
+	assert_int_equal(v[0].deleted_ms, 0);
+	assert_int_equal(v[0].file_len, 1);
+	store_secrets_free(v, n);
+
+	/* refused: a bad name, no file, too big a file */
+	struct store_secret bad = {
+	    .name = "lower", .file = bytes, .file_len = 1};
+	assert_int_equal(st->ops->secret_put(st, &bad, &err), -EINVAL);
+	wr_error_freep(&err);
+	snprintf(bad.name, sizeof(bad.name), "OK");
+	bad.file_len = 0;
+	assert_int_equal(st->ops->secret_put(st, &bad, &err), -EINVAL);
+	wr_error_freep(&err);
+	bad.file_len = STORE_SECRET_FILE_MAX + 1;
+	assert_int_equal(st->ops->secret_put(st, &bad, &err), -EINVAL);
+	wr_error_freep(&err);
+	assert_int_equal(st->ops->secret_delete(st, "../X", 1, NULL, &err),
+			 -EINVAL);
+	wr_error_freep(&err);
+	assert_int_equal(st->ops->secret_list(st, &v, &n, &err), 0);
+	assert_int_equal(n, 2);
+	store_secrets_free(v, n);
+	store_close(st);
+}
 
 /* Evals: a run published twice keeps its first user and time; attempts
  * of an unknown run are refused; a batch and its items go in together,
@@ -1999,6 +2098,7 @@ int main(void)
 	    T(test_open_in_memory),
 	    T(test_open_migrates_older_schema),
 	    T(test_build_queue),
+	    T(test_secrets_store),
 	    T(test_evals),
 	    T(test_concurrent_opens),
 	    T(test_open_urls),

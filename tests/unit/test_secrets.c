@@ -693,6 +693,138 @@ static void test_shell_payload(void **state)
 	assert_int_equal(stat("/tmp/no", &st), -1);
 }
 
+/* A secret's files as they are (what the store carries between hosts):
+ * copied into another data directory with the same key they decrypt
+ * there, with their list; under another key secrets_check says so; a
+ * file or list that is not one, or a bad name, is refused. */
+static void test_files_copied(void **state)
+{
+	(void)state;
+	set_ok("COPIED", "copied-value-123456");
+	char *repos_in[] = {(char *)"app"};
+	struct wr_error *err = NULL;
+	assert_int_equal(secrets_repos_set(data, "COPIED", repos_in, 1, &err),
+			 0);
+	unsigned char *file = NULL;
+	size_t len = 0;
+	char *repos = NULL;
+	assert_int_equal(
+	    secrets_file_read(data, "COPIED", &file, &len, &repos, &err), 0);
+	assert_string_equal(repos, "[\"app\"]");
+	char other[PATH_MAX];
+	snprintf(other, sizeof(other), "%s/other", data);
+	assert_int_equal(mkdir(other, 0700), 0);
+	assert_int_equal(
+	    secrets_file_write(other, "COPIED", file, len, repos, &err), 0);
+	struct stat st;
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/secrets", other);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	snprintf(path, sizeof(path), "%s/secrets/COPIED.enc", other);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	/* no key there: it does not decrypt, and says why */
+	assert_int_equal(secrets_check(other, "COPIED", &err), -ENOKEY);
+	wr_error_freep(&err);
+	/* another key */
+	snprintf(path, sizeof(path), "%s/secrets.key", other);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0400);
+	unsigned char key[SECRETS_KEY_BYTES];
+	memset(key, 0x33, sizeof(key));
+	assert_int_equal(write(fd, key, sizeof(key)), sizeof(key));
+	close(fd);
+	assert_int_equal(secrets_check(other, "COPIED", &err), -EBADMSG);
+	assert_non_null(strstr(err->msg, "does not decrypt"));
+	wr_error_freep(&err);
+	/* the same key: it does, with its list */
+	unlink(path);
+	copy_file(path_of("secrets.key"), path);
+	chmod(path, 0400);
+	assert_int_equal(secrets_check(other, "COPIED", &err), 0);
+	char **got = NULL;
+	size_t n = 0;
+	assert_int_equal(secrets_repos_get(other, "COPIED", &got, &n, &err), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(got[0], "app");
+	secrets_repos_free(got, n);
+	/* rewritten with no list: the list goes */
+	assert_int_equal(
+	    secrets_file_write(other, "COPIED", file, len, NULL, &err), 0);
+	assert_int_equal(secrets_repos_get(other, "COPIED", &got, &n, &err), 0);
+	assert_int_equal(n, 0);
+	/* refused: not a secret's file, not a list, not a name */
+	assert_int_equal(
+	    secrets_file_write(other, "BAD",
+			       (const unsigned char *)"WRSECRT1 short", 14,
+			       NULL, &err),
+	    -EBADMSG);
+	wr_error_freep(&err);
+	file[0] ^= 1;
+	assert_int_equal(
+	    secrets_file_write(other, "BAD", file, len, NULL, &err), -EBADMSG);
+	wr_error_freep(&err);
+	file[0] ^= 1;
+	assert_int_equal(
+	    secrets_file_write(other, "BAD", file, len, "[\"../x\"]", &err),
+	    -EBADMSG);
+	wr_error_freep(&err);
+	assert_int_equal(
+	    secrets_file_write(other, "../BAD", file, len, NULL, &err),
+	    -EINVAL);
+	wr_error_freep(&err);
+	snprintf(path, sizeof(path), "%s/secrets/BAD.enc", other);
+	assert_int_equal(access(path, F_OK), -1);
+	free(file);
+	free(repos);
+	assert_int_equal(
+	    secrets_file_read(data, "NONE", &file, &len, &repos, &err),
+	    -ENOENT);
+	wr_error_freep(&err);
+}
+
+/* secrets_key_file: checked as DATA/secrets.key is; once set, the key of
+ * every data directory, never created there. Last: it is the process's. */
+static void test_key_file(void **state)
+{
+	(void)state;
+	struct wr_error *err = NULL;
+	char *key = path_of("shared.key");
+	assert_int_equal(secrets_use_key_file(key, &err), -ENOENT);
+	assert_true(err->bad_input);
+	wr_error_freep(&err);
+	int fd = open(key, O_WRONLY | O_CREAT | O_EXCL, 0644);
+	unsigned char bytes[SECRETS_KEY_BYTES];
+	memset(bytes, 0x77, sizeof(bytes));
+	assert_int_equal(write(fd, bytes, sizeof(bytes)), sizeof(bytes));
+	close(fd);
+	assert_int_equal(secrets_use_key_file(key, &err), -EPERM);
+	wr_error_freep(&err);
+	assert_int_equal(secrets_use_key_file("relative.key", &err), -EINVAL);
+	wr_error_freep(&err);
+	chmod(key, 0400);
+	assert_int_equal(secrets_use_key_file(key, &err), 0);
+	assert_string_equal(secrets_key_file(), key);
+	set_ok("SHARED", "shared-value-1234");
+	assert_int_equal(access(path_of("secrets.key"), F_OK), -1);
+	unsigned char *file = NULL;
+	size_t len = 0;
+	char *repos = NULL;
+	assert_int_equal(
+	    secrets_file_read(data, "SHARED", &file, &len, &repos, &err), 0);
+	char other[PATH_MAX];
+	snprintf(other, sizeof(other), "%s/other", data);
+	assert_int_equal(
+	    secrets_file_write(other, "SHARED", file, len, repos, &err), 0);
+	free(file);
+	free(repos);
+	char *value = NULL;
+	size_t vlen = 0;
+	assert_int_equal(secrets_get(other, "SHARED", &value, &vlen, &err), 0);
+	assert_string_equal(value, "shared-value-1234");
+	secrets_value_free(value, vlen);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup(f, setup)
@@ -703,7 +835,8 @@ int main(void)
 	    T(test_names_values),    T(test_list),
 	    T(test_concurrent_sets), T(test_load),
 	    T(test_find_in_tree),    T(test_shell_payload),
-	    T(test_repositories),
+	    T(test_repositories),    T(test_files_copied),
+	    T(test_key_file),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -296,6 +296,19 @@ static int print_secrets(const json_t *list)
 		else
 			fprintf(stderr, "no secrets\n");
 	}
+	/* a copy another server wrote under another key (a server of an
+	 * older version says nothing: no "decrypts") */
+	json_array_foreach(list, i, s)
+	{
+		if (!json_is_false(json_object_get(s, "decrypts")))
+			continue;
+		_cleanup_free_ char *clean =
+		    client_clean(client_json_str(s, "name"));
+		fprintf(stderr,
+			"secret %s does not decrypt with this server's key "
+			"(every server needs the same key: secrets_key_file)\n",
+			clean ? clean : "?");
+	}
 	client_table_clear(&t);
 	return r;
 }

@@ -53,6 +53,7 @@ void serve_config_clear(struct serve_config *cfg)
 	if (cfg->store)
 		explicit_bzero(cfg->store, strlen(cfg->store)); /* a password */
 	free(cfg->store);
+	free(cfg->secrets_key_file);
 	for (size_t i = 0; i < cfg->n_repos; i++) {
 		free(cfg->repos[i].name);
 		free(cfg->repos[i].url);
@@ -1027,6 +1028,19 @@ int serve_config_load(const char *path, struct serve_config *cfg,
 			free(cfg->store);
 			cfg->store = wr_strdup(url);
 			if (!cfg->store)
+				r = wr_error_set(err, ENOMEM, "config");
+		} else if (!strcmp(key, "secrets_key_file")) {
+			/* checked (and set for the process) by main */
+			const char *file = json_string_value(v);
+			if (!file || file[0] != '/') {
+				r = bad(err, path, key,
+					"the absolute path of a 32-byte key "
+					"file (0400 or 0600)");
+				goto out;
+			}
+			free(cfg->secrets_key_file);
+			cfg->secrets_key_file = wr_strdup(file);
+			if (!cfg->secrets_key_file)
 				r = wr_error_set(err, ENOMEM, "config");
 		} else if (!strcmp(key, "web_dir")) {
 			if (!json_is_string(v)) {

@@ -4,6 +4,8 @@
  *   {"listen": "127.0.0.1:7777",
  *    "store": "postgres://warren@db.example/warren" or "sqlite:PATH" or a
  *             path (store/store.h store_open; default DATA/warren.db),
+ *    "secrets_key_file": "/etc/warren/secrets.key" (security/secrets.h;
+ *             default DATA/secrets.key),
  *    "limits": {"max_sandboxes": 8, "max_per_user": 0,
  *               "min_free_memory": "256M",
  *               "default": {"memory": "2G", "lifetime": "2h", "idle": "15m"},
@@ -103,6 +105,9 @@ struct serve_config {
 	/* "store": the store's URL (store_open); NULL: DATA/warren.db;
 	 * --store wins */
 	char *store;
+	/* "secrets_key_file": the secrets' key (security/secrets.h),
+	 * the same file on every host; NULL: DATA/secrets.key */
+	char *secrets_key_file;
 	/* "web_dir": the web UI's files; NULL: found next to the binary
 	 * (serve_web_dir), "": no web UI */
 	char *web_dir;

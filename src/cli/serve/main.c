@@ -14,6 +14,8 @@
 #include "notify/slack.h"
 #include "sched/control.h"
 #include "security/audit.h"
+#include "security/secrets.h"
+#include "security/secrets_store.h"
 #include "store/store.h"
 #include "util/alloc.h"
 #include "util/cleanup.h"
@@ -343,6 +345,7 @@ int main(int argc, char **argv)
 	struct slack_outbox *outbox = NULL;
 	struct slack_notifier *notifier = NULL;
 	struct api *api = NULL;
+	struct secrets_sync *secrets_sync = NULL;
 	if (!st) {
 		fail("store", err);
 		if (err && err->bad_input)
@@ -369,6 +372,19 @@ int main(int argc, char **argv)
 		       err && err->msg ? err->msg : "not imported");
 	wr_error_free(err);
 	err = NULL;
+	/* the secrets: one key for every host, if configured; on a shared
+	 * store, DATA/secrets synced with the store's copy now and then
+	 * every few seconds (security/secrets_store.h) */
+	if (cfg.secrets_key_file &&
+	    secrets_use_key_file(cfg.secrets_key_file, &err) < 0) {
+		fail("config", err);
+		code = EXIT_USAGE;
+		goto out;
+	}
+	if (secrets_sync_start(st, data, &secrets_sync, &err) < 0) {
+		fail("secrets", err);
+		goto out;
+	}
 	cfg.control.data_dir = data;
 	cfg.control.warren_bin = warren;
 	/* builds are pushed to the registry: `warren snapshot push --blobs`
@@ -524,6 +540,7 @@ out:
 	api_stop(api);
 	slack_notifier_stop(notifier);
 	control_stop(ctl);
+	secrets_sync_stop(secrets_sync);
 	slack_outbox_close(outbox);
 	store_close(st);
 	wr_error_free(err);
