@@ -316,7 +316,8 @@ static void test_open_migrates_older_schema(void **state)
 	add_repo(st, "c-hello", repo);
 	add_session(st, repo, sid);
 	store_close(st);
-	raw_sql("old.db", "DROP TABLE audit_records;"
+	raw_sql("old.db", "DROP TABLE build_claims;"
+			  "DROP TABLE audit_records;"
 			  "DROP TABLE eval_items;"
 			  "DROP TABLE eval_batches;"
 			  "DROP TABLE eval_attempts;"
@@ -366,6 +367,11 @@ static void test_open_migrates_older_schema(void **state)
 	struct store_audit_record rec = {.seq = 1, .record = (char *)"{}"};
 	memset(rec.hash, 'a', STORE_AUDIT_HASH_LEN);
 	OK(st->ops->audit_import(st, sid, &rec, 1, &err_));
+	/* and migration 9's: a repository's build can be claimed */
+	bool claimed = false;
+	OK(st->ops->build_claim(st, repo, "w-old", 1000, 100, &claimed, NULL,
+				&err_));
+	assert_true(claimed);
 	store_close(st);
 	st = open_db("old.db");
 	assert_int_equal(store_schema_version(st), latest);
