@@ -8,7 +8,9 @@
 #     updateContentCommand's line in their build logs);
 #   - both sessions complete, one on each worker, from that one snapshot;
 #   - a session that waited says for which worker's build;
-#   - no build claim is left in the store.
+#   - no build claim is left in the store;
+#   - a worker killed while it builds: its claim runs out after the lease
+#     (3 s) and the other worker builds for its own session.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/control_lib.sh"
 . "$(dirname "$0")/../pg_server.sh"
@@ -22,6 +24,11 @@ w_stop() { # NAME [SIGNAL]
 	wait "$p" 2>/dev/null
 	WPID[$1]=""
 }
+w_sandboxes_kill() { # NAME: what a dead host's sandboxes do: die
+	WARREN_RUNTIME_DIR="$RT-$1" "$WARREN" sandbox ls --all --json 2>/dev/null |
+		jq -r '(if type == "array" then . else .sandboxes end)[] | .init_pid' 2>/dev/null |
+		while read -r p; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done
+}
 w_sandboxes_rm() { # NAME
 	local n
 	for n in $(WARREN_RUNTIME_DIR="$RT-$1" "$WARREN" sandbox ls --all --json 2>/dev/null |
@@ -34,7 +41,7 @@ cleanup() {
 	server_stop
 	registry_stop_all
 	pg_server_stop
-	rm -rf "$TEST_TMP" "$RT-w1" "$RT-w2"
+	[ -n "${KEEP_TMP:-}" ] || rm -rf "$TEST_TMP"; rm -rf "$RT-w1" "$RT-w2"
 }
 trap cleanup EXIT
 
@@ -117,8 +124,11 @@ ws="$(for s in "$A" "$B"; do worker_of "$s"; done | sort -u | tr '\n' ' ')"
 	pass "both first sessions complete, one on each worker ($ws)" ||
 	fail "both first sessions complete, one on each worker" "$ok of 2 on $ws; $(tail -3 "$TEST_TMP/w1.log") $(tail -3 "$TEST_TMP/w2.log")"
 
-builds="$(cat "$TEST_TMP"/w1/logs/build-*.log "$TEST_TMP"/w2/logs/build-*.log 2>/dev/null | grep -c '^built-by-hook')"
-per="$(for w in w1 w2; do printf '%s:%s ' $w "$(cat "$TEST_TMP/$w"/logs/build-*.log 2>/dev/null | grep -c '^built-by-hook')"; done)"
+# builds_in WORKER REPO-ID: the builds of the repository the worker ran
+# (its refreshes' log, DATA/logs/build-<repo id>.log)
+builds_in() { cat "$TEST_TMP/$1/logs/build-$2.log" 2>/dev/null | grep -c ' | built-by-hook$'; }
+per="$(for w in w1 w2; do printf '%s:%s ' $w "$(builds_in $w "$REPO_ID")"; done)"
+builds=$(($(builds_in w1 "$REPO_ID") + $(builds_in w2 "$REPO_ID")))
 [ "$builds" = 1 ] && pass "one snapshot build ran for both workers ($per)" ||
 	fail "one snapshot build ran for both workers" "$builds builds ($per)"
 snaps="$(for s in "$A" "$B"; do api GET "/api/v1/sessions/$s"; jget .snapshot_id; done | sort -u | wc -l)"
@@ -132,4 +142,44 @@ waited="$(for s in "$A" "$B"; do events_json "$s" | jq -r '.events[] | select(.k
 	pass "no build claim is held once the build is done" ||
 	fail "no build claim is held once the build is done" "$(psql_q "SELECT * FROM build_claims")"
 for s in "$A" "$B"; do api POST "/api/v1/sessions/$s/reject" '{"reason": "test"}' >/dev/null; done
+
+# --- the builder dies holding the claim: it runs out, the other builds ----
+R2="$TEST_TMP/proj2"
+mkdir -p "$R2"
+printf '{"updateContentCommand": "echo built-by-$(echo hook); sleep 10"}\n' >"$R2/warren.json"
+git -C "$R2" init -q -b main
+git -C "$R2" -c user.email=t@warren -c user.name=test add -A
+git -C "$R2" -c user.email=t@warren -c user.name=test commit -q -m initial
+# the rejected sessions' sandboxes gone, each worker has its slot again
+for _ in $(seq 1 100); do
+	[ -z "$(for w in w1 w2; do WARREN_RUNTIME_DIR="$RT-$w" "$WARREN" sandbox ls --all 2>/dev/null | tail -n +2; done)" ] && break
+	sleep 0.1
+done
+api POST /api/v1/repositories "$(jq -n --arg u "$R2" '{name: "proj2", url: $u}')"
+REPO2="$(jget .id)"
+C="$(submit proj2 "second c" 'echo c >c.txt')"
+D="$(submit proj2 "second d" 'echo d >d.txt')"
+# the builder: the worker holding the claim, once both sessions run on a
+# worker each (the other then waits for it)
+builder=""
+for _ in $(seq 1 300); do
+	builder="$(psql_q "SELECT worker FROM build_claims WHERE repo_id = '$REPO2'")"
+	[ -n "$builder" ] && [ -n "$(worker_of "$C")" ] && [ -n "$(worker_of "$D")" ] && break
+	sleep 0.1
+done
+survivor=w1
+[ "$builder" = w1 ] && survivor=w2
+t_kill=$(date +%s%N)
+w_stop "$builder" KILL
+w_sandboxes_kill "$builder"
+mine=""
+for s in "$C" "$D"; do
+	wait_state "$s" review 90 && [ "$(worker_of "$s")" = "$survivor" ] && mine="$s"
+done
+t_done=$(date +%s%N)
+n_surv="$(builds_in "$survivor" "$REPO2")"
+[ -n "$builder" ] && [ -n "$mine" ] && [ "$n_surv" = 1 ] &&
+	pass "after $builder died building, its claim ran out and $survivor built; its session completed ($(((t_done - t_kill) / 1000000)) ms after the kill)" ||
+	fail "after the builder died, its claim ran out and the other worker built" "builder ${builder:-none}; session on $survivor: ${mine:-none}; $n_surv builds there; $(tail -3 "$TEST_TMP/$survivor.log")"
+for s in "$C" "$D"; do api POST "/api/v1/sessions/$s/cancel" '{}' >/dev/null; done
 for w in w1 w2; do w_stop $w; done
