@@ -851,7 +851,7 @@ static int build_claim_take(struct control *c, const struct store_repo *repo,
 		if (stop)
 			return wr_error_set(
 			    err, ECANCELED, "%s",
-			    stopping    ? "server stopping"
+			    stopping	? "server stopping"
 			    : cancelled ? "build cancelled"
 					: "stopped while waiting for the "
 					  "snapshot build");
@@ -863,8 +863,8 @@ static void build_claim_release(struct control *c,
 {
 	struct wr_error *err = NULL;
 	/* a release that fails leaves the claim to run out */
-	if (c->st->ops->build_release(c->st, repo->id, c->cfg.worker_id,
-				      &err) < 0)
+	if (c->st->ops->build_release(c->st, repo->id, c->cfg.worker_id, &err) <
+	    0)
 		wr_log(WR_LOG_WARN, "builds",
 		       "repository %s: release the build claim: %s",
 		       repo->name ? repo->name : repo->id,

@@ -93,14 +93,12 @@ int pg_build_queue_list(struct store *st, char ***ids, size_t *n,
 
 /* ---- build claims (store.h, build_claim) ---- */
 
-static int claim_args_ok(const char *repo_id, const char *worker,
-			 bool lease_ok, const char *what,
-			 struct wr_error **err)
+static int claim_args_ok(const char *repo_id, const char *worker, bool lease_ok,
+			 const char *what, struct wr_error **err)
 {
 	if (!store_id_ok(repo_id) || !store_id_ok(worker) || !lease_ok)
-		return wr_error_input(err, EINVAL,
-				      "%s: bad repository, worker or lease",
-				      what);
+		return wr_error_input(
+		    err, EINVAL, "%s: bad repository, worker or lease", what);
 	return 0;
 }
 
@@ -108,8 +106,8 @@ int pg_build_claim(struct store *st, const char *repo_id, const char *worker,
 		   int64_t now_ms, int64_t lease_ms, bool *got, char **holder,
 		   struct wr_error **err)
 {
-	int r = claim_args_ok(repo_id, worker, lease_ms > 0, "claim a build",
-			      err);
+	int r =
+	    claim_args_ok(repo_id, worker, lease_ms > 0, "claim a build", err);
 	if (r < 0)
 		return r;
 	_cleanup_(pg_releasep) struct pg_conn *c = NULL;

@@ -110,14 +110,12 @@ int sq_build_queue_list(struct store *st, char ***ids, size_t *n,
 
 /* ---- build claims (store.h, build_claim) ---- */
 
-static int claim_args_ok(const char *repo_id, const char *worker,
-			 bool lease_ok, const char *what,
-			 struct wr_error **err)
+static int claim_args_ok(const char *repo_id, const char *worker, bool lease_ok,
+			 const char *what, struct wr_error **err)
 {
 	if (!store_id_ok(repo_id) || !store_id_ok(worker) || !lease_ok)
-		return wr_error_input(err, EINVAL,
-				      "%s: bad repository, worker or lease",
-				      what);
+		return wr_error_input(
+		    err, EINVAL, "%s: bad repository, worker or lease", what);
 	return 0;
 }
 
@@ -125,8 +123,8 @@ int sq_build_claim(struct store *st, const char *repo_id, const char *worker,
 		   int64_t now_ms, int64_t lease_ms, bool *got, char **holder,
 		   struct wr_error **err)
 {
-	int r = claim_args_ok(repo_id, worker, lease_ms > 0, "claim a build",
-			      err);
+	int r =
+	    claim_args_ok(repo_id, worker, lease_ms > 0, "claim a build", err);
 	if (r < 0)
 		return r;
 	/* the claim and the read of who holds it in one write transaction:
@@ -165,8 +163,8 @@ int sq_build_claim(struct store *st, const char *repo_id, const char *worker,
 		if (rc == SQLITE_OK)
 			rc = sqlite3_step(h);
 		if (rc == SQLITE_ROW && sq_column_strdup(h, 0, &who) < 0)
-			return wr_error_set(err, ENOMEM, "claim the build of %s",
-					    repo_id);
+			return wr_error_set(err, ENOMEM,
+					    "claim the build of %s", repo_id);
 		if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 			return sq_error(c, rc, err, "claim the build of %s",
 					repo_id);

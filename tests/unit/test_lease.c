@@ -751,8 +751,8 @@ static void test_build_claims(void **state)
 					   &who, &err_));
 	FAILS(EINVAL, st->ops->build_claim(st, repo, "", 1400, LEASE_MS, &got,
 					   &who, &err_));
-	FAILS(EINVAL,
-	      st->ops->build_claim(st, repo, "w-b", 1400, 0, &got, &who, &err_));
+	FAILS(EINVAL, st->ops->build_claim(st, repo, "w-b", 1400, 0, &got, &who,
+					   &err_));
 	FAILS(EINVAL, st->ops->build_release(st, repo, NULL, &err_));
 	/* holder NULL: not asked */
 	OK(st->ops->build_claim(st, repo, "w-a", 1400, LEASE_MS, &got, NULL,
@@ -778,9 +778,9 @@ static void *build_claim_loop(void *arg)
 	for (int i = 0; i < BUILD_CLAIM_ROUNDS; i++) {
 		struct wr_error *err = NULL;
 		bool got = false;
-		int r = b->st->ops->build_claim(b->st, b->repos[i], b->worker,
-						1000, LEASE_MS, &got, NULL,
-						&err);
+		int r =
+		    b->st->ops->build_claim(b->st, b->repos[i], b->worker, 1000,
+					    LEASE_MS, &got, NULL, &err);
 		if (r < 0 && !b->failures++)
 			snprintf(b->error, sizeof(b->error), "%s",
 				 err && err->msg ? err->msg : "failed");
@@ -804,10 +804,10 @@ static void test_concurrent_build_claims(void **state)
 		add_repo(st1, name, repos[i]);
 	}
 	static struct build_claimer b[2];
-	b[0] = (struct build_claimer){
-	    .st = st1, .worker = "w-a", .repos = repos};
-	b[1] = (struct build_claimer){
-	    .st = st2, .worker = "w-b", .repos = repos};
+	b[0] =
+	    (struct build_claimer){.st = st1, .worker = "w-a", .repos = repos};
+	b[1] =
+	    (struct build_claimer){.st = st2, .worker = "w-b", .repos = repos};
 	pthread_t t[2];
 	for (int i = 0; i < 2; i++)
 		assert_int_equal(
