@@ -1,6 +1,8 @@
 /* snapshots.c - the snapshots sessions start from: building or refreshing
- * a repository's (one build per repository at a time, `warren snapshot
- * refresh` as a child process, its log in DATA/logs/build-<repo id>.log),
+ * a repository's (one build per repository at a time: in this process, and
+ * among workers sharing the store through its build claim; `warren
+ * snapshot refresh` as a child process, its log in
+ * DATA/logs/build-<repo id>.log),
  * the staleness policy that decides whether a session waits for a fresh
  * one, and what the control plane reads from a snapshot's spec (limits,
  * refresh interval, verify commands, artifacts, egress hosts), cached per
@@ -771,6 +773,105 @@ static bool waiter_stopped(struct control *c, const struct run *w)
 	return stopped;
 }
 
+/* ---- one build among the workers sharing the store ----------------------- */
+
+#define BUILD_CLAIM_POLL_MS 300
+
+/* Says on the waiting session that another worker builds its snapshot:
+ * its reason and a snapshot event, once per holder; the log too. */
+static void claim_wait_said(struct control *c, const struct run *waiter,
+			    const struct store_repo *repo, const char *holder)
+{
+	const char *name = repo->name ? repo->name : repo->id;
+	wr_log(WR_LOG_INFO, "builds",
+	       "repository %s: waiting for worker %s's snapshot build", name,
+	       holder);
+	if (!waiter)
+		return;
+	char why[256];
+	snprintf(why, sizeof(why),
+		 "waiting for the snapshot build of %s on worker %s", name,
+		 holder);
+	struct store_session_update upd = STORE_SESSION_UPDATE_INIT;
+	upd.reason = why;
+	upd.epoch = lease_epoch(c, waiter->id);
+	c->st->ops->session_update(c->st, waiter->id, &upd, NULL);
+	control_event(c, waiter->id, EVENT_SNAPSHOT,
+		      json_pack("{s:b, s:s, s:s, s:s, s:s}", "waiting", 1,
+				"repo", name, "build", "building", "worker",
+				holder, "reason", why));
+}
+
+/* A worker among others (`--role worker`) takes the store's claim of
+ * repo's build (build_claim, with a lease the renewal thread extends with
+ * its session leases), so that one build serves every worker's sessions.
+ * While another worker holds it, this one waits: it asks again every
+ * BUILD_CLAIM_POLL_MS, until the holder releases it or its lease runs out
+ * (a worker that died holding it), and stops waiting when the waiter is
+ * stopped, the build cancelled or the server stops (each broadcasts
+ * builds.cv). *waited: another worker held it. Called without builds.mu. */
+static int build_claim_take(struct control *c, const struct store_repo *repo,
+			    const struct run *waiter, bool *waited,
+			    struct wr_error **err)
+{
+	*waited = false;
+	char said[STORE_ID_MAX] = "";
+	for (;;) {
+		bool got = false;
+		_cleanup_free_ char *holder = NULL;
+		int r = c->st->ops->build_claim(
+		    c->st, repo->id, c->cfg.worker_id, store_now_ms(),
+		    (int64_t)c->cfg.lease_ms, &got, &holder, err);
+		if (r < 0)
+			return r;
+		if (got)
+			return 0;
+		*waited = true;
+		if (holder && strcmp(holder, said)) {
+			claim_wait_said(c, waiter, repo, holder);
+			snprintf(said, sizeof(said), "%s", holder);
+		}
+		pthread_mutex_lock(&c->builds.mu);
+		bool cancelled =
+		    json_object_get(c->builds.cancels, repo->id) != NULL;
+		bool stop = c->builds.stopping || cancelled ||
+			    waiter_stopped(c, waiter);
+		if (!stop) {
+			struct timespec until;
+			control_deadline(&until, BUILD_CLAIM_POLL_MS);
+			pthread_cond_timedwait(&c->builds.cv, &c->builds.mu,
+					       &until);
+			cancelled = json_object_get(c->builds.cancels,
+						    repo->id) != NULL;
+			stop = c->builds.stopping || cancelled ||
+			       waiter_stopped(c, waiter);
+		}
+		bool stopping = c->builds.stopping;
+		pthread_mutex_unlock(&c->builds.mu);
+		if (stop)
+			return wr_error_set(
+			    err, ECANCELED, "%s",
+			    stopping	? "server stopping"
+			    : cancelled ? "build cancelled"
+					: "stopped while waiting for the "
+					  "snapshot build");
+	}
+}
+
+static void build_claim_release(struct control *c,
+				const struct store_repo *repo)
+{
+	struct wr_error *err = NULL;
+	/* a release that fails leaves the claim to run out */
+	if (c->st->ops->build_release(c->st, repo->id, c->cfg.worker_id, &err) <
+	    0)
+		wr_log(WR_LOG_WARN, "builds",
+		       "repository %s: release the build claim: %s",
+		       repo->name ? repo->name : repo->id,
+		       err && err->msg ? err->msg : "failed");
+	wr_error_free(err);
+}
+
 static int snapshot_ensure(struct control *c, const struct store_repo *repo,
 			   bool refresh, const struct control_staleness *policy,
 			   const struct run *waiter, json_t **report,
@@ -817,8 +918,30 @@ static int snapshot_ensure(struct control *c, const struct store_repo *repo,
 	c->builds.building[c->builds.n_building++] = (char *)repo->id;
 	pthread_mutex_unlock(&c->builds.mu);
 
-	control_build_state_set(c, repo->id, "building", NULL, NULL);
-	int r = snapshot_refresh(c, repo, policy, waiter, report, out, err);
+	/* among workers, the store's claim first: another worker's build
+	 * (waited for, or done just before the claim) serves this one's
+	 * sessions, pulled from the registry (control_snapshot_local); a
+	 * refresh goes on, and its pull of the store's newest snapshot
+	 * (refresh_pull_newest) keeps that one fresh instead of building */
+	int r = 0;
+	bool claimed = false, served = false, ran = false;
+	if (control_is_worker(c)) {
+		bool waited_other = false;
+		r = build_claim_take(c, repo, waiter, &waited_other, err);
+		claimed = r == 0;
+		if (claimed && !refresh &&
+		    st->ops->snapshot_latest(st, repo->id, out, NULL) == 0)
+			served = true;
+	}
+	if (r == 0 && !served) {
+		ran = true;
+		control_build_state_set(c, repo->id, "building", NULL, NULL);
+		r = snapshot_refresh(c, repo, policy, waiter, report, out, err);
+	}
+	/* on every way out: a worker that died holding it loses it when
+	 * its lease runs out */
+	if (claimed)
+		build_claim_release(c, repo);
 	pthread_mutex_lock(&c->builds.mu);
 	bool stopping = c->builds.stopping;
 	/* cancelled (control_build_cancel): failed, saying by whom */
@@ -835,6 +958,8 @@ static int snapshot_ensure(struct control *c, const struct store_repo *repo,
 	if (r < 0 && cancelled_by)
 		control_build_state_set(c, repo->id, "failed", cancelled_by,
 					NULL);
+	else if (!ran)
+		; /* another worker's build, or none: no state of this one */
 	else if (r < 0 && stopping)
 		/* cut short by the server's stop, not failed: queued again at
 		 * the next start (control.c, refresh_requeue) */

@@ -1,6 +1,7 @@
-/* pg_builds.c - the snapshot build queue on PostgreSQL (store.h): one
- * statement each; servers taking builds at once skip each other's rows
- * (FOR UPDATE SKIP LOCKED). */
+/* pg_builds.c - the snapshot build queue and the build claims on
+ * PostgreSQL (store.h): one statement (a claim: one transaction) each;
+ * servers taking builds at once skip each other's rows (FOR UPDATE SKIP
+ * LOCKED); two claiming one repository's build take its row in turn. */
 #include "store/pg_internal.h"
 
 #include "util/alloc.h"
@@ -88,4 +89,82 @@ int pg_build_queue_list(struct store *st, char ***ids, size_t *n,
 	*ids = v;
 	*n = k;
 	return 0;
+}
+
+/* ---- build claims (store.h, build_claim) ---- */
+
+static int claim_args_ok(const char *repo_id, const char *worker, bool lease_ok,
+			 const char *what, struct wr_error **err)
+{
+	if (!store_id_ok(repo_id) || !store_id_ok(worker) || !lease_ok)
+		return wr_error_input(
+		    err, EINVAL, "%s: bad repository, worker or lease", what);
+	return 0;
+}
+
+int pg_build_claim(struct store *st, const char *repo_id, const char *worker,
+		   int64_t now_ms, int64_t lease_ms, bool *got, char **holder,
+		   struct wr_error **err)
+{
+	int r =
+	    claim_args_ok(repo_id, worker, lease_ms > 0, "claim a build", err);
+	if (r < 0)
+		return r;
+	_cleanup_(pg_releasep) struct pg_conn *c = NULL;
+	_cleanup_(pg_rollbackp) struct pg_conn *tx = NULL;
+	_cleanup_(pg_clearp) PGresult *res = NULL;
+	_cleanup_(pg_clearp) PGresult *who = NULL;
+	struct pg_params p = {0};
+	pg_text(&p, repo_id);
+	pg_text(&p, worker);
+	pg_int(&p, now_ms);
+	pg_int(&p, now_ms + lease_ms);
+	r = pg_acquire(pg_of(st), &c, err);
+	if (r == 0)
+		r = pg_begin(c, &tx, err);
+	/* the upsert locks the row (another claimer waits for this
+	 * transaction), so the read after it sees who holds it now */
+	if (r == 0)
+		r = pg_exec(c, PG_BUILD_CLAIM, &p, &res, err,
+			    "claim the build of %s", repo_id);
+	if (r < 0)
+		return r;
+	bool taken = PQntuples(res) > 0;
+	if (!taken && holder) {
+		struct pg_params q = {0};
+		pg_text(&q, repo_id);
+		r = pg_exec(c, PG_BUILD_CLAIM_HOLDER, &q, &who, err,
+			    "claim the build of %s", repo_id);
+		if (r < 0)
+			return r;
+	}
+	_cleanup_free_ char *name = NULL;
+	if (who && PQntuples(who) > 0) {
+		name = wr_strdup(PQgetvalue(who, 0, 0));
+		if (!name)
+			return wr_error_set(err, ENOMEM,
+					    "claim the build of %s", repo_id);
+	}
+	r = pg_commit(&tx, err);
+	if (r < 0)
+		return r;
+	*got = taken;
+	if (holder)
+		*holder = TAKE_PTR(name);
+	return 0;
+}
+
+int pg_build_release(struct store *st, const char *repo_id, const char *worker,
+		     struct wr_error **err)
+{
+	int r = claim_args_ok(repo_id, worker, true, "release a build", err);
+	if (r < 0)
+		return r;
+	_cleanup_(pg_releasep) struct pg_conn *c = NULL;
+	_cleanup_(pg_clearp) PGresult *res = NULL;
+	struct pg_params p = {0};
+	pg_text(&p, repo_id);
+	pg_text(&p, worker);
+	return pg_call(pg_of(st), &c, PG_BUILD_RELEASE, &p, &res, err,
+		       "release the build of %s", repo_id);
 }

@@ -40,6 +40,11 @@ enum pg_stmt {
 	PG_BUILD_DEQUEUE,
 	PG_BUILD_UNQUEUE,
 	PG_BUILD_QUEUE_LIST,
+	PG_BUILD_CLAIM,
+	PG_BUILD_CLAIM_HOLDER,
+	PG_BUILD_RELEASE,
+	PG_BUILD_CLAIM_RENEW,
+	PG_BUILD_CLAIM_EXPIRE,
 	PG_EVAL_RUN_PUT,
 	PG_EVAL_RUN_GET,
 	PG_EVAL_RUN_LIST,
@@ -168,6 +173,11 @@ int pg_build_unqueue(struct store *st, const char *repo_id, bool *removed,
 		     struct wr_error **err);
 int pg_build_queue_list(struct store *st, char ***ids, size_t *n,
 			struct wr_error **err);
+int pg_build_claim(struct store *st, const char *repo_id, const char *worker,
+		   int64_t now_ms, int64_t lease_ms, bool *got, char **holder,
+		   struct wr_error **err);
+int pg_build_release(struct store *st, const char *repo_id, const char *worker,
+		     struct wr_error **err);
 
 /* pg_eval.c */
 int pg_eval_run_put(struct store *st, const struct store_eval_run *r,

@@ -8,7 +8,9 @@
  * id waits for that row's lock. The order of locks is the worker's row
  * first (a claim reads it FOR SHARE; a renewal and a stop update it), then
  * sessions' rows, then (a transition that requeues) the queue counter, so
- * that no two transactions wait on each other in a cycle. A reap locks
+ * that no two transactions wait on each other in a cycle (a renewal and a
+ * stop then take the worker's build claims, which a build_claim takes
+ * alone). A reap locks
  * the expired rows with SKIP LOCKED too, so two reapers share the work,
  * and interrupts each through session_transition's path
  * (pg_transition_in) in its transaction. */
@@ -61,6 +63,11 @@ int pg_worker_stop(struct store *st, const char *id, int64_t now_ms,
 		return store_worker_usable(id, false, 0, "stop worker", err);
 	r = pg_exec(c, PG_WORKER_EXPIRE, &p, &expire, err, "stop worker %s",
 		    id);
+	if (r == 0) {
+		_cleanup_(pg_clearp) PGresult *builds = NULL;
+		r = pg_exec(c, PG_BUILD_CLAIM_EXPIRE, &p, &builds, err,
+			    "stop worker %s", id);
+	}
 	if (r == 0)
 		r = pg_commit(&tx, err);
 	if (r == 0)
@@ -197,6 +204,11 @@ int pg_lease_renew(struct store *st, const char *worker_id, int64_t now_ms,
 	pg_int(&p, now_ms + lease_ms);
 	r = pg_exec(c, PG_LEASE_RENEW, &p, &res, err, "renew the leases of %s",
 		    worker_id);
+	if (r == 0) {
+		_cleanup_(pg_clearp) PGresult *builds = NULL;
+		r = pg_exec(c, PG_BUILD_CLAIM_RENEW, &p, &builds, err,
+			    "renew the build claims of %s", worker_id);
+	}
 	if (r < 0)
 		return r;
 	struct store_claim *v = NULL;

@@ -233,6 +233,12 @@ const struct pg_migration pg_migrations[] = {
 	"  updated_ms BIGINT NOT NULL,"
 	"  deleted_ms BIGINT"
 	");"},
+    /* Who builds a repository's snapshot now (SQLite's migration 10). */
+    {10, "CREATE TABLE build_claims ("
+	"  repo_id " C_TEXT " PRIMARY KEY,"
+	"  worker " C_TEXT " NOT NULL,"
+	"  expires_ms BIGINT NOT NULL"
+	");"},
 };
 const size_t pg_n_migrations = sizeof(pg_migrations) / sizeof(pg_migrations[0]);
 
@@ -296,6 +302,27 @@ static const char *const stmt_sql[PG_STMT_MAX] = {
     [PG_BUILD_UNQUEUE] = "DELETE FROM build_queue WHERE repo_id = $1",
     [PG_BUILD_QUEUE_LIST] = "SELECT repo_id FROM build_queue ORDER BY "
 			    "queued_ms, repo_id",
+    /* free, run out, or the claimer's already: $3 now, $4 its end. A
+     * claim another worker holds keeps its row (locked until this
+     * transaction ends: two claimers at once are served in turn) */
+    [PG_BUILD_CLAIM] = "INSERT INTO build_claims (repo_id, worker, "
+		       "expires_ms) VALUES ($1, $2, $4) "
+		       "ON CONFLICT (repo_id) DO UPDATE SET worker = "
+		       "excluded.worker, expires_ms = excluded.expires_ms "
+		       "WHERE build_claims.worker = excluded.worker "
+		       "OR build_claims.expires_ms < $3::bigint "
+		       "RETURNING worker",
+    [PG_BUILD_CLAIM_HOLDER] = "SELECT worker FROM build_claims "
+			      "WHERE repo_id = $1",
+    [PG_BUILD_RELEASE] = "DELETE FROM build_claims WHERE repo_id = $1 "
+			 "AND worker = $2",
+    /* with the worker's session leases (lease_renew), as they are */
+    [PG_BUILD_CLAIM_RENEW] = "UPDATE build_claims SET expires_ms = $3 "
+			     "WHERE worker = $1 AND expires_ms >= $2::bigint",
+    /* a stopped worker's claims end when it stops (worker_stop) */
+    [PG_BUILD_CLAIM_EXPIRE] = "UPDATE build_claims SET expires_ms = "
+			      "$2::bigint - 1 WHERE worker = $1 AND "
+			      "expires_ms >= $2::bigint",
     [PG_EVAL_RUN_PUT] = "INSERT INTO eval_runs (id, user_name, run_json, "
 			   "created_ms, updated_ms) VALUES ($1, $2, $3, $4, $4) "
 			   "ON CONFLICT (id) DO UPDATE SET run_json = "

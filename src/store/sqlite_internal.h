@@ -40,6 +40,11 @@ enum sq_stmt {
 	SQ_BUILD_DEQUEUE,
 	SQ_BUILD_UNQUEUE,
 	SQ_BUILD_QUEUE_LIST,
+	SQ_BUILD_CLAIM,
+	SQ_BUILD_CLAIM_HOLDER,
+	SQ_BUILD_RELEASE,
+	SQ_BUILD_CLAIM_RENEW,
+	SQ_BUILD_CLAIM_EXPIRE,
 	SQ_EVAL_RUN_PUT,
 	SQ_EVAL_RUN_GET,
 	SQ_EVAL_RUN_LIST,
@@ -256,6 +261,11 @@ int sq_build_unqueue(struct store *st, const char *repo_id, bool *removed,
 		     struct wr_error **err);
 int sq_build_queue_list(struct store *st, char ***ids, size_t *n,
 			struct wr_error **err);
+int sq_build_claim(struct store *st, const char *repo_id, const char *worker,
+		   int64_t now_ms, int64_t lease_ms, bool *got, char **holder,
+		   struct wr_error **err);
+int sq_build_release(struct store *st, const char *repo_id, const char *worker,
+		     struct wr_error **err);
 int sq_repo_set_refreshed(struct store *st, const char *id, int64_t when_ms,
 			  struct wr_error **err);
 int sq_snapshot_add(struct store *st, const struct store_snapshot *s,

@@ -26,6 +26,24 @@ static int step_done(struct sq_conn *c, sqlite3_stmt *q, int rc,
 	return 0;
 }
 
+/* The worker's build claims that have not run out at now_ms: ended
+ * (SQ_BUILD_CLAIM_EXPIRE) or extended to until (SQ_BUILD_CLAIM_RENEW). */
+static int builds_until(struct sq_conn *c, enum sq_stmt stmt, const char *id,
+			int64_t now_ms, int64_t until, const char *what,
+			struct wr_error **err)
+{
+	_cleanup_(sq_resetp) sqlite3_stmt *q = NULL;
+	int r = sq_prepare(c, stmt, &q, err);
+	if (r < 0)
+		return r;
+	int rc = sq_bind_text(q, 1, id);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(q, 2, now_ms);
+	if (rc == SQLITE_OK && stmt == SQ_BUILD_CLAIM_RENEW)
+		rc = sqlite3_bind_int64(q, 3, until);
+	return step_done(c, q, rc, what, id, err);
+}
+
 int sq_worker_register(struct store *st, const struct store_worker *w,
 		       struct wr_error **err)
 {
@@ -77,6 +95,9 @@ int sq_worker_stop(struct store *st, const char *id, int64_t now_ms,
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int64(expire, 2, now_ms);
 	r = step_done(c, expire, rc, "stop worker", id, err);
+	if (r == 0)
+		r = builds_until(c, SQ_BUILD_CLAIM_EXPIRE, id, now_ms, 0,
+				 "stop worker", err);
 	if (r == 0)
 		r = sq_commit(&tx, err);
 	if (r == 0)
@@ -277,6 +298,10 @@ int sq_lease_renew(struct store *st, const char *worker_id, int64_t now_ms,
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_int64(renew, 3, now_ms + lease_ms);
 	r = step_done(c, renew, rc, "renew the leases of", worker_id, err);
+	if (r == 0)
+		r = builds_until(c, SQ_BUILD_CLAIM_RENEW, worker_id, now_ms,
+				 now_ms + lease_ms, "renew the build claims of",
+				 err);
 	if (r < 0)
 		return r;
 	rc = sq_bind_text(list, 1, worker_id);

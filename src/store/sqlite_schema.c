@@ -251,6 +251,15 @@ const struct sq_migration sq_migrations[] = {
 	"  updated_ms BIGINT NOT NULL,"
 	"  deleted_ms BIGINT"
 	");"},
+    /* Who builds a repository's snapshot now, among the workers sharing
+     * the store: one claim per repository, with a lease like a
+     * session's (renewed with the worker's leases), so that a first
+     * build is one build whichever workers the sessions reach. */
+    {10, "CREATE TABLE build_claims ("
+	"  repo_id TEXT PRIMARY KEY,"
+	"  worker TEXT NOT NULL,"
+	"  expires_ms BIGINT NOT NULL"
+	");"},
 };
 const size_t sq_n_migrations = sizeof(sq_migrations) / sizeof(sq_migrations[0]);
 
@@ -303,6 +312,23 @@ static const char *const stmt_sql[SQ_SESSION_LIST] = {
     [SQ_BUILD_UNQUEUE] = "DELETE FROM build_queue WHERE repo_id = ?1",
     [SQ_BUILD_QUEUE_LIST] = "SELECT repo_id FROM build_queue ORDER BY "
 			    "queued_ms, repo_id",
+    /* free, run out, or the claimer's already: ?3 now, ?4 its end */
+    [SQ_BUILD_CLAIM] = "INSERT INTO build_claims (repo_id, worker, "
+		       "expires_ms) VALUES (?1, ?2, ?4) "
+		       "ON CONFLICT (repo_id) DO UPDATE SET worker = "
+		       "excluded.worker, expires_ms = excluded.expires_ms "
+		       "WHERE build_claims.worker = excluded.worker "
+		       "OR build_claims.expires_ms < ?3 RETURNING worker",
+    [SQ_BUILD_CLAIM_HOLDER] = "SELECT worker FROM build_claims "
+			      "WHERE repo_id = ?1",
+    [SQ_BUILD_RELEASE] = "DELETE FROM build_claims WHERE repo_id = ?1 "
+			 "AND worker = ?2",
+    /* with the worker's session leases (lease_renew), as they are */
+    [SQ_BUILD_CLAIM_RENEW] = "UPDATE build_claims SET expires_ms = ?3 "
+			     "WHERE worker = ?1 AND expires_ms >= ?2",
+    /* a stopped worker's claims end when it stops (worker_stop) */
+    [SQ_BUILD_CLAIM_EXPIRE] = "UPDATE build_claims SET expires_ms = ?2 - 1 "
+			      "WHERE worker = ?1 AND expires_ms >= ?2",
     [SQ_EVAL_RUN_PUT] = "INSERT INTO eval_runs (id, user_name, run_json, "
 			   "created_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, ?4) "
 			   "ON CONFLICT (id) DO UPDATE SET run_json = "

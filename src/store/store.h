@@ -354,6 +354,23 @@ struct store_ops {
 			     bool *removed, struct wr_error **err);
 	int (*build_queue_list)(struct store *st, char ***ids, size_t *n,
 				struct wr_error **err);
+	/* Who builds a repository's snapshot now, among workers sharing
+	 * the store (migration 10): one claim per repository, held by a
+	 * worker until now_ms + lease_ms. build_claim takes it when it is
+	 * free, ran out (expires_ms < now_ms) or is worker's already (its
+	 * end then moves to now_ms + lease_ms): *got true. Else *got false
+	 * and *holder (when not NULL) the holding worker's id, the caller's
+	 * to free (NULL if the claim went meanwhile). One transaction; two
+	 * claimers at once never both get it. build_release ends worker's
+	 * claim of repo_id (nothing when it holds none). lease_renew
+	 * extends, with the worker's session leases, every build claim of
+	 * it that has not run out; worker_stop ends them. -EINVAL for a bad
+	 * id or lease. */
+	int (*build_claim)(struct store *st, const char *repo_id,
+			   const char *worker, int64_t now_ms, int64_t lease_ms,
+			   bool *got, char **holder, struct wr_error **err);
+	int (*build_release)(struct store *st, const char *repo_id,
+			     const char *worker, struct wr_error **err);
 
 	/* Stores the token whose hash is hash_hex: t->user, t->role and
 	 * t->name are required (-EINVAL), created_ms 0 means now; it starts
@@ -545,8 +562,8 @@ struct store_ops {
 	int (*worker_register)(struct store *st, const struct store_worker *w,
 			       struct wr_error **err);
 	/* Marks the worker stopped at now_ms (its first stop's time stays)
-	 * and ends its leases there: the next lease_reap takes what it
-	 * held. -ENOENT if unknown. */
+	 * and ends its leases there (its build claims too): the next
+	 * lease_reap takes what it held. -ENOENT if unknown. */
 	int (*worker_stop)(struct store *st, const char *id, int64_t now_ms,
 			   struct wr_error **err);
 	/* Every worker, stopped ones included, by started_ms then id. */
@@ -583,7 +600,9 @@ struct store_ops {
 	 * it with what it runs, and stops the sandboxes of the sessions
 	 * missing or held at another epoch. Returns the count. -ENOENT for
 	 * an unknown worker, -ESTALE for a stopped one. Renewals are not
-	 * counted by session_writes (they change lease_expires_ms only). */
+	 * counted by session_writes (they change lease_expires_ms only).
+	 * The worker's build claims (build_claim) are renewed alike, in the
+	 * same transaction. */
 	int (*lease_renew)(struct store *st, const char *worker_id,
 			   int64_t now_ms, int64_t lease_ms,
 			   struct store_claim **held, size_t *n_held,

@@ -316,7 +316,8 @@ static void test_open_migrates_older_schema(void **state)
 	add_repo(st, "c-hello", repo);
 	add_session(st, repo, sid);
 	store_close(st);
-	raw_sql("old.db", "DROP TABLE secrets;"
+	raw_sql("old.db", "DROP TABLE build_claims;"
+			  "DROP TABLE secrets;"
 			  "DROP TABLE audit_records;"
 			  "DROP TABLE eval_items;"
 			  "DROP TABLE eval_batches;"
@@ -371,6 +372,11 @@ static void test_open_migrates_older_schema(void **state)
 	unsigned char byte = 1;
 	struct store_secret sec = {.name = "OLD", .file = &byte, .file_len = 1};
 	OK(st->ops->secret_put(st, &sec, &err_));
+	/* and migration 10's: a repository's build can be claimed */
+	bool claimed = false;
+	OK(st->ops->build_claim(st, repo, "w-old", 1000, 100, &claimed, NULL,
+				&err_));
+	assert_true(claimed);
 	store_close(st);
 	st = open_db("old.db");
 	assert_int_equal(store_schema_version(st), latest);

@@ -7,7 +7,10 @@
  * a claim skipping a row another transaction holds instead of waiting for
  * it; renewals; reaps after expiry interrupting what may be interrupted
  * and releasing the rest; and fencing: a write with a stale epoch refused
- * with -ESTALE and writing nothing, the current epoch and epoch 0 passing.
+ * with -ESTALE and writing nothing, the current epoch and epoch 0 passing;
+ * build claims: one worker's at a time per repository, taken again by its
+ * holder, after its end, or after a release or a stop, renewed with the
+ * worker's leases, and two claimers at once never both getting one.
  *
  * Every time is passed (now_ms): nothing sleeps. */
 #include <errno.h>
@@ -657,6 +660,168 @@ static void test_fencing(void **state)
 	store_close(st);
 }
 
+/* ---- build claims ------------------------------------------------------ */
+
+/* Claims repo's build for worker at now: whether it got it; *holder (when
+ * not NULL) who holds it otherwise. */
+static bool build_claim(struct store *st, const char *repo, const char *worker,
+			int64_t now, char **holder)
+{
+	bool got = false;
+	char *who = NULL;
+	OK(st->ops->build_claim(st, repo, worker, now, LEASE_MS, &got, &who,
+				&err_));
+	if (got)
+		assert_null(who);
+	if (holder)
+		*holder = who;
+	else
+		free(who);
+	return got;
+}
+
+static void assert_held_by(struct store *st, const char *repo,
+			   const char *worker, int64_t now, const char *holder)
+{
+	char *who = NULL;
+	assert_false(build_claim(st, repo, worker, now, &who));
+	assert_non_null(who);
+	assert_string_equal(who, holder);
+	free(who);
+}
+
+static void test_build_claims(void **state)
+{
+	(void)state;
+	struct store *st = open_db("w.db");
+	char repo[STORE_ID_MAX], other[STORE_ID_MAX];
+	add_repo(st, "c-hello", repo);
+	add_repo(st, "c-other", other);
+	add_worker(st, "w-a");
+	add_worker(st, "w-b");
+
+	/* free: taken; another worker's live claim: not, saying whose */
+	assert_true(build_claim(st, repo, "w-a", 1000, NULL));
+	assert_held_by(st, repo, "w-b", 1050, "w-a");
+	/* one claim per repository: another repository's is free */
+	assert_true(build_claim(st, other, "w-b", 1050, NULL));
+	/* the holder's own claim again: kept, its end moved on (1160) */
+	assert_true(build_claim(st, repo, "w-a", 1060, NULL));
+	assert_held_by(st, repo, "w-b", 1150, "w-a");
+
+	/* renewed with the worker's leases (1150 + 100), so still A's at
+	 * 1200; B's claim of the other repository (1050 + 100) was not
+	 * renewed by A's renewal, and A takes it (until 1300) */
+	struct store_claim *held = NULL;
+	size_t n = 0;
+	OK(st->ops->lease_renew(st, "w-a", 1150, LEASE_MS, &held, &n, &err_));
+	store_claims_free(held, n);
+	assert_held_by(st, repo, "w-b", 1200, "w-a");
+	assert_true(build_claim(st, other, "w-a", 1200, NULL));
+
+	/* run out (A died): the next claimer takes it */
+	assert_true(build_claim(st, repo, "w-b", 1271, NULL));
+	assert_held_by(st, repo, "w-a", 1280, "w-b");
+	/* a renewal renews only what has not run out: the claim is B's
+	 * until 1351, and A's of the other repository goes on to 1400 */
+	OK(st->ops->lease_renew(st, "w-a", 1300, LEASE_MS, &held, &n, &err_));
+	store_claims_free(held, n);
+	assert_held_by(st, repo, "w-a", 1300, "w-b");
+	assert_held_by(st, other, "w-b", 1390, "w-a");
+
+	/* a release ends only the releaser's own claim */
+	OK(st->ops->build_release(st, repo, "w-a", &err_));
+	assert_held_by(st, repo, "w-a", 1310, "w-b");
+	OK(st->ops->build_release(st, repo, "w-b", &err_));
+	assert_true(build_claim(st, repo, "w-a", 1320, NULL));
+	/* releasing what nobody holds is no error */
+	OK(st->ops->build_release(st, repo, "w-a", &err_));
+	OK(st->ops->build_release(st, repo, "w-a", &err_));
+
+	/* a worker's stop ends its claims at once */
+	assert_true(build_claim(st, repo, "w-a", 1330, NULL));
+	assert_held_by(st, repo, "w-b", 1340, "w-a");
+	OK(st->ops->worker_stop(st, "w-a", 1350, &err_));
+	assert_true(build_claim(st, repo, "w-b", 1350, NULL));
+	assert_true(build_claim(st, other, "w-b", 1350, NULL));
+
+	bool got = false;
+	char *who = NULL;
+	FAILS(EINVAL, st->ops->build_claim(st, "", "w-b", 1400, LEASE_MS, &got,
+					   &who, &err_));
+	FAILS(EINVAL, st->ops->build_claim(st, repo, "", 1400, LEASE_MS, &got,
+					   &who, &err_));
+	FAILS(EINVAL, st->ops->build_claim(st, repo, "w-b", 1400, 0, &got, &who,
+					   &err_));
+	FAILS(EINVAL, st->ops->build_release(st, repo, NULL, &err_));
+	/* holder NULL: not asked */
+	OK(st->ops->build_claim(st, repo, "w-a", 1400, LEASE_MS, &got, NULL,
+				&err_));
+	assert_false(got);
+	store_close(st);
+}
+
+#define BUILD_CLAIM_ROUNDS 40
+
+struct build_claimer {
+	struct store *st;
+	const char *worker;
+	char (*repos)[STORE_ID_MAX];
+	int got;
+	int failures;
+	char error[256];
+};
+
+static void *build_claim_loop(void *arg)
+{
+	struct build_claimer *b = arg;
+	for (int i = 0; i < BUILD_CLAIM_ROUNDS; i++) {
+		struct wr_error *err = NULL;
+		bool got = false;
+		int r =
+		    b->st->ops->build_claim(b->st, b->repos[i], b->worker, 1000,
+					    LEASE_MS, &got, NULL, &err);
+		if (r < 0 && !b->failures++)
+			snprintf(b->error, sizeof(b->error), "%s",
+				 err && err->msg ? err->msg : "failed");
+		wr_error_free(err);
+		b->got += got;
+	}
+	return NULL;
+}
+
+/* Two workers claiming the same builds at once, each on a handle of its
+ * own (as two hosts): each build is claimed by one of them. */
+static void test_concurrent_build_claims(void **state)
+{
+	(void)state;
+	struct store *st1 = open_db("w.db");
+	struct store *st2 = open_db("w.db");
+	static char repos[BUILD_CLAIM_ROUNDS][STORE_ID_MAX];
+	for (int i = 0; i < BUILD_CLAIM_ROUNDS; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "c-r%d", i);
+		add_repo(st1, name, repos[i]);
+	}
+	static struct build_claimer b[2];
+	b[0] =
+	    (struct build_claimer){.st = st1, .worker = "w-a", .repos = repos};
+	b[1] =
+	    (struct build_claimer){.st = st2, .worker = "w-b", .repos = repos};
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(
+		    pthread_create(&t[i], NULL, build_claim_loop, &b[i]), 0);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(t[i], NULL);
+		if (b[i].failures)
+			fail_msg("claimer %d: %s", i, b[i].error);
+	}
+	assert_int_equal(b[0].got + b[1].got, BUILD_CLAIM_ROUNDS);
+	store_close(st2);
+	store_close(st1);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, test_setup, test_teardown)
@@ -669,6 +834,8 @@ int main(void)
 	    T(test_renew),
 	    T(test_reap),
 	    T(test_fencing),
+	    T(test_build_claims),
+	    T(test_concurrent_build_claims),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
