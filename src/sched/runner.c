@@ -799,7 +799,17 @@ static void finish(struct run *run, enum session_state to, const char *why,
 	struct wr_error *err = NULL;
 	if (control_transition(run->ctl, run->id, -1, to, &upd, NULL, &err) <
 	    0) {
-		log_error(run, "finish", err);
+		/* ended already by another server (a reject, a cancel or a
+		 * push through an API server): what stopped this run, not a
+		 * failure */
+		struct store_session s = {0};
+		bool ended = run->ctl->st->ops->session_get(run->ctl->st,
+							    run->id, &s,
+							    NULL) == 0 &&
+			     session_state_terminal(s.state);
+		store_session_clear(&s);
+		if (!ended)
+			log_error(run, "finish", err);
 		wr_error_free(err);
 	}
 }
