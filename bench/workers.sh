@@ -20,19 +20,13 @@ TEST_TMP="$(mktemp -d /tmp/warren-bench-workers.XXXXXX)"
 RT="/run/warren-bench-$$"
 . tests/pg_server.sh
 . tests/registry_server.sh
-declare -A WPID
-API_PID=""
+. tests/workers_lib.sh
+SERVER_PID=""
 cleanup() {
 	set +e # every step runs, whatever one before it returned
-	local w n
-	for w in "${!WPID[@]}"; do kill -9 "${WPID[$w]}" 2>/dev/null || true; wait "${WPID[$w]}" 2>/dev/null || true; done
-	for w in w1 w2 w3; do
-		for n in $(WARREN_RUNTIME_DIR="$RT-$w" "$WARREN" sandbox ls --all --json 2>/dev/null |
-			jq -r '(if type == "array" then . else .sandboxes end)[] | .name' 2>/dev/null); do
-			WARREN_RUNTIME_DIR="$RT-$w" "$WARREN" sandbox rm "$n" >/dev/null 2>&1 || true
-		done
-	done
-	[ -n "$API_PID" ] && { kill "$API_PID" 2>/dev/null; wait "$API_PID" 2>/dev/null; } || true
+	local w
+	for w in w1 w2 w3; do w_stop "$w" KILL; w_sandboxes_rm "$w"; done
+	[ -n "$SERVER_PID" ] && { kill "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null; } || true
 	registry_stop_all
 	pg_server_stop
 	rm -rf "$TEST_TMP" "$RT-w1" "$RT-w2" "$RT-w3"
@@ -42,15 +36,13 @@ if [ -z "$REGISTRY_BIN" ] || ! command -v htpasswd >/dev/null; then
 	echo "bench/workers: SKIP: docker-registry or htpasswd is not installed" >&2
 	exit 0
 fi
-if ! pg_server_start; then
-	echo "bench/workers: SKIP: $PG_SERVER_WHY" >&2
+if ! workers_store; then
+	echo "bench/workers: SKIP: $WORKERS_WHY" >&2
 	exit 0
 fi
 start_registry_htpasswd reg warren bench-pw >/dev/null
 printf 'bench-pw\n' >"$TEST_TMP/pw"
 chmod 600 "$TEST_TMP/pw"
-"$PG_SERVER_BIN/psql" -q "$PG_SERVER_URL" -c "CREATE DATABASE warren"
-STORE="postgresql://warren@/warren?host=$PG_SERVER_DIR&port=5432"
 
 R="$TEST_TMP/proj"
 mkdir -p "$R"
@@ -59,26 +51,13 @@ git -C "$R" init -q -b main
 git -C "$R" -c user.email=b@warren -c user.name=bench add -A
 git -C "$R" -c user.email=b@warren -c user.name=bench commit -q -m initial
 
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
-P="$(port)"
-URL="http://127.0.0.1:$P"
-printf '{"store": "%s", "repositories": [{"name": "proj", "url": "%s"}]}\n' "$STORE" "$R" >"$TEST_TMP/api.json"
-"$WARREN" serve --data "$TEST_TMP/api" --listen "127.0.0.1:$P" --config "$TEST_TMP/api.json" --role api >"$TEST_TMP/api.log" 2>&1 &
-API_PID=$!
-for _ in $(seq 1 100); do [ -s "$TEST_TMP/api/admin.token" ] && curl -s -o /dev/null "$URL/api/v1/healthz" && break; sleep 0.1; done
-TOKEN="$(cat "$TEST_TMP/api/admin.token")"
+api_serve api "$(printf '{"store": "%s", "repositories": [{"name": "proj", "url": "%s"}]}' "$STORE" "$R")"
 api() { curl -s -X "$1" -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' ${3:+-d "$3"} "$URL$2"; }
 
 w_start() {
-	printf '{"store": "%s", "limits": {"max_sandboxes": 2}, "worker": {"id": "%s", "lease": "3s", "renew": "1s"},
- "blobs": {"registry": "%s", "repository": "warren/bench", "username": "warren", "password_file": "%s"}}\n' \
-		"$STORE" "$1" "$REG_reg" "$TEST_TMP/pw" >"$TEST_TMP/$1.json"
-	local p
-	p="$(port)"
-	WARREN_RUNTIME_DIR="$RT-$1" "$WARREN" serve --data "$TEST_TMP/$1" --listen "127.0.0.1:$p" \
-		--config "$TEST_TMP/$1.json" --role worker >>"$TEST_TMP/$1.log" 2>&1 &
-	WPID[$1]=$!
-	for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$p/api/v1/healthz" && break; sleep 0.1; done
+	worker_serve "$1" "$(printf '{"store": "%s", "limits": {"max_sandboxes": 2}, "worker": {"id": "%s", "lease": "3s", "renew": "1s"},
+ "blobs": {"registry": "%s", "repository": "warren/bench", "username": "warren", "password_file": "%s"}}' \
+		"$STORE" "$1" "$REG_reg" "$TEST_TMP/pw")"
 }
 submit() { # AGENT: a session's id
 	api POST /api/v1/sessions "$(jq -n --arg a "$1" '{repo: "proj", prompt: "bench", agent: ["sh", "-c", $a]}')" | jq -r .id
@@ -158,9 +137,7 @@ K="$(submit 'echo started; sleep 30')"
 for _ in $(seq 1 200); do [ "$(state "$K")" = running ] && break; sleep 0.05; done
 victim="$(api GET "/api/v1/sessions/$K/events?format=json" | jq -r '[.events[] | select(.kind == "state" and .data.state == "provisioning") | .data.worker] | last')"
 t_kill=$(($(date +%s%N) / 1000000))
-kill -9 "${WPID[$victim]}"
-wait "${WPID[$victim]}" 2>/dev/null || true
-unset "WPID[$victim]"
+w_stop "$victim" KILL
 back=0
 for _ in $(seq 1 400); do
 	back="$(api GET "/api/v1/sessions/$K/events?format=json" | jq -r --arg v "$victim" '[.events[] | select(.kind == "state" and .data.state == "running" and .time_ms > '"$t_kill"')] | first | .time_ms // 0')"

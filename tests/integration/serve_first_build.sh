@@ -15,27 +15,8 @@
 . "$(dirname "$0")/control_lib.sh"
 . "$(dirname "$0")/../pg_server.sh"
 . "$ROOT_DIR/tests/registry_server.sh"
-declare -A WPID
 RT="/run/warren-test-$$"
-w_stop() { # NAME [SIGNAL]
-	local p="${WPID[$1]:-}"
-	[ -n "$p" ] || return 0
-	kill -"${2:-TERM}" "$p" 2>/dev/null
-	wait "$p" 2>/dev/null
-	WPID[$1]=""
-}
-w_sandboxes_kill() { # NAME: what a dead host's sandboxes do: die
-	WARREN_RUNTIME_DIR="$RT-$1" "$WARREN" sandbox ls --all --json 2>/dev/null |
-		jq -r '(if type == "array" then . else .sandboxes end)[] | .init_pid' 2>/dev/null |
-		while read -r p; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done
-}
-w_sandboxes_rm() { # NAME
-	local n
-	for n in $(WARREN_RUNTIME_DIR="$RT-$1" "$WARREN" sandbox ls --all --json 2>/dev/null |
-		jq -r '(if type == "array" then . else .sandboxes end)[] | .name' 2>/dev/null); do
-		WARREN_RUNTIME_DIR="$RT-$1" "$WARREN" sandbox rm "$n" >/dev/null 2>&1
-	done
-}
+. "$ROOT_DIR/tests/workers_lib.sh"
 cleanup() {
 	for w in w1 w2; do w_stop $w KILL; w_sandboxes_rm $w; done
 	server_stop
@@ -59,13 +40,10 @@ if ! start_registry_htpasswd reg warren 'first-pw'; then
 fi
 printf 'first-pw\n' >"$TEST_TMP/pw"
 chmod 600 "$TEST_TMP/pw"
-if ! pg_server_start; then
-	fail "a PostgreSQL server of the test's own" "$PG_SERVER_WHY"
+if ! workers_store; then
+	fail "a PostgreSQL server of the test's own" "$WORKERS_WHY"
 	exit 0
 fi
-"$PG_SERVER_BIN/psql" -q "$PG_SERVER_URL" -c "CREATE DATABASE warren" || fail "create the database" "psql failed"
-STORE="postgresql://warren@/warren?host=$PG_SERVER_DIR&port=5432"
-psql_q() { "$PG_SERVER_BIN/psql" -qtA "$STORE" -c "$1"; }
 BLOBS="$(printf '{"registry": "%s", "repository": "warren/first", "username": "warren", "password_file": "%s"}' \
 	"$REG_reg" "$TEST_TMP/pw")"
 
@@ -79,24 +57,10 @@ git -C "$R" -c user.email=t@warren -c user.name=test add -A
 git -C "$R" -c user.email=t@warren -c user.name=test commit -q -m initial
 
 w_start() { # NAME: one sandbox each, so that each takes one session
-	printf '{"store": "%s", "limits": {"max_sandboxes": 1}, "worker": {"id": "%s", "lease": "3s", "renew": "1s"}, "blobs": %s}\n' \
-		"$STORE" "$1" "$BLOBS" >"$TEST_TMP/$1.json"
-	local port
-	port="$(free_port)"
-	WARREN_RUNTIME_DIR="$RT-$1" "$WARREN" serve --data "$TEST_TMP/$1" --listen "127.0.0.1:$port" \
-		--config "$TEST_TMP/$1.json" --role worker >>"$TEST_TMP/$1.log" 2>&1 &
-	WPID[$1]=$!
-	for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$port/api/v1/healthz" && break; sleep 0.1; done
+	worker_serve "$1" "$(printf '{"store": "%s", "limits": {"max_sandboxes": 1}, "worker": {"id": "%s", "lease": "3s", "renew": "1s"}, "blobs": %s}' \
+		"$STORE" "$1" "$BLOBS")"
 }
-mkdir -p "$TEST_TMP/api"
-printf '{"store": "%s", "blobs": %s}\n' "$STORE" "$BLOBS" >"$TEST_TMP/api.json"
-PORT="$(free_port)"
-URL="http://127.0.0.1:$PORT"
-SERVER_LOG="$TEST_TMP/api.log"
-"$WARREN" serve --data "$TEST_TMP/api" --listen "127.0.0.1:$PORT" --config "$TEST_TMP/api.json" --role api >"$SERVER_LOG" 2>&1 &
-SERVER_PID=$!
-for _ in $(seq 1 100); do [ -s "$TEST_TMP/api/admin.token" ] && curl -s -o /dev/null "$URL/api/v1/healthz" && break; sleep 0.1; done
-TOKEN="$(cat "$TEST_TMP/api/admin.token" 2>/dev/null)"
+api_serve api "$(printf '{"store": "%s", "blobs": %s}' "$STORE" "$BLOBS")"
 if [ -z "$TOKEN" ]; then
 	fail "the API server starts" "$(tail -5 "$SERVER_LOG")"
 	exit 0

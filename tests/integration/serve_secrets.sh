@@ -16,15 +16,8 @@
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/control_lib.sh"
 . "$(dirname "$0")/../pg_server.sh"
-declare -A WPID WURL
 RT="/run/warren-test-secrets-$$"
-w_stop() { # NAME
-	local p="${WPID[$1]:-}"
-	[ -n "$p" ] || return 0
-	kill -TERM "$p" 2>/dev/null
-	wait "$p" 2>/dev/null
-	WPID[$1]=""
-}
+. "$ROOT_DIR/tests/workers_lib.sh"
 cleanup() {
 	for w in w1 w2; do w_stop $w; done
 	server_stop
@@ -37,13 +30,10 @@ if ! pg_server_bin >/dev/null; then
 	echo "SKIP $TEST_FILE: no PostgreSQL server binaries (install postgresql-15)" >&2
 	exit 0
 fi
-if ! pg_server_start; then
-	fail "a PostgreSQL server of the test's own" "$PG_SERVER_WHY"
+if ! workers_store; then
+	fail "a PostgreSQL server of the test's own" "$WORKERS_WHY"
 	exit 0
 fi
-"$PG_SERVER_BIN/psql" -q "$PG_SERVER_URL" -c "CREATE DATABASE warren" || fail "create the database" "psql failed"
-STORE="postgresql://warren@/warren?host=$PG_SERVER_DIR&port=5432"
-psql_q() { "$PG_SERVER_BIN/psql" -qtA "$STORE" -c "$1"; }
 
 # the keys: one for the API server and worker 1, another for worker 2
 mkdir -p "$TEST_TMP/keys"
@@ -78,26 +68,11 @@ server_stop
 OLD_TOKEN_SQLITE="$TOKEN"
 
 # --- the API server ------------------------------------------------------
-printf '{"store": "%s", "secrets_key_file": "%s"}\n' "$STORE" "$TEST_TMP/keys/shared.key" >"$TEST_TMP/api.json"
-PORT="$(free_port)"
-URL="http://127.0.0.1:$PORT"
-SERVER_LOG="$TEST_TMP/api.log"
-"$WARREN" serve --data "$TEST_TMP/api" --listen "127.0.0.1:$PORT" --config "$TEST_TMP/api.json" --role api >"$SERVER_LOG" 2>&1 &
-SERVER_PID=$!
-for _ in $(seq 1 100); do [ -s "$TEST_TMP/api/admin.token" ] && curl -s -o /dev/null "$URL/api/v1/healthz" && break; sleep 0.1; done
-TOKEN="$(cat "$TEST_TMP/api/admin.token" 2>/dev/null)"
+api_serve api "$(printf '{"store": "%s", "secrets_key_file": "%s"}' "$STORE" "$TEST_TMP/keys/shared.key")"
 [ -n "$TOKEN" ] && pass "an API server on the store (--role api)" || fail "an API server on the store" "$(tail -5 "$SERVER_LOG")"
 
 w_start() { # NAME KEYFILE
-	printf '{"store": "%s", "secrets_key_file": "%s", "worker": {"id": "%s"}}\n' \
-		"$STORE" "$2" "$1" >"$TEST_TMP/$1.json"
-	local port
-	port="$(free_port)"
-	WURL[$1]="http://127.0.0.1:$port"
-	WARREN_RUNTIME_DIR="$RT-$1" "$WARREN" serve --data "$TEST_TMP/$1" --listen "127.0.0.1:$port" \
-		--config "$TEST_TMP/$1.json" --role worker >>"$TEST_TMP/$1.log" 2>&1 &
-	WPID[$1]=$!
-	for _ in $(seq 1 100); do curl -s -o /dev/null "${WURL[$1]}/api/v1/healthz" && break; sleep 0.1; done
+	worker_serve "$1" "$(printf '{"store": "%s", "secrets_key_file": "%s", "worker": {"id": "%s"}}' "$STORE" "$2" "$1")"
 }
 w_start w1 "$TEST_TMP/keys/shared.key"
 grep -q "role worker" "$TEST_TMP/w1.log" && pass "worker 1 on the store (--role worker)" ||
