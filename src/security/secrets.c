@@ -635,15 +635,24 @@ int secrets_list(const char *data_dir, struct secret_info **out, size_t *n,
 	return 0;
 }
 
-int secrets_delete(const char *data_dir, const char *name,
-		   struct wr_error **err)
+/* The existing secrets directory for a secret named name: 0, or the
+ * error (a bad name, no such secret when there is no directory). */
+static int existing_dir(const char *data_dir, const char *name, char **dir,
+			struct wr_error **err)
 {
 	if (!secrets_name_valid(name))
 		return name_error(name, err);
-	_cleanup_free_ char *dir = NULL;
-	int r = secrets_dir(data_dir, false, &dir, err);
+	int r = secrets_dir(data_dir, false, dir, err);
 	if (r == -ENOENT)
 		return wr_error_absent(err, false, "no secret named %s", name);
+	return r < 0 ? r : 0;
+}
+
+int secrets_delete(const char *data_dir, const char *name,
+		   struct wr_error **err)
+{
+	_cleanup_free_ char *dir = NULL;
+	int r = existing_dir(data_dir, name, &dir, err);
 	if (r < 0)
 		return r;
 	_cleanup_free_ char *path = wr_asprintf("%s/%s" SUFFIX, dir, name);
@@ -714,12 +723,8 @@ int secrets_file_read(const char *data_dir, const char *name,
 	*file = NULL;
 	*file_len = 0;
 	*repos = NULL;
-	if (!secrets_name_valid(name))
-		return name_error(name, err);
 	_cleanup_free_ char *dir = NULL;
-	int r = secrets_dir(data_dir, false, &dir, err);
-	if (r == -ENOENT)
-		return wr_error_absent(err, false, "no secret named %s", name);
+	int r = existing_dir(data_dir, name, &dir, err);
 	if (r < 0)
 		return r;
 	_cleanup_close_ int dir_fd =
