@@ -1,6 +1,7 @@
 #!/bin/bash
 # bench/workers.sh - many workers on one store: sessions per second through
-# 1 worker and through 3 (2 slots each, a `sleep 1` agent), the start of a
+# 1 worker and through 3 (2 slots each, a `sleep 1` agent, sessions of three
+# users: one user is held to its fair share), the start of a
 # session on a worker with a cold layer cache (the snapshot pulled from the
 # registry) against a warm one, and the failover time from kill -9 of a
 # worker to its session running again elsewhere (lease 3 s, renewed every
@@ -59,19 +60,22 @@ w_start() {
  "blobs": {"registry": "%s", "repository": "warren/bench", "username": "warren", "password_file": "%s"}}' \
 		"$STORE" "$1" "$REG_reg" "$TEST_TMP/pw")"
 }
-submit() { # AGENT: a session's id
-	api POST /api/v1/sessions "$(jq -n --arg a "$1" '{repo: "proj", prompt: "bench", agent: ["sh", "-c", $a]}')" | jq -r .id
+submit() { # AGENT (no quotes or backslashes in it) [TOKEN]: a session's id
+	TOKEN="${2:-$TOKEN}" api POST /api/v1/sessions "{\"repo\": \"proj\", \"prompt\": \"bench\", \"agent\": [\"sh\", \"-c\", \"$1\"]}" |
+		jq -r .id
 }
 state() { api GET "/api/v1/sessions/$1" | jq -r .state; }
 wait_all() { # IDS...: until every one rests (review or failed); fails after 300 s
-	local t0 s
+	# one list request a poll (the harness's own CPU is the workers' too)
+	local t0 want
 	t0=$(date +%s)
-	for s in "$@"; do
-		while :; do
-			case "$(state "$s")" in review|failed|cancelled) break ;; esac
-			[ $(($(date +%s) - t0)) -lt 300 ] || { echo "bench/workers: timeout waiting for $s" >&2; return 1; }
-			sleep 0.05
-		done
+	want="$(printf '%s\n' "$@" | jq -R . | jq -sc .)"
+	while :; do
+		[ "$(api GET "/api/v1/sessions?limit=500" | jq --argjson w "$want" \
+			'[.sessions[] | select(.id as $i | $w | index($i)) | select(.state == "review" or .state == "failed" or .state == "cancelled")] | length')" \
+			-ge "$#" ] 2>/dev/null && return 0
+		[ $(($(date +%s) - t0)) -lt 300 ] || { echo "bench/workers: timeout waiting for $*" >&2; return 1; }
+		sleep 0.1
 	done
 }
 reject_all() { local s; for s in "$@"; do api POST "/api/v1/sessions/$s/reject" '{"reason": "bench"}' >/dev/null; done; }
@@ -89,7 +93,9 @@ through() { # LABEL: N sessions of `sleep 1`, submitted at once; sessions/s
 	local ids=() i t0 t1 c0 c1
 	c0="$(cpu_ticks)"
 	t0=$(date +%s%N)
-	for i in $(seq 1 "$N"); do ids+=("$(submit 'sleep 1; echo ok >out.txt')"); done
+	# from three users: one user's fair share is half of all the slots
+	# plus one (admission), which would cap a single user at 4 of 6
+	for i in $(seq 1 "$N"); do ids+=("$(submit 'sleep 1; echo ok >out.txt' "${USER_TOKENS[$((i % 3))]}")"); done
 	wait_all "${ids[@]}"
 	t1=$(date +%s%N)
 	c1="$(cpu_ticks)"
@@ -104,7 +110,11 @@ start_total() { # ID: restore + pull of its start, ms
 	api GET "/api/v1/sessions/$1" | jq -r '(.outcome.start_ms.restore // 0) + (.outcome.start_ms.pull // 0)'
 }
 
-echo "postgresql: $("$PG_SERVER_BIN/postgres" --version | cut -d' ' -f3)   cpus: $(nproc)   sessions per run: $N (sleep 1, 2 slots per worker)"
+USER_TOKENS=()
+for u in alice bob carol; do
+	USER_TOKENS+=("$(api POST /api/v1/tokens "{\"user\": \"$u\", \"role\": \"submitter\"}" | jq -r .token)")
+done
+echo "postgresql: $("$PG_SERVER_BIN/postgres" --version | cut -d' ' -f3)   cpus: $(nproc)   sessions per run: $N from 3 users (sleep 1, 2 slots per worker)"
 w_start w1
 # the first session builds the snapshot (pushed to the registry)
 first="$(submit 'true')"
