@@ -2,7 +2,7 @@
  *
  * A worker keeps the snapshots it built or pulled in its data directory
  * (DATA/snapshots/<id>.json and their layers in DATA/layers). With
- * "blobs": {"cache_max": SIZE}, after each pull the snapshots that the
+ * "blobs": {"cache_max": SIZE}, after each pull and build the snapshots that the
  * registry holds (every layer has its DATA/blobs record: pushed or pulled,
  * so it can be pulled again) and that nothing here needs are removed,
  * least recently used first, until the layers the remaining snapshots

@@ -970,8 +970,11 @@ static int snapshot_ensure(struct control *c, const struct store_repo *repo,
 					    ? (*err)->msg
 					    : "the build failed",
 					NULL);
-	else
+	else {
 		control_build_state_set(c, repo->id, "ready", NULL, out->id);
+		/* the cache's cap, now that it may hold one more */
+		layer_cache_trim(c, out->id);
+	}
 
 	pthread_mutex_lock(&c->builds.mu);
 	for (size_t i = 0; i < c->builds.n_building; i++)
