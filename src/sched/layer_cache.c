@@ -25,6 +25,7 @@
 #include "util/log.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,30 +94,37 @@ static bool needed(struct control *c, const char *id, const char *keep,
 	return yes;
 }
 
+static int by_id(const void *a, const void *b)
+{
+	const struct snap_layer_ref *x = *(const struct snap_layer_ref *const *)a;
+	const struct snap_layer_ref *y = *(const struct snap_layer_ref *const *)b;
+	return strcmp(x->id, y->id);
+}
+
 /* The bytes of the layers the snapshots not removed reference, each
- * layer once. */
+ * layer once (sorted by id; UINT64_MAX when out of memory: over any cap,
+ * so nothing more is removed). */
 static uint64_t referenced_bytes(const struct cached_snapshot *v, size_t n)
 {
+	size_t count = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!v[i].removed)
+			count += v[i].m->n_layers;
+	if (!count)
+		return 0;
+	const struct snap_layer_ref **refs = wr_calloc(count, sizeof(*refs));
+	if (!refs)
+		return UINT64_MAX;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; !v[i].removed && j < v[i].m->n_layers; j++)
+			refs[k++] = &v[i].m->layers[j];
+	qsort(refs, count, sizeof(*refs), by_id);
 	uint64_t total = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (v[i].removed)
-			continue;
-		for (size_t k = 0; k < v[i].m->n_layers; k++) {
-			const char *id = v[i].m->layers[k].id;
-			bool seen = false;
-			for (size_t j = 0; j < i && !seen; j++) {
-				if (v[j].removed)
-					continue;
-				for (size_t q = 0; q < v[j].m->n_layers && !seen;
-				     q++)
-					seen = !strcmp(v[j].m->layers[q].id, id);
-			}
-			for (size_t q = 0; q < k && !seen; q++)
-				seen = !strcmp(v[i].m->layers[q].id, id);
-			if (!seen)
-				total += v[i].m->layers[k].bytes;
-		}
-	}
+	for (size_t i = 0; i < count; i++)
+		if (i == 0 || strcmp(refs[i]->id, refs[i - 1]->id))
+			total += refs[i]->bytes;
+	free(refs);
 	return total;
 }
 
